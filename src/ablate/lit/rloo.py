@@ -3,15 +3,21 @@
 Manual optimization: the batch is scored and its loss back-propagated in micro-batches before a
 single optimizer step, after which the rollout engine gets the new weights. The engine, the reward
 and the prompt sampler are injected; this module imports none of them by name.
+
+Tools (paper 003): each rollout of step t gets the engine's tool with probability p_tool(t) (the
+`tool.schedule`), drawn from a checkpointed generator of its own; with `tool.prompt=when_available`
+its prompt says so (the calculator preamble), so the k prompts of a group may differ.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 from typing import Any, Callable, Mapping, Sequence
 
 import lightning as L
+import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
@@ -19,7 +25,17 @@ from ablate.models import encode_prompt, prompt_text
 from ablate.objectives import (aggregate, entropy_from_logits, grpo_advantages, kl_penalty, policy_gradient_loss,
                                rloo_advantages, token_logprobs)
 from ablate.rollout import Rollouts, SamplingParams
+from ablate.rollout.schedules import ToolAvailability, p_tool, show_preamble
 from ablate.tasks.countdown import VERDICTS, Problem
+
+
+TOOL_OFF = {"kind": "calculator", "schedule": "off", "prompt": "when_available"}
+
+
+def availability_seed(seed: int) -> int:
+    """The availability draws' own seed, derived from the run's so that its stream is unrelated
+    to the sampler's and the rollout generator's (which start from `seed` itself)."""
+    return int(np.random.SeedSequence([seed, 3]).generate_state(1)[0])
 
 
 class UniformSampler:
@@ -63,7 +79,8 @@ def pad_rollouts(rollouts: Rollouts, pad_id: int) -> dict[str, torch.Tensor]:
 
 class RLOOModule(L.LightningModule):
     def __init__(self, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problems: Sequence[Problem],
-                 template: str, engine: Any, reward: Callable, sampler: Any, stage: Mapping[str, Any], seed: int):
+                 template: str, engine: Any, reward: Callable, sampler: Any, stage: Mapping[str, Any], seed: int,
+                 tool: Mapping[str, Any] | None = None):
         super().__init__()
         self.automatic_optimization = False
         self.model = policy
@@ -79,6 +96,8 @@ class RLOOModule(L.LightningModule):
         self.stage = dict(stage)
         self.params = SamplingParams(**dict(stage["sampling"]))
         self.rollout_generator = torch.Generator().manual_seed(seed)
+        self.tool = dict(tool or TOOL_OFF)
+        self.availability = ToolAvailability(availability_seed(seed))
         self.elapsed_before = 0.0
         self.started = time.monotonic()
 
@@ -109,8 +128,16 @@ class RLOOModule(L.LightningModule):
         clock = time.monotonic()
         indices = self.sampler.sample(int(s["batch_prompts"]))
         problems = [self.problems[i] for i in indices]
-        prompts = [encode_prompt(prompt_text(p, self.template, self.tokenizer), self.tokenizer) for p in problems]
-        rollouts = self.engine.generate(prompts, int(s["k"]), self.params, self.rollout_generator)
+        k = int(s["k"])
+        p_available = p_tool(self.global_step, int(s["max_steps"]), self.tool)
+        available = self.availability.draw(len(problems) * k, p_available)
+        oracle = self.tool.get("kind") == "oracle"
+        # One prompt per rollout (prompt-major), since the preamble can follow each rollout's draw.
+        prompts = [encode_prompt(prompt_text(problems[i // k], self.template, self.tokenizer,
+                                             calculator=show_preamble(self.tool.get("prompt", "when_available"), a), oracle=oracle),
+                                 self.tokenizer) for i, a in enumerate(available)]
+        rollouts = self.engine.generate(prompts, 1, self.params, self.rollout_generator, tool_available=available)
+        rollouts = dataclasses.replace(rollouts, k=k)
         generate_s = time.monotonic() - clock
         clock = time.monotonic()
         rewards, verdicts = self._score(problems, rollouts)
@@ -171,6 +198,13 @@ class RLOOModule(L.LightningModule):
             "time/generate_tokens_per_s": generated / max(generate_s, 1e-9),
             "time/elapsed_s": self.elapsed_before + time.monotonic() - self.started,
         })
+        n_rollouts = len(rollouts.texts)
+        metrics.update({
+            "tool/p_available": p_available,
+            "tool/available_frac": sum(available) / n_rollouts,
+            "tool/calls_per_rollout": sum(rollouts.tool_calls) / n_rollouts if rollouts.tool_calls else 0.0,
+            "tool/calc_emission_rate": sum("<calc>" in text for text in rollouts.texts) / n_rollouts,
+        })
         for verdict in VERDICTS:  # correct rate, no-answer rate, ... (fractions of samples)
             metrics[f"train/verdict/{verdict}"] = sum(v == verdict for v in verdicts) / len(verdicts)
         self.log_dict(metrics, prog_bar=False, on_step=True)
@@ -179,9 +213,12 @@ class RLOOModule(L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["sampler"] = self.sampler.state_dict()
         checkpoint["rollout_generator"] = self.rollout_generator.get_state()
+        checkpoint["tool_availability"] = self.availability.state_dict()
         checkpoint["elapsed_s"] = self.elapsed_before + time.monotonic() - self.started
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.sampler.load_state_dict(checkpoint["sampler"])
         self.rollout_generator.set_state(checkpoint["rollout_generator"])
+        if "tool_availability" in checkpoint:  # absent in checkpoints written before tool schedules
+            self.availability.load_state_dict(checkpoint["tool_availability"])
         self.elapsed_before = float(checkpoint.get("elapsed_s", 0.0))
