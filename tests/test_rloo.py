@@ -96,7 +96,9 @@ def test_rloo_smoke_run_and_resume_continue_exactly(tmp_path, monkeypatch):
 
     def cfg():
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            return compose(config_name="config", overrides=["experiment=smoke_rloo", "stage.max_steps=4"])
+            # Annealed calculator: the availability draws must resume exactly too.
+            return compose(config_name="config", overrides=["experiment=smoke_rloo", "stage.max_steps=4",
+                                                            "tool=anneal_linear"])
 
     straight = tmp_path / "straight"
     run(cfg(), straight)
@@ -105,11 +107,15 @@ def test_rloo_smoke_run_and_resume_continue_exactly(tmp_path, monkeypatch):
     assert {"train/reward_mean", "train/reward_std", "train/effective_prompt_frac", "train/kl", "train/entropy",
             "train/loss", "train/is_weight_mean", "train/is_weight_max", "train/is_clip_frac", "train/lr",
             "train/verdict/correct", "train/verdict/no_answer", "time/generate_s", "time/score_s", "time/learn_s",
-            "time/sync_s", "time/generate_tokens_per_s"} <= set(metrics.columns)
+            "time/sync_s", "time/generate_tokens_per_s", "tool/p_available", "tool/available_frac",
+            "tool/calls_per_rollout", "tool/calc_emission_rate"} <= set(metrics.columns)
+    # T = 4, T_anneal = 2.668: p = 1, 0.625, 0.250, 0
+    assert metrics["tool/p_available"].tolist() == pytest.approx([1, 1 - 1 / 2.668, 1 - 2 / 2.668, 0])
     verdict_columns = [c for c in metrics.columns if c.startswith("train/verdict/")]
     assert metrics[verdict_columns].sum(axis=1).tolist() == pytest.approx([1.0] * 4)
     assert json.loads((straight / "status.json").read_text())["state"] == "completed"
     assert (straight / "eval" / "no_tool" / "summary.json").is_file()
+    assert (straight / "eval" / "tool" / "summary.json").is_file()  # a run that used the tool: both regimes
 
     original = RLOOModule.training_step
 
@@ -126,5 +132,5 @@ def test_rloo_smoke_run_and_resume_continue_exactly(tmp_path, monkeypatch):
     run(cfg(), resumed)
     again = pd.read_csv(resumed / "metrics.csv")
     assert again["step"].tolist() == [0, 1, 2, 3]
-    for column in ("train/loss", "train/response_length", "train/entropy"):
+    for column in ("train/loss", "train/response_length", "train/entropy", "tool/available_frac"):
         assert again[column].tolist() == pytest.approx(metrics[column].tolist(), rel=1e-5), column

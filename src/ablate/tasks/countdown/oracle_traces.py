@@ -31,11 +31,7 @@ from .solver import OracleAnswer, Step, oracle, steps_to_expression
 Operation = tuple[Fraction, str, Fraction]
 
 
-def _apply(left: Fraction, op: str, right: Fraction) -> Fraction:
-    return left + right if op == "+" else left - right if op == "-" else left * right if op == "*" else left / right
-
-
-def _key(operation: Operation) -> tuple:
+def operation_key(operation: Operation) -> tuple:
     """An operation up to commutativity: `a + b` and `b + a` are one operation."""
     left, op, right = operation
     return (op, *sorted((left, right))) if op in "+*" else operation
@@ -52,11 +48,11 @@ def all_steps(available: Sequence[int | Fraction]) -> list[Operation]:
                 continue
             a, b = values[i], values[j]
             for op in "+-*/":
-                if (op in "+*" and a < b) or (op == "/" and b == 0) or (op in "+*" and a == b and i > j):
+                if (op in "+*" and a < b) or (op == "/" and b == 0):
                     continue
                 step = (a, op, b)
-                if _key(step) not in seen:
-                    seen.add(_key(step))
+                if operation_key(step) not in seen:
+                    seen.add(operation_key(step))
                     out.append(step)
     return out
 
@@ -64,7 +60,7 @@ def all_steps(available: Sequence[int | Fraction]) -> list[Operation]:
 def is_pruned(operation: Operation, bad: set[tuple]) -> bool:
     """Pruned as never useful: a negative subtraction, or an operation that already got BAD here."""
     left, op, right = operation
-    return (op == "-" and left < right) or _key(operation) in bad
+    return (op == "-" and left < right) or operation_key(operation) in bad
 
 
 def legal_steps(available: Sequence[int | Fraction], bad: set[tuple]) -> list[Operation]:
@@ -143,7 +139,7 @@ def _walk(problem: Problem, rng: random.Random, mistake_rate: float, max_steps: 
         answer = oracle(available, *operation, target=target)
         turns.append(Turn(tuple(available), tuple(right), operation, answer))
         if answer.verdict == "BAD":
-            bad.add(_key(operation))
+            bad.add(operation_key(operation))
             continue
         left, op, r = operation
         right.append(Step(left, op, r, answer.result))
