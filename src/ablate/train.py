@@ -92,6 +92,21 @@ def check_config(cfg: DictConfig) -> None:
                  "stage.sampling.temperature must be > 0 and stage.sampling.top_p in (0, 1]")
         _require(int(cfg.rollout.batch_size) >= 1, f"rollout.batch_size={cfg.rollout.batch_size} must be >= 1")
 
+    if cfg.get("curriculum"):
+        from ablate.curriculum import check_curriculum
+
+        _require(s.name == "rloo", f"curriculum={cfg.curriculum.name} chooses RL prompts; it needs stage=rloo, "
+                                   f"not stage={s.name}")
+        try:
+            check_curriculum(OmegaConf.to_container(cfg.curriculum, resolve=True))
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+    r = cfg.replay
+    if r.enabled:
+        _require(s.name == "rloo", f"replay.enabled=true reuses RL rollouts; it needs stage=rloo, not stage={s.name}")
+        _require(0 < float(r.fresh_fraction) <= 1, f"replay.fresh_fraction={r.fresh_fraction} must be in (0, 1]")
+        _require(int(r.capacity) >= 1, f"replay.capacity={r.capacity} must be >= 1")
+
     e = cfg.eval
     _require(int(e.n) >= 1, f"eval.n={e.n} must be >= 1")
     _require(all(int(k) >= 1 for k in e.ks), f"eval.ks={list(e.ks)} must be positive")
@@ -157,19 +172,41 @@ def _fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=Non
 def fit_rloo(cfg: DictConfig, model, tokenizer, train_problems, reward, run_dir: Path) -> None:
     from torch.utils.data import DataLoader
 
-    from ablate.lit.rloo import RLOOModule, UniformSampler
+    from ablate.curriculum import ReplayBuffer, build_sampler
+    from ablate.lit.rloo import RLOOModule
     from ablate.rollout.hf import HFEngine
     from ablate.rollout.tools import Calculator
 
     s = cfg.stage
     calculator = Calculator(tokenizer, int(cfg.tool.max_calls)) if cfg.tool.name == "on" else None
     engine = HFEngine(model, tokenizer, batch_size=int(cfg.rollout.batch_size), calculator=calculator)
-    sampler = UniformSampler(len(train_problems), int(cfg.seed))
+    curriculum = OmegaConf.to_container(cfg.curriculum, resolve=True) if cfg.get("curriculum") else None
+    sampler = build_sampler(curriculum, train_problems, int(cfg.seed), int(s.max_steps),
+                            embed=lambda: prompt_embeddings(cfg, model, tokenizer, train_problems))
+    replay = (ReplayBuffer(int(cfg.replay.capacity), float(cfg.replay.fresh_fraction), int(cfg.seed))
+              if cfg.replay.enabled else None)
     module = RLOOModule(model, tokenizer, train_problems, cfg.model.template, engine, reward, sampler,
-                        OmegaConf.to_container(s, resolve=True), int(cfg.seed))
+                        OmegaConf.to_container(s, resolve=True), int(cfg.seed), replay=replay)
     # One item per optimizer step: prompts come from the sampler inside training_step.
     steps = DataLoader(range(int(s.max_steps)), batch_size=None)
     _fit(cfg, module, run_dir, dataloader=steps)
+
+
+def prompt_embeddings(cfg: DictConfig, model, tokenizer, problems):
+    """DOTS's prompt embeddings: the starting policy's (curriculum.embedding=policy) or a Hugging Face
+    encoder's mean-pooled last hidden state over each training prompt, computed once."""
+    from ablate.models import encode_prompt, mean_pooled_embeddings, prompt_text
+
+    texts = [prompt_text(p, cfg.model.template, tokenizer) for p in problems]
+    name = cfg.curriculum.get("embedding", "policy")
+    if name == "policy":
+        return mean_pooled_embeddings(model, [encode_prompt(t, tokenizer) for t in texts], tokenizer.pad_token_id)
+    from transformers import AutoModel, AutoTokenizer
+
+    encoder_tokenizer = AutoTokenizer.from_pretrained(name)
+    encoder = AutoModel.from_pretrained(name).eval()
+    ids = [encoder_tokenizer(t)["input_ids"] for t in texts]
+    return mean_pooled_embeddings(encoder, ids, encoder_tokenizer.pad_token_id or 0)
 
 
 def fit_sft(cfg: DictConfig, model, tokenizer, train_problems, run_dir: Path) -> None:
