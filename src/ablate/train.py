@@ -124,6 +124,14 @@ def check_config(cfg: DictConfig) -> None:
             raise ConfigError("logger=wandb needs the wandb extra: pip install -e '.[wandb]'") from None
 
 
+def global_rank() -> int:
+    """This process's rank in data-parallel training (Lightning re-launches the command once per extra
+    device with the rank in the environment); 0 without DDP."""
+    from lightning.pytorch.utilities import rank_zero_only
+
+    return int(getattr(rank_zero_only, "rank", 0) or 0)
+
+
 def _precision(trainer_cfg: DictConfig) -> str:
     import torch
 
@@ -147,7 +155,8 @@ def _fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=Non
         loggers.append(WandbLogger(project=cfg.logger.project, save_dir=str(run_dir), offline=cfg.logger.mode == "offline"))
     checkpoints = run_dir / "checkpoints"
     trainer = L.Trainer(
-        max_steps=int(cfg.stage.max_steps), max_epochs=-1, accelerator=cfg.trainer.accelerator, devices=1,
+        max_steps=int(cfg.stage.max_steps), max_epochs=-1, accelerator=cfg.trainer.accelerator,
+        devices=cfg.trainer.devices, strategy=cfg.trainer.strategy, num_nodes=int(cfg.trainer.num_nodes),
         precision=_precision(cfg.trainer), gradient_clip_val=gradient_clip, logger=loggers,
         callbacks=[ModelCheckpoint(dirpath=str(checkpoints), save_last=True,
                                    every_n_train_steps=int(cfg.stage.checkpoint_every))],
@@ -156,7 +165,7 @@ def _fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=Non
     )
     last = checkpoints / "last.ckpt"
     resume_from = str(last) if cfg.resume == "auto" and last.is_file() else None
-    if resume_from:
+    if resume_from and global_rank() == 0:
         log.info("resuming from %s", resume_from)
         stash_metrics(run_dir)
     module.train()  # from_pretrained returns eval mode; Lightning expects training mode at the start
@@ -166,7 +175,8 @@ def _fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=Non
         else:
             trainer.fit(module, train_dataloaders=dataloader, ckpt_path=resume_from)
     finally:
-        merge_metrics(run_dir)
+        if global_rank() == 0:
+            merge_metrics(run_dir)
 
 
 def fit_rloo(cfg: DictConfig, model, tokenizer, train_problems, reward, run_dir: Path) -> None:
@@ -255,7 +265,8 @@ def run(cfg: DictConfig, run_dir: Path) -> Path:
         print(f"run already completed, nothing to do: {run_dir}")
         return run_dir
 
-    status = RunStatus(run_dir)
+    worker = global_rank() > 0  # a DDP worker trains; rank 0 writes the run directory and evaluates
+    status = RunStatus(run_dir, writer=not worker)
     status.start(stage=cfg.stage.name)
     try:
         torch.set_num_threads(int(cfg.trainer.num_threads or os.cpu_count() or 1))
@@ -279,6 +290,8 @@ def run(cfg: DictConfig, run_dir: Path) -> Path:
             else:
                 fit_rloo(cfg, model, tokenizer, splits.train, reward, run_dir)
             status.timing("train_s", time.monotonic() - clock)
+            if worker:
+                return run_dir
             model.save_pretrained(str(model_dir))
             tokenizer.save_pretrained(str(model_dir))
         device = "cuda" if torch.cuda.is_available() and cfg.trainer.accelerator != "cpu" else "cpu"

@@ -63,6 +63,7 @@ class RLOOModule(L.LightningModule):
         self.n_numbers_values = sorted({p.n_numbers for p in self.problems})
         self.stage = dict(stage)
         self.params = SamplingParams(**dict(stage["sampling"]))
+        self.seed = seed
         self.rollout_generator = torch.Generator().manual_seed(seed)
         self.elapsed_before = 0.0
         self.started = time.monotonic()
@@ -74,6 +75,11 @@ class RLOOModule(L.LightningModule):
     def on_train_start(self) -> None:
         self.started = time.monotonic()
         self.reference.to(self.device)
+        if self.global_rank > 0:
+            # Data-parallel ranks sample their own prompts and rollouts (the checkpoint holds rank 0's
+            # generators, so a resumed worker re-derives its own from the step it resumes at).
+            for generator in (self.rollout_generator, self.sampler.generator):
+                generator.manual_seed(self.seed * 1_000_003 + self.global_rank * 7_919 + self.global_step)
 
     def configure_optimizers(self):
         s = self.stage
