@@ -348,3 +348,10 @@ def test_rloo_step_with_replay_reuses_groups_against_their_own_behaviour_policy(
     rows = torch.cat(seen_behaviour)  # [8 sequences, L]: 2 fresh groups then 2 replayed, k=2
     markers = [row[row != 0][0].item() for row in rows]
     assert markers == [-2.0] * 4 + [-1.0] * 4  # replayed samples keep the first step's behaviour log-probs
+
+
+def test_dots_with_a_tiny_tau_still_fills_the_batch():
+    sampler = DotsSampler(Levels(torch.zeros(50, dtype=torch.long), ("all",)), seed=0,
+                          embeddings=torch.randn(50, 4, generator=torch.Generator().manual_seed(0)), tau=1e-4)
+    sampler.observe_reference(list(range(10)), group_rewards([1.0] * 5 + [0.0] * 5))
+    assert len(set(sampler.sample(32, 1))) == 32

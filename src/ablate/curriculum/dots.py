@@ -68,8 +68,9 @@ def pearson(x: torch.Tensor, y: torch.Tensor) -> float:
 
 def selection_weights(predicted: torch.Tensor, alpha: float, tau: float) -> torch.Tensor:
     """exp(-|d_hat - alpha| / tau), shifted so the largest weight is 1 (same distribution, no underflow)."""
-    distance = (predicted - alpha).abs()
-    return torch.exp(-(distance - distance.min()) / tau)
+    distance = (predicted.double() - alpha).abs()
+    # Floored so that a small tau never leaves fewer non-zero weights than a batch needs.
+    return torch.exp(-(distance - distance.min()) / tau).clamp_min(1e-300)
 
 
 class DotsSampler(Sampler):
@@ -113,9 +114,7 @@ class DotsSampler(Sampler):
         if self.predicted is None:
             self.last = self._uniform(None, batch)
         else:
-            weights = selection_weights(self.predicted, self.alpha, self.tau)
-            self.last = torch.multinomial(weights, min(batch, self.n), replacement=False,
-                                          generator=self.generator).tolist()
+            self.last = self._draw(selection_weights(self.predicted, self.alpha, self.tau), batch)
         return self.last
 
     def update(self, indices: Sequence[int], rewards: torch.Tensor) -> None:

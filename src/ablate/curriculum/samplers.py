@@ -40,6 +40,11 @@ class Sampler:
             return torch.randint(self.n, (batch,), generator=self.generator).tolist()
         return pool[torch.randint(len(pool), (batch,), generator=self.generator)].tolist()
 
+    def _draw(self, weights: torch.Tensor, batch: int) -> list[int]:
+        """`batch` distinct prompts ∝ weights (fewer if fewer have a non-zero weight)."""
+        n = min(batch, int((weights > 0).sum()))
+        return torch.multinomial(weights, n, replacement=False, generator=self.generator).tolist() if n else []
+
     def sample(self, batch: int, step: int) -> list[int]:
         self.last = self._uniform(None, batch)
         return self.last
@@ -148,9 +153,6 @@ class FrontierSampler(Sampler):
     def weights(self) -> torch.Tensor:
         seen = ~torch.isnan(self.p_hat)
         return torch.where(seen, self.floor + self.p_hat * (1 - self.p_hat), torch.full_like(self.p_hat, self.w_explore))
-
-    def _draw(self, weights: torch.Tensor, batch: int) -> list[int]:
-        return torch.multinomial(weights, min(batch, self.n), replacement=False, generator=self.generator).tolist()
 
     def sample(self, batch: int, step: int) -> list[int]:
         self.last = self._draw(self.weights(), batch)
