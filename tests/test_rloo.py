@@ -7,7 +7,8 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from ablate.config import CONF_DIR
-from ablate.lit.rloo import RLOOModule, UniformSampler, pad_rollouts
+from ablate.curriculum import build_sampler
+from ablate.lit.rloo import RLOOModule, pad_rollouts
 from ablate.models import encode_prompt, prompt_text
 from ablate.objectives import token_logprobs
 from ablate.rollout import Rollouts
@@ -17,8 +18,7 @@ from ablate.tasks.countdown import Problem, Reward
 
 
 class FixedEngine:
-    """The same completions over and over: sequence i gets texts[i % len(texts)] (on-policy log-probs).
-    RLOO asks for one sample per (already repeated) prompt, so a group of k = len(texts) gets them all."""
+    """Always the same two completions per prompt: one right, one wrong (on-policy log-probs)."""
 
     def __init__(self, model, tokenizer, texts):
         self.model, self.tokenizer, self.texts = model, tokenizer, texts
@@ -30,14 +30,14 @@ class FixedEngine:
             logits = self.model(input_ids=ids).logits
         return token_logprobs(logits[:, len(prompt) - 1:-1], ids[:, len(prompt):])[0].tolist()
 
-    def generate(self, prompt_ids, k, params, generator, tool_available=None):
-        self.prompts = [list(p) for p in prompt_ids for _ in range(k)]
-        texts = [self.texts[i % len(self.texts)] for i in range(len(self.prompts))]
-        completions = [self.tokenizer(t, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
-                       for t in texts]
-        return Rollouts(self.prompts, completions,
-                        [self.sequence_logprobs(p, c) for p, c in zip(self.prompts, completions)],
-                        [[False] * len(c) for c in completions], texts, k=k, tool_calls=[0] * len(texts))
+    def generate(self, prompt_ids, k, params, generator):
+        prompts, completions = [], []
+        for p in prompt_ids:
+            for text in self.texts:
+                prompts.append(list(p))
+                completions.append(self.tokenizer(text, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id])
+        return Rollouts(prompts, completions, [self.sequence_logprobs(p, c) for p, c in zip(prompts, completions)],
+                        [[False] * len(c) for c in completions], list(self.texts) * len(prompt_ids), k=len(self.texts))
 
     def sync(self, model):
         self.synced += 1
@@ -52,7 +52,8 @@ def test_one_step_prefers_the_rewarded_completion(tiny_policy):
         stage = OmegaConf.to_container(compose(config_name="config", overrides=["stage=rloo"]).stage)
     stage.update(batch_prompts=1, k=2, lr=1e-2, kl_coef=0.0, entropy_coef=0.0, micro_batch=1)
     reward = Reward.from_config(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "reward" / "binary.yaml")))
-    module = RLOOModule(model, tokenizer, [problem], "compact", engine, reward, UniformSampler(1, 0), stage, seed=0)
+    module = RLOOModule(model, tokenizer, [problem], "compact", engine, reward, build_sampler(None, [problem], 0, 1),
+                        stage, seed=0)
     optimizer = module.configure_optimizers()
     module.optimizers = lambda: optimizer
     module.manual_backward = lambda loss: loss.backward()
@@ -80,25 +81,20 @@ def test_pad_rollouts_aligns_masks_with_next_token_targets():
     assert b["behaviour"][0, 2:5].tolist() == pytest.approx([-0.1, -0.2, -0.3])
 
 
-def test_uniform_sampler_state_round_trip():
-    a = UniformSampler(100, seed=3)
-    a.sample(5)
-    state = a.state_dict()
-    expected = a.sample(7)
-    b = UniformSampler(100, seed=99)
-    b.load_state_dict(state)
-    assert b.sample(7) == expected
-
-
 @pytest.mark.slow
-def test_rloo_smoke_run_and_resume_continue_exactly(tmp_path, monkeypatch):
+@pytest.mark.parametrize("variant", [
+    [],  # uniform prompts
+    # a sampler with state (DOTS: reference rollouts, predictions) and a replay buffer, both in the checkpoint
+    ["curriculum=dots", "curriculum.every=2", "curriculum.reference_size=6", "replay.enabled=true"],
+], ids=["uniform", "dots+replay"])
+def test_rloo_smoke_run_and_resume_continue_exactly(tmp_path, monkeypatch, variant):
     from ablate.train import run
 
     def cfg():
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             # Annealed calculator: the availability draws must resume exactly too.
             return compose(config_name="config", overrides=["experiment=smoke_rloo", "stage.max_steps=4",
-                                                            "tool=anneal_linear"])
+                                                            "tool=anneal_linear", *variant])
 
     straight = tmp_path / "straight"
     run(cfg(), straight)

@@ -103,7 +103,8 @@ class RecordingEngine:
 
 
 def test_rloo_draws_availability_per_rollout_and_states_it_in_the_prompt(tiny_policy, monkeypatch):
-    from ablate.lit.rloo import RLOOModule, UniformSampler
+    from ablate.curriculum import build_sampler
+    from ablate.lit.rloo import RLOOModule
     from ablate.tasks.countdown import Reward
 
     model, tokenizer = tiny_policy
@@ -112,9 +113,9 @@ def test_rloo_draws_availability_per_rollout_and_states_it_in_the_prompt(tiny_po
                                                      "stage.batch_prompts=3", "stage.k=4", "stage.micro_batch=12"])
     engine = RecordingEngine(tokenizer)
     reward = Reward.from_config(OmegaConf.to_container(c.reward))
-    module = RLOOModule(model, tokenizer, [Problem((1, 2), 3), Problem((4, 5, 6), 15)], "compact", engine, reward,
-                        UniformSampler(2, 0), OmegaConf.to_container(c.stage), seed=0,
-                        tool=OmegaConf.to_container(c.tool))
+    problems = [Problem((1, 2), 3), Problem((4, 5, 6), 15)]
+    module = RLOOModule(model, tokenizer, problems, "compact", engine, reward, build_sampler(None, problems, 0, 10),
+                        OmegaConf.to_container(c.stage), seed=0, tool=OmegaConf.to_container(c.tool))
     optimizer = module.configure_optimizers()
     logged = {}
     module.optimizers = lambda: optimizer
@@ -143,6 +144,16 @@ def test_rloo_draws_availability_per_rollout_and_states_it_in_the_prompt(tiny_po
     for i in range(0, 12, 4):
         texts = {tokenizer.decode(p[2:] if p[1] == calc else p[1:]) for p in prompts[i:i + 4]}
         assert len(texts) == 1
+
+    # tool=off: k samples of each of the 3 prompts, asked the way any engine is asked (no availability).
+    off = RLOOModule(model, tokenizer, problems, "compact", engine, reward, build_sampler(None, problems, 0, 10),
+                     OmegaConf.to_container(c.stage), seed=0, tool=load_group_config("tool", "off"))
+    off.optimizers, off.manual_backward = module.optimizers, module.manual_backward
+    off.log_dict, off.log = module.log_dict, module.log
+    off.training_step(None, 0)
+    prompts, k, available = engine.calls[-1]
+    assert len(prompts) == 3 and k == 4 and available is None and logged["tool/available_frac"] == 0
+    assert all(p[1] != calc for p in prompts) and logged["tool/p_available"] == 0
 
 
 def test_tool_configs_are_validated(tmp_path):

@@ -91,6 +91,21 @@ def check_config(cfg: DictConfig) -> None:
                  "stage.sampling.temperature must be > 0 and stage.sampling.top_p in (0, 1]")
         _require(int(cfg.rollout.batch_size) >= 1, f"rollout.batch_size={cfg.rollout.batch_size} must be >= 1")
 
+    if cfg.get("curriculum"):
+        from ablate.curriculum import check_curriculum
+
+        _require(s.name == "rloo", f"curriculum={cfg.curriculum.name} chooses RL prompts; it needs stage=rloo, "
+                                   f"not stage={s.name}")
+        try:
+            check_curriculum(OmegaConf.to_container(cfg.curriculum, resolve=True))
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+    r = cfg.replay
+    if r.enabled:
+        _require(s.name == "rloo", f"replay.enabled=true reuses RL rollouts; it needs stage=rloo, not stage={s.name}")
+        _require(0 < float(r.fresh_fraction) <= 1, f"replay.fresh_fraction={r.fresh_fraction} must be in (0, 1]")
+        _require(int(r.capacity) >= 1, f"replay.capacity={r.capacity} must be >= 1")
+
     e = cfg.eval
     _require(int(e.n) >= 1, f"eval.n={e.n} must be >= 1")
     _require(all(int(k) >= 1 for k in e.ks), f"eval.ks={list(e.ks)} must be positive")
@@ -129,6 +144,14 @@ def check_tool_config(cfg: DictConfig) -> None:
                  "(the solver answers in its evaluation)")
 
 
+def global_rank() -> int:
+    """This process's rank in data-parallel training (Lightning re-launches the command once per extra
+    device with the rank in the environment); 0 without DDP."""
+    from lightning.pytorch.utilities import rank_zero_only
+
+    return int(getattr(rank_zero_only, "rank", 0) or 0)
+
+
 def _precision(trainer_cfg: DictConfig) -> str:
     import torch
 
@@ -152,7 +175,8 @@ def _fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=Non
         loggers.append(WandbLogger(project=cfg.logger.project, save_dir=str(run_dir), offline=cfg.logger.mode == "offline"))
     checkpoints = run_dir / "checkpoints"
     trainer = L.Trainer(
-        max_steps=int(cfg.stage.max_steps), max_epochs=-1, accelerator=cfg.trainer.accelerator, devices=1,
+        max_steps=int(cfg.stage.max_steps), max_epochs=-1, accelerator=cfg.trainer.accelerator,
+        devices=cfg.trainer.devices, strategy=cfg.trainer.strategy, num_nodes=int(cfg.trainer.num_nodes),
         precision=_precision(cfg.trainer), gradient_clip_val=gradient_clip, logger=loggers,
         callbacks=[ModelCheckpoint(dirpath=str(checkpoints), save_last=True,
                                    every_n_train_steps=int(cfg.stage.checkpoint_every))],
@@ -161,7 +185,7 @@ def _fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=Non
     )
     last = checkpoints / "last.ckpt"
     resume_from = str(last) if cfg.resume == "auto" and last.is_file() else None
-    if resume_from:
+    if resume_from and global_rank() == 0:
         log.info("resuming from %s", resume_from)
         stash_metrics(run_dir)
     module.train()  # from_pretrained returns eval mode; Lightning expects training mode at the start
@@ -171,26 +195,49 @@ def _fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=Non
         else:
             trainer.fit(module, train_dataloaders=dataloader, ckpt_path=resume_from)
     finally:
-        merge_metrics(run_dir)
+        if global_rank() == 0:
+            merge_metrics(run_dir)
 
 
 def fit_rloo(cfg: DictConfig, model, tokenizer, train_problems, reward, run_dir: Path) -> None:
     from torch.utils.data import DataLoader
 
-    from ablate.lit.rloo import RLOOModule, UniformSampler
+    from ablate.curriculum import ReplayBuffer, build_sampler
+    from ablate.lit.rloo import RLOOModule
     from ablate.rollout.hf import HFEngine
     from ablate.rollout.tools import build_tool
 
     s = cfg.stage
     tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if cfg.tool.schedule != "off" else None
     engine = HFEngine(model, tokenizer, batch_size=int(cfg.rollout.batch_size), tool=tool)
-    sampler = UniformSampler(len(train_problems), int(cfg.seed))
+    curriculum = OmegaConf.to_container(cfg.curriculum, resolve=True) if cfg.get("curriculum") else None
+    sampler = build_sampler(curriculum, train_problems, int(cfg.seed), int(s.max_steps),
+                            embed=lambda: prompt_embeddings(cfg, model, tokenizer, train_problems))
+    replay = (ReplayBuffer(int(cfg.replay.capacity), float(cfg.replay.fresh_fraction), int(cfg.seed))
+              if cfg.replay.enabled else None)
     module = RLOOModule(model, tokenizer, train_problems, cfg.model.template, engine, reward, sampler,
-                        OmegaConf.to_container(s, resolve=True), int(cfg.seed),
+                        OmegaConf.to_container(s, resolve=True), int(cfg.seed), replay=replay,
                         tool=OmegaConf.to_container(cfg.tool, resolve=True))
     # One item per optimizer step: prompts come from the sampler inside training_step.
     steps = DataLoader(range(int(s.max_steps)), batch_size=None)
     _fit(cfg, module, run_dir, dataloader=steps)
+
+
+def prompt_embeddings(cfg: DictConfig, model, tokenizer, problems):
+    """DOTS's prompt embeddings: the starting policy's (curriculum.embedding=policy) or a Hugging Face
+    encoder's mean-pooled last hidden state over each training prompt, computed once."""
+    from ablate.models import encode_prompt, mean_pooled_embeddings, prompt_text
+
+    texts = [prompt_text(p, cfg.model.template, tokenizer) for p in problems]
+    name = cfg.curriculum.get("embedding", "policy")
+    if name == "policy":
+        return mean_pooled_embeddings(model, [encode_prompt(t, tokenizer) for t in texts], tokenizer.pad_token_id)
+    from transformers import AutoModel, AutoTokenizer
+
+    encoder_tokenizer = AutoTokenizer.from_pretrained(name)
+    encoder = AutoModel.from_pretrained(name).eval()
+    ids = [encoder_tokenizer(t)["input_ids"] for t in texts]
+    return mean_pooled_embeddings(encoder, ids, encoder_tokenizer.pad_token_id or 0)
 
 
 def fit_sft(cfg: DictConfig, model, tokenizer, train_problems, run_dir: Path) -> None:
@@ -246,7 +293,8 @@ def run(cfg: DictConfig, run_dir: Path) -> Path:
         print(f"run already completed, nothing to do: {run_dir}")
         return run_dir
 
-    status = RunStatus(run_dir)
+    worker = global_rank() > 0  # a DDP worker trains; rank 0 writes the run directory and evaluates
+    status = RunStatus(run_dir, writer=not worker)
     status.start(stage=cfg.stage.name)
     try:
         torch.set_num_threads(int(cfg.trainer.num_threads or os.cpu_count() or 1))
@@ -270,6 +318,8 @@ def run(cfg: DictConfig, run_dir: Path) -> Path:
             else:
                 fit_rloo(cfg, model, tokenizer, splits.train, reward, run_dir)
             status.timing("train_s", time.monotonic() - clock)
+            if worker:
+                return run_dir
             model.save_pretrained(str(model_dir))
             tokenizer.save_pretrained(str(model_dir))
         device = "cuda" if torch.cuda.is_available() and cfg.trainer.accelerator != "cpu" else "cpu"

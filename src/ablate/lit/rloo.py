@@ -1,8 +1,10 @@
 """The RLOO stage: one training_step = one rollout batch (B prompts x k samples) = one optimizer step.
 
 Manual optimization: the batch is scored and its loss back-propagated in micro-batches before a
-single optimizer step, after which the rollout engine gets the new weights. The engine, the reward
-and the prompt sampler are injected; this module imports none of them by name.
+single optimizer step, after which the rollout engine gets the new weights. The engine, the reward,
+the prompt sampler (`ablate.curriculum`) and the optional replay buffer are injected; this module
+imports none of them by name. A sampler that asks for a reference set (DOTS) gets it rolled out and
+scored before the step's batch.
 
 Tools (paper 003): each rollout of step t gets the engine's tool with probability p_tool(t) (the
 `tool.schedule`), drawn from a checkpointed generator of its own; with `tool.prompt=when_available`
@@ -38,26 +40,6 @@ def availability_seed(seed: int) -> int:
     return int(np.random.SeedSequence([seed, 3]).generate_state(1)[0])
 
 
-class UniformSampler:
-    """`curriculum=none`: prompts uniformly at random (with replacement) from the training pool."""
-
-    def __init__(self, n: int, seed: int):
-        self.n = n
-        self.generator = torch.Generator().manual_seed(seed)
-
-    def sample(self, batch: int) -> list[int]:
-        return torch.randint(self.n, (batch,), generator=self.generator).tolist()
-
-    def update(self, indices: Sequence[int], rewards: torch.Tensor) -> None:
-        pass
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"generator": self.generator.get_state()}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.generator.set_state(state["generator"])
-
-
 def pad_rollouts(rollouts: Rollouts, pad_id: int) -> dict[str, torch.Tensor]:
     """Right-padded prompt+completion ids with masks aligned to next-token targets [N, L-1]."""
     sequences = [p + c for p, c in zip(rollouts.prompt_ids, rollouts.completion_ids)]
@@ -80,7 +62,7 @@ def pad_rollouts(rollouts: Rollouts, pad_id: int) -> dict[str, torch.Tensor]:
 class RLOOModule(L.LightningModule):
     def __init__(self, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problems: Sequence[Problem],
                  template: str, engine: Any, reward: Callable, sampler: Any, stage: Mapping[str, Any], seed: int,
-                 tool: Mapping[str, Any] | None = None):
+                 replay: Any = None, tool: Mapping[str, Any] | None = None):
         super().__init__()
         self.automatic_optimization = False
         self.model = policy
@@ -93,11 +75,15 @@ class RLOOModule(L.LightningModule):
         self.engine = engine
         self.reward = reward
         self.sampler = sampler
+        self.replay = replay
+        self.n_numbers_values = sorted({p.n_numbers for p in self.problems})
         self.stage = dict(stage)
         self.params = SamplingParams(**dict(stage["sampling"]))
+        self.seed = seed
         self.rollout_generator = torch.Generator().manual_seed(seed)
         self.tool = dict(tool or TOOL_OFF)
         self.availability = ToolAvailability(availability_seed(seed))
+        self.last_availability: tuple[float, list[bool]] = (0.0, [])
         self.elapsed_before = 0.0
         self.started = time.monotonic()
 
@@ -108,6 +94,11 @@ class RLOOModule(L.LightningModule):
     def on_train_start(self) -> None:
         self.started = time.monotonic()
         self.reference.to(self.device)
+        if self.global_rank > 0:
+            # Data-parallel ranks sample their own prompts and rollouts (the checkpoint holds rank 0's
+            # generators, so a resumed worker re-derives its own from the step it resumes at).
+            for generator in (self.rollout_generator, self.sampler.generator, self.availability.generator):
+                generator.manual_seed(self.seed * 1_000_003 + self.global_rank * 7_919 + self.global_step)
 
     def configure_optimizers(self):
         s = self.stage
@@ -123,26 +114,57 @@ class RLOOModule(L.LightningModule):
             verdicts.append(judgement.verdict.value)
         return torch.tensor(rewards, dtype=torch.float32).view(len(problems), rollouts.k), verdicts
 
+    def _generate(self, indices: Sequence[int]) -> tuple[list[Problem], Rollouts]:
+        problems = [self.problems[i] for i in indices]
+        k = int(self.stage["k"])
+        p_available = p_tool(self.global_step, int(self.stage["max_steps"]), self.tool)
+        available = self.availability.draw(len(problems) * k, p_available)  # drawn whatever p, see ToolAvailability
+        self.last_availability = (p_available, available)
+        oracle = self.tool.get("kind") == "oracle"
+        mode = self.tool.get("prompt", "when_available")
+
+        def encode(problem: Problem, tool_on: bool) -> list[int]:
+            return encode_prompt(prompt_text(problem, self.template, self.tokenizer,
+                                             calculator=show_preamble(mode, tool_on), oracle=oracle), self.tokenizer)
+
+        if self.tool.get("schedule", "off") == "off":  # no tool: k samples of each prompt, as any engine does
+            return problems, self.engine.generate([encode(p, False) for p in problems], k, self.params,
+                                                  self.rollout_generator)
+        # One prompt per rollout (prompt-major), since the preamble can follow each rollout's draw.
+        prompts = [encode(problems[i // k], a) for i, a in enumerate(available)]
+        rollouts = self.engine.generate(prompts, 1, self.params, self.rollout_generator, tool_available=available)
+        return problems, dataclasses.replace(rollouts, k=k)
+
     def training_step(self, batch: Any, batch_idx: int) -> None:
         s = self.stage
+        step = self.global_step
         clock = time.monotonic()
-        indices = self.sampler.sample(int(s["batch_prompts"]))
-        problems = [self.problems[i] for i in indices]
-        k = int(s["k"])
-        p_available = p_tool(self.global_step, int(s["max_steps"]), self.tool)
-        available = self.availability.draw(len(problems) * k, p_available)
-        oracle = self.tool.get("kind") == "oracle"
-        # One prompt per rollout (prompt-major), since the preamble can follow each rollout's draw.
-        prompts = [encode_prompt(prompt_text(problems[i // k], self.template, self.tokenizer,
-                                             calculator=show_preamble(self.tool.get("prompt", "when_available"), a), oracle=oracle),
-                                 self.tokenizer) for i, a in enumerate(available)]
-        rollouts = self.engine.generate(prompts, 1, self.params, self.rollout_generator, tool_available=available)
-        rollouts = dataclasses.replace(rollouts, k=k)
+        reference = getattr(self.sampler, "reference_prompts", lambda step: [])(step)
+        if reference:
+            self.sampler.observe_reference(reference, self._score(*self._generate(reference))[0])
+        reference_s = time.monotonic() - clock
+
+        n_prompts = int(s["batch_prompts"])
+        n_replay = self.replay.replay_count(n_prompts) if self.replay is not None else 0
+        clock = time.monotonic()
+        indices = self.sampler.sample(n_prompts - n_replay, step)
+        problems, fresh = self._generate(indices)
+        p_available, available = self.last_availability
         generate_s = time.monotonic() - clock
         clock = time.monotonic()
-        rewards, verdicts = self._score(problems, rollouts)
-        self.sampler.update(indices, rewards)
+        fresh_rewards, verdicts = self._score(problems, fresh)
+        self.sampler.update(indices, fresh_rewards)
         score_s = time.monotonic() - clock
+        rollouts, rewards, replay_metrics = fresh, fresh_rewards, {}
+        if self.replay is not None:
+            replayed = self.replay.take(n_replay)
+            stored = self.replay.add(indices, fresh, fresh_rewards, verdicts, step)
+            if replayed:
+                rollouts = Rollouts.concat([fresh] + [g.rollouts for g in replayed])
+                rewards = torch.cat([fresh_rewards, torch.tensor([g.rewards for g in replayed])])
+            replay_metrics = {"replay/replayed_frac": len(replayed) / n_prompts, "replay/buffer_size": len(self.replay),
+                              "replay/stored": stored,
+                              "replay/mean_age": sum(step - g.step for g in replayed) / len(replayed) if replayed else 0.0}
 
         clock = time.monotonic()
         advantages = (rloo_advantages(rewards) if s["advantage"] == "rloo" else grpo_advantages(rewards)).flatten()
@@ -184,26 +206,31 @@ class RLOOModule(L.LightningModule):
         self.engine.sync(self.model)
         sync_s = time.monotonic() - clock
 
-        generated = sum(len(c) for c in rollouts.completion_ids)
+        generated = sum(len(c) for c in fresh.completion_ids)
         metrics = {f"train/{key}": value for key, value in totals.items()}
-        metrics.update({
-            "train/reward_mean": rewards.mean().item(),
-            "train/reward_std": rewards.std().item(),
+        metrics.update({  # reward and verdicts: the fresh rollouts (the current policy); the rest: the trained batch
+            "train/reward_mean": fresh_rewards.mean().item(),
+            "train/reward_std": fresh_rewards.std().item(),
             "train/effective_prompt_frac": (rewards.std(dim=-1) > 0).float().mean().item(),
             "train/is_weight_max": is_weight_max,
-            "train/response_length": generated / len(rollouts.completion_ids),
+            "train/response_length": sum(len(c) for c in rollouts.completion_ids) / len(rollouts.completion_ids),
             "train/grad_norm": float(grad_norm),
             "train/lr": lr,
+            "time/reference_s": reference_s,
             "time/generate_s": generate_s, "time/score_s": score_s, "time/learn_s": learn_s, "time/sync_s": sync_s,
             "time/generate_tokens_per_s": generated / max(generate_s, 1e-9),
             "time/elapsed_s": self.elapsed_before + time.monotonic() - self.started,
         })
-        n_rollouts = len(rollouts.texts)
+        metrics.update(self.sampler.metrics())
+        metrics.update(replay_metrics)
+        for n in self.n_numbers_values:  # the difficulty mix of the fresh prompts, comparable across samplers
+            metrics[f"curriculum/frac_n{n}"] = sum(p.n_numbers == n for p in problems) / max(len(problems), 1)
+        n_fresh = len(fresh.texts)  # tool use of the fresh rollouts (the current policy, this step's draws)
         metrics.update({
             "tool/p_available": p_available,
-            "tool/available_frac": sum(available) / n_rollouts,
-            "tool/calls_per_rollout": sum(rollouts.tool_calls) / n_rollouts if rollouts.tool_calls else 0.0,
-            "tool/calc_emission_rate": sum("<calc>" in text for text in rollouts.texts) / n_rollouts,
+            "tool/available_frac": sum(available) / n_fresh,
+            "tool/calls_per_rollout": sum(fresh.tool_calls) / n_fresh if fresh.tool_calls else 0.0,
+            "tool/calc_emission_rate": sum("<calc>" in text for text in fresh.texts) / n_fresh,
         })
         for verdict in VERDICTS:  # correct rate, no-answer rate, ... (fractions of samples)
             metrics[f"train/verdict/{verdict}"] = sum(v == verdict for v in verdicts) / len(verdicts)
@@ -212,12 +239,16 @@ class RLOOModule(L.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["sampler"] = self.sampler.state_dict()
+        if self.replay is not None:
+            checkpoint["replay"] = self.replay.state_dict()
         checkpoint["rollout_generator"] = self.rollout_generator.get_state()
         checkpoint["tool_availability"] = self.availability.state_dict()
         checkpoint["elapsed_s"] = self.elapsed_before + time.monotonic() - self.started
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.sampler.load_state_dict(checkpoint["sampler"])
+        if self.replay is not None and "replay" in checkpoint:
+            self.replay.load_state_dict(checkpoint["replay"])
         self.rollout_generator.set_state(checkpoint["rollout_generator"])
         if "tool_availability" in checkpoint:  # absent in checkpoints written before tool schedules
             self.availability.load_state_dict(checkpoint["tool_availability"])
