@@ -141,14 +141,16 @@ class ScriptModel(torch.nn.Module):
 
 
 def scripted(tokenizer, prompt: list[int], pieces: list[tuple[str, str | None]]):
-    """A ScriptModel writing the model pieces, with junk of the right length where the tool's
-    answers go (so the answers can only come from the tool); and the expected completion text."""
+    """A ScriptModel writing the model pieces, with junk tokens where the tool's answers go (as
+    many as the answer has), so that the answers can only come from the tool; and the expected
+    completion text."""
+    junk = tokenizer("x", add_special_tokens=False)["input_ids"][0]
     script, expected = [], ""
     for model_text, tool_text in pieces:
         script += tokenizer(model_text, add_special_tokens=False)["input_ids"]
         expected += model_text
         if tool_text:
-            script += tokenizer("x" * len(tool_text), add_special_tokens=False)["input_ids"]
+            script += [junk] * len(tokenizer(tool_text, add_special_tokens=False)["input_ids"])
             expected += tool_text
     return ScriptModel(tokenizer, len(prompt), script + [tokenizer.eos_token_id]), expected
 
@@ -173,6 +175,42 @@ def test_rollout_splices_oracle_answers_masked_by_token_ids():
     off = engine.generate([prompt], 1, SamplingParams(max_new_tokens=120), torch.Generator().manual_seed(0),
                           tool_available=[False])
     assert "xxxx" in off.texts[0] and not any(off.tool_mask[0]) and off.tool_calls == [0]
+
+
+def bpe_tokenizer():
+    """A small byte-level BPE tokenizer (GPT-2 style pre-tokenization, as Hub models have), trained
+    on oracle dialogues so that words and numbers are merged tokens."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    rng = random.Random(0)
+    corpus = [oracle_trajectory(p, rng).text(FULL) for p in generate(200, seed=1)]
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    backend.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=600, special_tokens=["<eos>", "<pad>"],
+                                                            initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    return PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<eos>", pad_token="<pad>")
+
+
+def test_full_wording_through_a_bpe_tokenizer():
+    tokenizer = bpe_tokenizer()
+    assert len(tokenizer("Tool: GOOD.", add_special_tokens=False)["input_ids"]) < len("Tool: GOOD.")  # merges
+    prompt = tokenizer("Available: [17, 2, 49]. Target: 83.\n", add_special_tokens=False)["input_ids"]
+    step = "Available: [17, 2, 49]. Right steps: []. Try: "
+    pieces = [(step + "49 + 2\n", "Tool: BAD. 49 + 2 does not lead to a solution.\n"),
+              (step + "5 + 2\n", "Tool: ERROR. 5 + 2 is not allowed: 5 is not available.\n"),
+              (step + "17 * 2\n", "Tool: GOOD. 17 * 2 leads to target. New available: [49, 34]\n"),
+              ("Available: [49, 34]. Right steps: [17 * 2 => 34]. Try: 49 + 34\n", "Tool: END. 49 + 34 reached the target!\n"),
+              ("<answer>49 + (17 * 2)</answer>", None)]
+    model, expected = scripted(tokenizer, prompt, pieces)
+    tool = Oracle(tokenizer, compact=False)
+    out = HFEngine(model, tokenizer, tool=tool).generate([prompt], 1, SamplingParams(max_new_tokens=200),
+                                                         torch.Generator().manual_seed(0))
+    ids, mask = out.completion_ids[0], out.tool_mask[0]
+    assert out.texts[0] == expected and out.tool_calls == [4]
+    assert tokenizer.decode([t for t, m in zip(ids, mask) if m]) == "".join(t for _, t in pieces if t)
+    assert judge(out.texts[0], [17, 2, 49], 83).verdict.value == "correct"
 
 
 def test_rollout_ends_when_the_messages_run_out():

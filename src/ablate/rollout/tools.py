@@ -95,9 +95,10 @@ class Oracle:
         self.format = OracleFormat(compact)
         self.max_messages = max_messages
         self.max_calls = max_messages // 2  # each step is two messages: the model's and the solver's
-        # Every token that ends a line (a BPE vocabulary has several: "\n", ".\n", "\n\n", ...).
+        # Every token that ends a line (a BPE vocabulary has several: "\n", ".\n", "\n\n", ...); the
+        # answer is spliced in after the token, so a token with text after its newline cannot end a step.
         self.stop_ids = frozenset(i for t, i in tokenizer.get_vocab().items()
-                                  if "\n" in tokenizer.convert_tokens_to_string([t]))
+                                  if tokenizer.convert_tokens_to_string([t]).endswith("\n"))
 
     def session(self, prompt_ids: Sequence[int]) -> "OracleSession":
         problem = parse_oracle_problem(self.tokenizer.decode(list(prompt_ids), skip_special_tokens=False))
