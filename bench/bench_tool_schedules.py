@@ -1,7 +1,7 @@
 """Tool use over training for each availability schedule (paper 003's figure 2, as tables).
 
     python bench/bench_tool_schedules.py                          # the sweep in multirun/tools
-    python bench/bench_tool_schedules.py --dir multirun/<sweep> --every 5
+    python bench/bench_tool_schedules.py --dir multirun/<sweep> multirun/<other sweep> --every 5
     python bench/bench_tool_schedules.py --run stage.init=model model.name_or_path=<sft-calc dir>
 
 Reads each run's `metrics.csv` (`tool/p_available`, `tool/available_frac`,
@@ -68,31 +68,40 @@ def evals(runs: list[Path]) -> dict[str, dict[str, float]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dir", dest="sweep", default="multirun/tools", type=Path, help="the sweep directory")
+    parser.add_argument("--dir", dest="sweeps", nargs="+", default=[Path("multirun/tools")], type=Path,
+                        help="sweep directories (runs are grouped by tool condition across them)")
     parser.add_argument("--every", type=int, default=10, help="steps per window of the training table")
     parser.add_argument("--run", action="store_true", help="run the sweep first, with the overrides given")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for --run")
     args = parser.parse_args()
     if args.run:
         command = [sys.executable, "-m", "ablate.train", "-m", "stage=rloo", "tool=off,on,anneal_linear",
-                   f"hydra.sweep.dir={args.sweep}", *args.overrides]
+                   f"hydra.sweep.dir={args.sweeps[0]}", *args.overrides]
         print("running:", " ".join(command), flush=True)
         subprocess.run(command, check=True)
-    runs = load_runs(args.sweep)
+    runs: dict[str, list[Path]] = defaultdict(list)
+    for sweep in args.sweeps:
+        for name, found in load_runs(sweep).items():
+            runs[name] += found
     if not runs:
-        raise SystemExit(f"no runs with metrics.csv under {args.sweep}; run the sweep first (--run)")
+        raise SystemExit(f"no RL runs with tool metrics under {[str(s) for s in args.sweeps]}; run the sweep first (--run)")
     order = [n for n in ("off", "on", "anneal_linear", "anneal_step", "anneal_log", "oracle") if n in runs]
     order += sorted(set(runs) - set(order))
     tables = {name: curves(runs[name], args.every) for name in order}
 
-    print(f"sweep {args.sweep}: " + ", ".join(f"{name} ({len(runs[name])} run{'s' * (len(runs[name]) > 1)})"
+    print(f"{', '.join(str(s) for s in args.sweeps)}: " + ", ".join(f"{name} ({len(runs[name])} run{'s' * (len(runs[name]) > 1)})"
                                                for name in order))
     print(f"\ncalls per rollout over training (mean over steps [s, s+{args.every}) and runs)")
     calls = pd.DataFrame({name: t["tool/calls_per_rollout"] for name, t in tables.items()})
     print(calls.to_string(float_format=lambda v: f"{v:.2f}", index_names=False))
 
-    print("\nscheduled p_tool / fraction of rollouts with the tool / <calc> emission / reward, per schedule")
+    print("\nper schedule: scheduled p_tool, fraction of rollouts with the tool, calls per rollout and per rollout "
+          "with the tool, fraction writing <calc>, reward")
     for name, table in tables.items():
+        table = table.copy()
+        # Calls in the rollouts that had the tool: the policy's habit, apart from the schedule.
+        table.insert(3, "calls per tool rollout", (table["tool/calls_per_rollout"] / table["tool/available_frac"])
+                     .where(table["tool/available_frac"] > 0))
         shown = table.rename(columns={"tool/p_available": "p_tool", "tool/available_frac": "available",
                                       "tool/calls_per_rollout": "calls", "tool/calc_emission_rate": "emits <calc>",
                                       "train/reward_mean": "reward"})
