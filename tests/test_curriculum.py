@@ -301,17 +301,15 @@ class TwoAnswerEngine:
     def __init__(self, tokenizer):
         self.tokenizer, self.calls = tokenizer, 0
 
-    def generate(self, prompt_ids, k, params, generator):
+    def generate(self, prompt_ids, k, params, generator, tool_available=None):
         self.calls += 1
-        texts = ["<answer>44+19+35</answer>", "<answer>44+19-35</answer>"]
-        prompts, completions = [], []
-        for p in prompt_ids:
-            for text in texts:
-                prompts.append(list(p))
-                completions.append(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        # The module repeats each prompt k = 2 times itself (one sample per rollout prompt).
+        prompts = [list(p) for p in prompt_ids for _ in range(k)]
+        texts = [("<answer>44+19+35</answer>", "<answer>44+19-35</answer>")[i % 2] for i in range(len(prompts))]
+        completions = [self.tokenizer(text, add_special_tokens=False)["input_ids"] for text in texts]
         marker = -float(self.calls)
         return Rollouts(prompts, completions, [[marker] * len(c) for c in completions],
-                        [[False] * len(c) for c in completions], texts * len(prompt_ids), k=2)
+                        [[False] * len(c) for c in completions], texts, k=k, tool_calls=[0] * len(texts))
 
     def sync(self, model):
         pass

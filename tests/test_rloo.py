@@ -18,7 +18,8 @@ from ablate.tasks.countdown import Problem, Reward
 
 
 class FixedEngine:
-    """Always the same two completions per prompt: one right, one wrong (on-policy log-probs)."""
+    """The same completions over and over: sequence i gets texts[i % len(texts)] (on-policy log-probs).
+    RLOO asks for one sample per (already repeated) prompt, so a group of k = len(texts) gets them all."""
 
     def __init__(self, model, tokenizer, texts):
         self.model, self.tokenizer, self.texts = model, tokenizer, texts
@@ -30,14 +31,14 @@ class FixedEngine:
             logits = self.model(input_ids=ids).logits
         return token_logprobs(logits[:, len(prompt) - 1:-1], ids[:, len(prompt):])[0].tolist()
 
-    def generate(self, prompt_ids, k, params, generator):
-        prompts, completions = [], []
-        for p in prompt_ids:
-            for text in self.texts:
-                prompts.append(list(p))
-                completions.append(self.tokenizer(text, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id])
-        return Rollouts(prompts, completions, [self.sequence_logprobs(p, c) for p, c in zip(prompts, completions)],
-                        [[False] * len(c) for c in completions], list(self.texts) * len(prompt_ids), k=len(self.texts))
+    def generate(self, prompt_ids, k, params, generator, tool_available=None):
+        self.prompts = [list(p) for p in prompt_ids for _ in range(k)]
+        texts = [self.texts[i % len(self.texts)] for i in range(len(self.prompts))]
+        completions = [self.tokenizer(t, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
+                       for t in texts]
+        return Rollouts(self.prompts, completions,
+                        [self.sequence_logprobs(p, c) for p, c in zip(self.prompts, completions)],
+                        [[False] * len(c) for c in completions], texts, k=k, tool_calls=[0] * len(texts))
 
     def sync(self, model):
         self.synced += 1
@@ -92,7 +93,9 @@ def test_rloo_smoke_run_and_resume_continue_exactly(tmp_path, monkeypatch, varia
 
     def cfg():
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            return compose(config_name="config", overrides=["experiment=smoke_rloo", "stage.max_steps=4", *variant])
+            # Annealed calculator: the availability draws must resume exactly too.
+            return compose(config_name="config", overrides=["experiment=smoke_rloo", "stage.max_steps=4",
+                                                            "tool=anneal_linear", *variant])
 
     straight = tmp_path / "straight"
     run(cfg(), straight)
@@ -101,11 +104,15 @@ def test_rloo_smoke_run_and_resume_continue_exactly(tmp_path, monkeypatch, varia
     assert {"train/reward_mean", "train/reward_std", "train/effective_prompt_frac", "train/kl", "train/entropy",
             "train/loss", "train/is_weight_mean", "train/is_weight_max", "train/is_clip_frac", "train/lr",
             "train/verdict/correct", "train/verdict/no_answer", "time/generate_s", "time/score_s", "time/learn_s",
-            "time/sync_s", "time/generate_tokens_per_s"} <= set(metrics.columns)
+            "time/sync_s", "time/generate_tokens_per_s", "tool/p_available", "tool/available_frac",
+            "tool/calls_per_rollout", "tool/calc_emission_rate"} <= set(metrics.columns)
+    # T = 4, T_anneal = 2.668: p = 1, 0.625, 0.250, 0
+    assert metrics["tool/p_available"].tolist() == pytest.approx([1, 1 - 1 / 2.668, 1 - 2 / 2.668, 0])
     verdict_columns = [c for c in metrics.columns if c.startswith("train/verdict/")]
     assert metrics[verdict_columns].sum(axis=1).tolist() == pytest.approx([1.0] * 4)
     assert json.loads((straight / "status.json").read_text())["state"] == "completed"
     assert (straight / "eval" / "no_tool" / "summary.json").is_file()
+    assert (straight / "eval" / "tool" / "summary.json").is_file()  # a run that used the tool: both regimes
 
     original = RLOOModule.training_step
 
@@ -122,5 +129,5 @@ def test_rloo_smoke_run_and_resume_continue_exactly(tmp_path, monkeypatch, varia
     run(cfg(), resumed)
     again = pd.read_csv(resumed / "metrics.csv")
     assert again["step"].tolist() == [0, 1, 2, 3]
-    for column in ("train/loss", "train/response_length", "train/entropy"):
+    for column in ("train/loss", "train/response_length", "train/entropy", "tool/available_frac"):
         assert again[column].tolist() == pytest.approx(metrics[column].tolist(), rel=1e-5), column

@@ -9,9 +9,10 @@ answer), precision (correct among answered), the verdict breakdown, the mixed-ou
 (prompts with some but not all samples correct: where RLOO has signal), mean response length in
 tokens, and best-of-N (a prompt counts when the verifier finds a correct answer among its N
 samples: paper 004's test-time compute, which equals pass@N with the verifier as the selector).
-Tool metrics (`summary.json` "tool"): calls per rollout (calculator answers spliced in), the
-fraction of samples that write `<calc>` at all (under `no_tool` this is paper 003's residual
-emission, the collapse signature) and the number of `<result>ERR</result>` answers.
+Tool metrics (`summary.json` "tool"): calls per rollout (tool answers spliced in), the fraction of
+samples that write `<calc>` at all (under `no_tool` this is paper 003's residual emission, the
+collapse signature) and the number of the tool's error answers (`<result>ERR</result>`, or the
+oracle's error lines), read from the tool-written tokens only.
 `samples.jsonl` has one line per prompt with its counts and a few completions. Sampling goes
 through the same engine as RL rollouts (`ablate.rollout.hf`).
 """
@@ -34,7 +35,8 @@ from ablate.metrics import pass_at_k
 from ablate.models import encode_prompt, prompt_text
 from ablate.rollout import SamplingParams
 from ablate.rollout.hf import HFEngine
-from ablate.rollout.tools import Calculator
+from ablate.rollout.schedules import show_preamble
+from ablate.rollout.tools import Tool, build_tool
 from ablate.tasks.countdown import VERDICTS, Problem, Reward
 
 log = logging.getLogger(__name__)
@@ -83,12 +85,14 @@ def summarize(rows: Sequence[Mapping[str, Any]], ks: Sequence[int]) -> dict[str,
 
 
 def evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problems: Sequence[Problem], template: str,
-             reward: Reward, eval_cfg: Mapping[str, Any], seed: int,
-             calculator: Calculator | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Sample `eval.n` completions per problem (with the calculator answering when one is given:
-    the `tool` regime) and score them: (summary, per-prompt rows)."""
+             reward: Reward, eval_cfg: Mapping[str, Any], seed: int, tool: Tool | None = None, *,
+             prompt_mode: str = "when_available", oracle: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Sample `eval.n` completions per problem (with `tool` answering when one is given: the `tool`
+    regime) and score them: (summary, per-prompt rows). `prompt_mode` (`tool.prompt`) decides the
+    calculator preamble given the regime; `oracle` prompts in paper 004's search format."""
     n = int(eval_cfg["n"])
-    engine = HFEngine(model, tokenizer, batch_size=int(eval_cfg["batch_size"]), calculator=calculator)
+    engine = HFEngine(model, tokenizer, batch_size=int(eval_cfg["batch_size"]), tool=tool)
+    preamble = show_preamble(prompt_mode, available=tool is not None)
     params = SamplingParams(temperature=float(eval_cfg["temperature"]), top_p=float(eval_cfg["top_p"]),
                             top_k=int(eval_cfg["top_k"]), max_new_tokens=int(eval_cfg["max_new_tokens"]))
     generator = torch.Generator().manual_seed(seed)
@@ -97,11 +101,14 @@ def evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problem
     rows = []
     for start in tqdm(range(0, len(problems), prompts_per_call), desc="evaluating", unit="batch"):
         chunk = problems[start:start + prompts_per_call]
-        prompts = [encode_prompt(prompt_text(p, template, tokenizer), tokenizer) for p in chunk]
+        prompts = [encode_prompt(prompt_text(p, template, tokenizer, calculator=preamble, oracle=oracle), tokenizer)
+                   for p in chunk]
         rollouts = engine.generate(prompts, n, params, generator)
         for i, problem in enumerate(chunk):
             group = slice(i * n, (i + 1) * n)
             texts = rollouts.texts[group]
+            tool_texts = [tokenizer.decode([t for t, m in zip(ids, mask) if m], skip_special_tokens=True)
+                          for ids, mask in zip(rollouts.completion_ids[group], rollouts.tool_mask[group])]
             judgements = [reward(text, problem.numbers, problem.target)[1] for text in texts]
             verdicts = Counter(j.verdict.value for j in judgements)
             rows.append({
@@ -112,7 +119,7 @@ def evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problem
                 "mean_length": sum(len(c) for c in rollouts.completion_ids[group]) / n,
                 "n_calc": sum("<calc>" in t for t in texts),
                 "tool_calls": sum(rollouts.tool_calls[group]),
-                "tool_errors": sum(t.count("<result>ERR</result>") for t in texts),
+                "tool_errors": sum(tool.errors(t) for t in tool_texts) if tool is not None else 0,
                 "completions": texts[:keep],
             })
     return summarize(rows, [int(k) for k in eval_cfg["ks"]]), rows
@@ -150,7 +157,7 @@ def main(cfg: DictConfig) -> None:
     from ablate.tasks.countdown import build_splits
 
     if cfg.regime not in ("no_tool", "tool"):
-        raise SystemExit(f"config error: regime={cfg.regime!r}: expected no_tool or tool (the calculator answers)")
+        raise SystemExit(f"config error: regime={cfg.regime!r}: expected no_tool or tool (the tool of `tool=...` answers)")
     try:
         model_dir = Path(resolve_path(str(cfg.model_dir)))
     except ValueError as err:
@@ -168,9 +175,9 @@ def main(cfg: DictConfig) -> None:
         model = load_model(cfg.model, tokenizer)
         reward = Reward.from_config(OmegaConf.to_container(cfg.reward, resolve=True))
         splits = build_splits(cfg.task, pool_size=int(cfg.task.test_pool))
-        calculator = Calculator(tokenizer, int(cfg.tool.max_calls)) if cfg.regime == "tool" else None
+        tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if cfg.regime == "tool" else None
         summary, rows = evaluate(model, tokenizer, splits.test, cfg.model.template, reward, cfg.eval, int(cfg.seed),
-                                 calculator)
+                                 tool, prompt_mode=cfg.tool.prompt, oracle=cfg.tool.kind == "oracle")
         out = write_eval(run_dir, cfg.regime, summary, rows)
         status.complete()
     except BaseException as exc:

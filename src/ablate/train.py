@@ -26,7 +26,6 @@ log = logging.getLogger("ablate.train")
 STAGES = ("sft", "rloo")
 INITS = ("sft", "scratch", "model")
 REGIME_NO_TOOL, REGIME_TOOL = "no_tool", "tool"
-TOOLS = ("off", "on")
 
 
 class ConfigError(ValueError):
@@ -114,8 +113,7 @@ def check_config(cfg: DictConfig) -> None:
     _require(0 < float(e.top_p) <= 1, f"eval.top_p={e.top_p} must be in (0, 1]")
     _require(int(e.max_new_tokens) >= 1 and int(e.batch_size) >= 1, "eval.max_new_tokens and eval.batch_size must be >= 1")
 
-    _require(cfg.tool.name in TOOLS, f"tool={cfg.tool.name!r}: expected one of {TOOLS}")
-    _require(int(cfg.tool.max_calls) >= 1, f"tool.max_calls={cfg.tool.max_calls} must be >= 1")
+    check_tool_config(cfg)
 
     if cfg.logger.wandb:
         try:
@@ -130,6 +128,28 @@ def global_rank() -> int:
     from lightning.pytorch.utilities import rank_zero_only
 
     return int(getattr(rank_zero_only, "rank", 0) or 0)
+
+
+def check_tool_config(cfg: DictConfig) -> None:
+    from ablate.rollout.schedules import PROMPT_MODES, SCHEDULES
+    from ablate.rollout.tools import TOOL_KINDS
+
+    t = cfg.tool
+    _require(t.kind in TOOL_KINDS, f"tool.kind={t.kind!r}: expected one of {TOOL_KINDS}")
+    _require(t.schedule in SCHEDULES, f"tool.schedule={t.schedule!r}: expected one of {SCHEDULES}")
+    _require(t.prompt in PROMPT_MODES, f"tool.prompt={t.prompt!r}: expected one of {PROMPT_MODES}")
+    ratio, stages = t.get("anneal_ratio", 0.667), t.get("stages", 1)
+    _require(0 < float(ratio) <= 1, f"tool.anneal_ratio={ratio} must be in (0, 1] (T_anneal = anneal_ratio * stage.max_steps)")
+    _require(int(stages) >= 1, f"tool.stages={stages} must be >= 1 (anneal_step's number of levels)")
+    _require(int(t.max_calls) >= 1, f"tool.max_calls={t.max_calls} must be >= 1")
+    if t.kind == "oracle":
+        _require(int(t.max_messages) >= 2, f"tool.max_messages={t.max_messages} must be >= 2 (a step and its answer)")
+        _require(0 <= float(t.mistake_rate) < 1, f"tool.mistake_rate={t.mistake_rate} must be in [0, 1)")
+    s = cfg.stage
+    if s.name == "sft":
+        _require((s.trace == "oracle") == (t.kind == "oracle"),
+                 f"stage.trace={s.trace} with tool={t.name}: oracle traces go with tool=oracle and only with it "
+                 "(the solver answers in its evaluation)")
 
 
 def _precision(trainer_cfg: DictConfig) -> str:
@@ -185,18 +205,19 @@ def fit_rloo(cfg: DictConfig, model, tokenizer, train_problems, reward, run_dir:
     from ablate.curriculum import ReplayBuffer, build_sampler
     from ablate.lit.rloo import RLOOModule
     from ablate.rollout.hf import HFEngine
-    from ablate.rollout.tools import Calculator
+    from ablate.rollout.tools import build_tool
 
     s = cfg.stage
-    calculator = Calculator(tokenizer, int(cfg.tool.max_calls)) if cfg.tool.name == "on" else None
-    engine = HFEngine(model, tokenizer, batch_size=int(cfg.rollout.batch_size), calculator=calculator)
+    tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if cfg.tool.schedule != "off" else None
+    engine = HFEngine(model, tokenizer, batch_size=int(cfg.rollout.batch_size), tool=tool)
     curriculum = OmegaConf.to_container(cfg.curriculum, resolve=True) if cfg.get("curriculum") else None
     sampler = build_sampler(curriculum, train_problems, int(cfg.seed), int(s.max_steps),
                             embed=lambda: prompt_embeddings(cfg, model, tokenizer, train_problems))
     replay = (ReplayBuffer(int(cfg.replay.capacity), float(cfg.replay.fresh_fraction), int(cfg.seed))
               if cfg.replay.enabled else None)
     module = RLOOModule(model, tokenizer, train_problems, cfg.model.template, engine, reward, sampler,
-                        OmegaConf.to_container(s, resolve=True), int(cfg.seed), replay=replay)
+                        OmegaConf.to_container(s, resolve=True), int(cfg.seed), replay=replay,
+                        tool=OmegaConf.to_container(cfg.tool, resolve=True))
     # One item per optimizer step: prompts come from the sampler inside training_step.
     steps = DataLoader(range(int(s.max_steps)), batch_size=None)
     _fit(cfg, module, run_dir, dataloader=steps)
@@ -222,10 +243,16 @@ def prompt_embeddings(cfg: DictConfig, model, tokenizer, problems):
 def fit_sft(cfg: DictConfig, model, tokenizer, train_problems, run_dir: Path) -> None:
     from ablate.lit.sft import SFTModule
     from ablate.lit.sft_data import SFTDataModule
+    from ablate.rollout.schedules import show_preamble
 
     s = cfg.stage
+    # Calculator traces are rollouts in which the calculator answered: `tool.prompt` decides
+    # whether their prompts carry the preamble, as it does for RL rollouts and evaluation.
+    preamble = show_preamble(cfg.tool.prompt, available=s.trace == "calc")
+    oracle = {"mistake_rate": float(cfg.tool.get("mistake_rate", 0.05)),
+              "max_messages": int(cfg.tool.get("max_messages", 20))}
     data = SFTDataModule(train_problems, tokenizer, cfg.model.template, s.trace, int(s.batch_size), int(cfg.seed),
-                         int(s.max_length))
+                         int(s.max_length), preamble=preamble, oracle=oracle)
     module = SFTModule(model, lr=float(s.lr), weight_decay=float(s.weight_decay), warmup_steps=int(s.warmup_steps),
                        total_steps=int(s.max_steps), min_lr_ratio=float(s.min_lr_ratio))
     _fit(cfg, module, run_dir, datamodule=data, gradient_clip=float(s.grad_clip))
@@ -252,13 +279,14 @@ def run(cfg: DictConfig, run_dir: Path) -> Path:
 
     from ablate.eval import evaluate, format_summary, write_eval
     from ablate.models import load_model, load_tokenizer, parameter_count
-    from ablate.rollout.tools import Calculator
+    from ablate.rollout.tools import build_tool
     from ablate.run_dir import RunStatus, read_status
     from ablate.tasks.countdown import Reward, build_splits
 
     check_config(cfg)
     model_dir = run_dir / "model"
-    regimes = ([REGIME_NO_TOOL] + ([REGIME_TOOL] if cfg.tool.name != "off" else [])) if cfg.eval.enabled else []
+    # A run that used a tool (any schedule but off) is evaluated without and with it.
+    regimes = ([REGIME_NO_TOOL] + ([REGIME_TOOL] if cfg.tool.schedule != "off" else [])) if cfg.eval.enabled else []
     done = (read_status(run_dir) or {}).get("state") == "completed"
     if done and cfg.resume == "auto" and (model_dir / "config.json").is_file() and all(
             (run_dir / "eval" / r / "summary.json").is_file() for r in regimes):
@@ -300,9 +328,9 @@ def run(cfg: DictConfig, run_dir: Path) -> Path:
             if cfg.resume == "auto" and (run_dir / "eval" / regime / "summary.json").is_file():
                 continue
             clock = time.monotonic()
-            calculator = Calculator(tokenizer, int(cfg.tool.max_calls)) if regime == REGIME_TOOL else None
+            tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if regime == REGIME_TOOL else None
             summary, rows = evaluate(model, tokenizer, splits.test, cfg.model.template, reward, cfg.eval, int(cfg.seed),
-                                     calculator)
+                                     tool, prompt_mode=cfg.tool.prompt, oracle=cfg.tool.kind == "oracle")
             write_eval(run_dir, regime, summary, rows)
             status.timing(f"eval_{regime}_s", time.monotonic() - clock)
             print(f"eval [{regime}]: {format_summary(summary)}")

@@ -5,15 +5,21 @@ single optimizer step, after which the rollout engine gets the new weights. The 
 the prompt sampler (`ablate.curriculum`) and the optional replay buffer are injected; this module
 imports none of them by name. A sampler that asks for a reference set (DOTS) gets it rolled out and
 scored before the step's batch.
+
+Tools (paper 003): each rollout of step t gets the engine's tool with probability p_tool(t) (the
+`tool.schedule`), drawn from a checkpointed generator of its own; with `tool.prompt=when_available`
+its prompt says so (the calculator preamble), so the k prompts of a group may differ.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 from typing import Any, Callable, Mapping, Sequence
 
 import lightning as L
+import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
@@ -21,7 +27,17 @@ from ablate.models import encode_prompt, prompt_text
 from ablate.objectives import (aggregate, entropy_from_logits, grpo_advantages, kl_penalty, policy_gradient_loss,
                                rloo_advantages, token_logprobs)
 from ablate.rollout import Rollouts, SamplingParams
+from ablate.rollout.schedules import ToolAvailability, p_tool, show_preamble
 from ablate.tasks.countdown import VERDICTS, Problem
+
+
+TOOL_OFF = {"kind": "calculator", "schedule": "off", "prompt": "when_available"}
+
+
+def availability_seed(seed: int) -> int:
+    """The availability draws' own seed, derived from the run's so that its stream is unrelated
+    to the sampler's and the rollout generator's (which start from `seed` itself)."""
+    return int(np.random.SeedSequence([seed, 3]).generate_state(1)[0])
 
 
 def pad_rollouts(rollouts: Rollouts, pad_id: int) -> dict[str, torch.Tensor]:
@@ -46,7 +62,7 @@ def pad_rollouts(rollouts: Rollouts, pad_id: int) -> dict[str, torch.Tensor]:
 class RLOOModule(L.LightningModule):
     def __init__(self, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problems: Sequence[Problem],
                  template: str, engine: Any, reward: Callable, sampler: Any, stage: Mapping[str, Any], seed: int,
-                 replay: Any = None):
+                 replay: Any = None, tool: Mapping[str, Any] | None = None):
         super().__init__()
         self.automatic_optimization = False
         self.model = policy
@@ -65,6 +81,8 @@ class RLOOModule(L.LightningModule):
         self.params = SamplingParams(**dict(stage["sampling"]))
         self.seed = seed
         self.rollout_generator = torch.Generator().manual_seed(seed)
+        self.tool = dict(tool or TOOL_OFF)
+        self.availability = ToolAvailability(availability_seed(seed))
         self.elapsed_before = 0.0
         self.started = time.monotonic()
 
@@ -78,7 +96,7 @@ class RLOOModule(L.LightningModule):
         if self.global_rank > 0:
             # Data-parallel ranks sample their own prompts and rollouts (the checkpoint holds rank 0's
             # generators, so a resumed worker re-derives its own from the step it resumes at).
-            for generator in (self.rollout_generator, self.sampler.generator):
+            for generator in (self.rollout_generator, self.sampler.generator, self.availability.generator):
                 generator.manual_seed(self.seed * 1_000_003 + self.global_rank * 7_919 + self.global_step)
 
     def configure_optimizers(self):
@@ -95,10 +113,19 @@ class RLOOModule(L.LightningModule):
             verdicts.append(judgement.verdict.value)
         return torch.tensor(rewards, dtype=torch.float32).view(len(problems), rollouts.k), verdicts
 
-    def _generate(self, indices: Sequence[int]) -> tuple[list[Problem], Rollouts]:
+    def _generate(self, indices: Sequence[int]) -> tuple[list[Problem], Rollouts, list[bool], float]:
         problems = [self.problems[i] for i in indices]
-        prompts = [encode_prompt(prompt_text(p, self.template, self.tokenizer), self.tokenizer) for p in problems]
-        return problems, self.engine.generate(prompts, int(self.stage["k"]), self.params, self.rollout_generator)
+        k = int(self.stage["k"])
+        p_available = p_tool(self.global_step, int(self.stage["max_steps"]), self.tool)
+        available = self.availability.draw(len(problems) * k, p_available)
+        oracle = self.tool.get("kind") == "oracle"
+        # One prompt per rollout (prompt-major), since the preamble can follow each rollout's draw.
+        prompts = [encode_prompt(prompt_text(problems[i // k], self.template, self.tokenizer,
+                                             calculator=show_preamble(self.tool.get("prompt", "when_available"), a),
+                                             oracle=oracle),
+                                 self.tokenizer) for i, a in enumerate(available)]
+        rollouts = self.engine.generate(prompts, 1, self.params, self.rollout_generator, tool_available=available)
+        return problems, dataclasses.replace(rollouts, k=k), available, p_available
 
     def training_step(self, batch: Any, batch_idx: int) -> None:
         s = self.stage
@@ -106,14 +133,14 @@ class RLOOModule(L.LightningModule):
         clock = time.monotonic()
         reference = getattr(self.sampler, "reference_prompts", lambda step: [])(step)
         if reference:
-            self.sampler.observe_reference(reference, self._score(*self._generate(reference))[0])
+            self.sampler.observe_reference(reference, self._score(*self._generate(reference)[:2])[0])
         reference_s = time.monotonic() - clock
 
         n_prompts = int(s["batch_prompts"])
         n_replay = self.replay.replay_count(n_prompts) if self.replay is not None else 0
         clock = time.monotonic()
         indices = self.sampler.sample(n_prompts - n_replay, step)
-        problems, fresh = self._generate(indices)
+        problems, fresh, available, p_available = self._generate(indices)
         generate_s = time.monotonic() - clock
         clock = time.monotonic()
         fresh_rewards, verdicts = self._score(problems, fresh)
@@ -189,6 +216,13 @@ class RLOOModule(L.LightningModule):
         metrics.update(replay_metrics)
         for n in self.n_numbers_values:  # the difficulty mix of the fresh prompts, comparable across samplers
             metrics[f"curriculum/frac_n{n}"] = sum(p.n_numbers == n for p in problems) / max(len(problems), 1)
+        n_rollouts = len(fresh.texts)
+        metrics.update({  # tool use of the fresh rollouts
+            "tool/p_available": p_available,
+            "tool/available_frac": sum(available) / n_rollouts,
+            "tool/calls_per_rollout": sum(fresh.tool_calls) / n_rollouts if fresh.tool_calls else 0.0,
+            "tool/calc_emission_rate": sum("<calc>" in text for text in fresh.texts) / n_rollouts,
+        })
         for verdict in VERDICTS:  # correct rate, no-answer rate, ... (fractions of samples)
             metrics[f"train/verdict/{verdict}"] = sum(v == verdict for v in verdicts) / len(verdicts)
         self.log_dict(metrics, prog_bar=False, on_step=True)
@@ -199,6 +233,7 @@ class RLOOModule(L.LightningModule):
         if self.replay is not None:
             checkpoint["replay"] = self.replay.state_dict()
         checkpoint["rollout_generator"] = self.rollout_generator.get_state()
+        checkpoint["tool_availability"] = self.availability.state_dict()
         checkpoint["elapsed_s"] = self.elapsed_before + time.monotonic() - self.started
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
@@ -206,4 +241,6 @@ class RLOOModule(L.LightningModule):
         if self.replay is not None and "replay" in checkpoint:
             self.replay.load_state_dict(checkpoint["replay"])
         self.rollout_generator.set_state(checkpoint["rollout_generator"])
+        if "tool_availability" in checkpoint:  # absent in checkpoints written before tool schedules
+            self.availability.load_state_dict(checkpoint["tool_availability"])
         self.elapsed_before = float(checkpoint.get("elapsed_s", 0.0))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import lightning as L
 import torch
@@ -13,6 +13,8 @@ from transformers import PreTrainedTokenizerBase
 from ablate.models import encode_prompt, prompt_text
 from ablate.objectives import IGNORE
 from ablate.tasks.countdown import Problem
+from ablate.tasks.countdown.oracle_traces import oracle_trajectory
+from ablate.tasks.countdown.prompts import OracleFormat
 from ablate.tasks.countdown.traces import sft_response
 
 
@@ -33,19 +35,47 @@ def tool_output_mask(ids: Sequence[int], open_id: int | None, close_id: int | No
 
 class TraceDataset(Dataset):
     """Item i is problem i with a fresh random solution path on every access (a new trace each
-    epoch), seeded by (seed, i, access count) so runs repeat exactly."""
+    epoch), seeded by (seed, i, access count) so runs repeat exactly.
+
+    `preamble`: prompts carry the calculator preamble (`tool.prompt` decides, see train.py).
+    `style="oracle"`: paper 004's solver trajectories; `oracle` holds their `mistake_rate` and
+    `max_messages`. Their tool lines are tokenized piece by piece, as the rollout loop splices
+    them in, so the mask comes from the pieces' token ids.
+    """
 
     def __init__(self, problems: Sequence[Problem], tokenizer: PreTrainedTokenizerBase, template: str,
-                 style: str, seed: int, max_length: int):
+                 style: str, seed: int, max_length: int, preamble: bool = False,
+                 oracle: Mapping[str, Any] | None = None):
         self.problems = list(problems)
         self.tokenizer = tokenizer
         self.template = template
         self.style = style
         self.seed = seed
         self.max_length = max_length
+        self.preamble = preamble
+        self.oracle = dict(oracle or {"mistake_rate": 0.05, "max_messages": 20})
+        self.format = OracleFormat(compact=template == "compact")
         self.draws = [0] * len(self.problems)
         vocab = tokenizer.get_vocab()
         self.result_ids = (vocab.get("<result>"), vocab.get("</result>"))
+
+    def _ids(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def response(self, problem: Problem, rng: random.Random) -> tuple[list[int], list[bool]]:
+        """Token ids of one trace (eos included) and which of them the tool wrote."""
+        if self.style == "oracle":
+            trajectory = oracle_trajectory(problem, rng, float(self.oracle["mistake_rate"]),
+                                           int(self.oracle["max_messages"]))
+            ids, tool = [], []
+            for text, by_tool in trajectory.segments(self.format):
+                piece = self._ids(text)
+                ids += piece
+                tool += [by_tool] * len(piece)
+            return ids + [self.tokenizer.eos_token_id], tool + [False]
+        ids = self._ids(sft_response(problem, rng, self.style, compact=self.template == "compact"))
+        ids.append(self.tokenizer.eos_token_id)
+        return ids, tool_output_mask(ids, *self.result_ids)
 
     def __len__(self) -> int:
         return len(self.problems)
@@ -54,10 +84,9 @@ class TraceDataset(Dataset):
         problem = self.problems[index]
         rng = random.Random(f"{self.seed}-{index}-{self.draws[index]}")
         self.draws[index] += 1
-        prompt = encode_prompt(prompt_text(problem, self.template, self.tokenizer), self.tokenizer)
-        response_text = sft_response(problem, rng, self.style, compact=self.template == "compact")
-        response = self.tokenizer(response_text, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
-        tool = tool_output_mask(response, *self.result_ids)
+        prompt = encode_prompt(prompt_text(problem, self.template, self.tokenizer, calculator=self.preamble,
+                                           oracle=self.style == "oracle"), self.tokenizer)
+        response, tool = self.response(problem, rng)
         labels = [IGNORE] * len(prompt) + [IGNORE if t else r for r, t in zip(response, tool)]
         ids = (prompt + response)[: self.max_length]
         return {"input_ids": ids, "labels": labels[: self.max_length]}
@@ -78,9 +107,10 @@ def pad_batch(items: Sequence[dict[str, list[int]]], pad_id: int) -> dict[str, t
 
 class SFTDataModule(L.LightningDataModule):
     def __init__(self, problems: Sequence[Problem], tokenizer: PreTrainedTokenizerBase, template: str, style: str,
-                 batch_size: int, seed: int, max_length: int):
+                 batch_size: int, seed: int, max_length: int, preamble: bool = False,
+                 oracle: Mapping[str, Any] | None = None):
         super().__init__()
-        self.dataset = TraceDataset(problems, tokenizer, template, style, seed, max_length)
+        self.dataset = TraceDataset(problems, tokenizer, template, style, seed, max_length, preamble, oracle)
         self.batch_size = batch_size
         self.seed = seed
         self.pad_id = tokenizer.pad_token_id

@@ -16,7 +16,7 @@ import torch
 from transformers import (AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase,
                           PreTrainedTokenizerFast)
 
-from ablate.tasks.countdown import Problem, compact_prompt, calculator_messages, tinyzero_messages
+from ablate.tasks.countdown import Problem, calculator_messages, compact_prompt, oracle_messages, tinyzero_messages
 
 from .tokenizer import load_tiny_tokenizer
 
@@ -64,14 +64,18 @@ def load_model(model_cfg: Mapping[str, Any], tokenizer: PreTrainedTokenizerBase)
     return Qwen2ForCausalLM(config)
 
 
-def prompt_text(problem: Problem, template: str, tokenizer: PreTrainedTokenizerBase, calculator: bool = False) -> str:
+def prompt_text(problem: Problem, template: str, tokenizer: PreTrainedTokenizerBase, calculator: bool = False,
+                oracle: bool = False) -> str:
     """The prompt as text: the compact template for the tiny model, else the tokenizer's chat
-    template around TinyZero's messages (or the calculator preamble's)."""
+    template around TinyZero's messages. `calculator`: with the calculator preamble (D.2's 2-shot
+    system prompt; the compact template's leading `<calc>`). `oracle`: paper 004's search prompt
+    (the compact template is the same for it: the first model line restates the numbers)."""
     if template == "compact":
-        return compact_prompt(problem.numbers, problem.target)
-    build = calculator_messages if calculator or template == "calculator" else tinyzero_messages
+        return compact_prompt(problem.numbers, problem.target, calculator=calculator and not oracle)
     if template not in ("tinyzero", "calculator"):
         raise ValueError(f"model.template={template!r}: expected compact, tinyzero or calculator")
+    build = (oracle_messages if oracle else calculator_messages if calculator or template == "calculator"
+             else tinyzero_messages)
     return tokenizer.apply_chat_template(build(problem.numbers, problem.target), tokenize=False,
                                          add_generation_prompt=True)
 

@@ -3,7 +3,9 @@
 A hand-written decoding loop instead of `generate` because RL needs, per token, the behaviour
 log-prob of what was sampled, and the tool loop needs to splice tool output into individual
 sequences mid-batch; both are a few lines here. Weights are shared with the learner, so `sync`
-has nothing to copy.
+has nothing to copy. Any `ablate.rollout.tools.Tool` works (calculator, solver oracle): when a
+sequence samples one of the tool's stop tokens, its session is asked for a reply, whose tokens are
+then forced one per step (behaviour log-prob 0, tool mask set); a forced eos ends the sequence.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import torch
 from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 
 from . import Rollouts, SamplingParams
-from .tools import Calculator
+from .tools import Tool
 
 
 def filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
@@ -32,11 +34,11 @@ def filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tenso
 
 class HFEngine:
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, batch_size: int = 256,
-                 calculator: Calculator | None = None):
+                 calculator: Tool | None = None, tool: Tool | None = None):
         self.model = model
         self.tokenizer = tokenizer
         self.batch_size = batch_size
-        self.calculator = calculator
+        self.tool = tool if tool is not None else calculator  # `calculator=` kept for existing callers
 
     def sync(self, model: torch.nn.Module) -> None:
         self.model = model  # same object: the learner's weights are the sampler's
@@ -56,6 +58,8 @@ class HFEngine:
         generated = [[] for _ in prompts]  # per sequence, for the tool to read its call
         queues: list[list[int]] = [[] for _ in prompts]  # tool output still to splice in
         calls = [0] * len(prompts)
+        tool = self.tool
+        sessions = [tool.session(p) if tool is not None and on else None for p, on in zip(prompts, tool_on)]
         step_input, step_positions = ids, positions
         for _ in range(params.max_new_tokens):
             logits = model(input_ids=step_input, attention_mask=attention, position_ids=step_positions,
@@ -73,14 +77,14 @@ class HFEngine:
             tokens.append(token)
             forced_steps.append(forced)
             logprobs.append(torch.where(forced, 0.0, logp.gather(-1, token.unsqueeze(-1)).squeeze(-1)))
-            if self.calculator is not None:
+            if tool is not None:
                 for i, t in enumerate(token.tolist()):
                     generated[i].append(t)
-                    if (t == self.calculator.close_id and tool_on[i] and not forced[i]
-                            and calls[i] < self.calculator.max_calls):
-                        reply = self.calculator.reply(generated[i])
-                        if reply is not None:
-                            queues[i] = reply
+                    if (sessions[i] is not None and t in tool.stop_ids and not forced[i] and not done[i]
+                            and calls[i] < tool.max_calls):
+                        reply = sessions[i].reply(generated[i])
+                        if reply:
+                            queues[i] = list(reply)
                             calls[i] += 1
             stop = (token == eos) | (token == pad)
             attention = torch.cat([attention, (~done).long().unsqueeze(-1)], dim=-1)
@@ -95,7 +99,7 @@ class HFEngine:
     def generate(self, prompt_ids: Sequence[list[int]], k: int, params: SamplingParams,
                  generator: torch.Generator, tool_available: Sequence[bool] | None = None) -> Rollouts:
         """k samples per prompt; `tool_available[i]` (per sampled sequence, prompt-major) says whether
-        the calculator answers in sequence i (default: whenever the engine has one)."""
+        the tool answers in sequence i (default: whenever the engine has one)."""
         was_training = self.model.training
         self.model.eval()
         expanded = [list(p) for p in prompt_ids for _ in range(k)]
@@ -108,15 +112,16 @@ class HFEngine:
                 expanded[chunk], params, generator, tool_on[chunk])
             calls += chunk_calls
             for row, row_logprobs, row_forced in zip(chunk_tokens, chunk_logprobs, chunk_forced):
-                # Up to and including the first eos; a sampled pad ends the sequence too (excluded).
+                # Up to and including the first eos (a tool's too); a sampled pad ends the sequence
+                # (excluded). A forced pad is tool output, as when the tokenizer pads with eos.
                 length = next((j + (t == eos) for j, (t, f) in enumerate(zip(row, row_forced))
-                               if t in (eos, pad) and not f), len(row))
+                               if t == eos or (t == pad and not f)), len(row))
                 completions.append(row[:length])
                 behaviour.append(row_logprobs[:length])
                 tool_mask.append(row_forced[:length])
         if was_training:
             self.model.train()
         texts = self.tokenizer.batch_decode(completions, skip_special_tokens=True)
-        stats = {"tool/calls_per_rollout": sum(calls) / len(calls)} if self.calculator is not None else {}
+        stats = {"tool/calls_per_rollout": sum(calls) / len(calls)} if self.tool is not None else {}
         return Rollouts(prompt_ids=expanded, completion_ids=completions, behaviour_logprobs=behaviour,
                         tool_mask=tool_mask, texts=texts, k=k, tool_calls=calls, stats=stats)

@@ -1,16 +1,53 @@
 """Tools the rollout loop can run mid-generation, engine-agnostic: the policy writes a call, the
-tool's answer is spliced into the sequence as tokens the policy did not sample (masked from the loss)."""
+tool's answer is spliced into the sequence as tokens the policy did not sample (masked from the loss).
+
+The interface an engine needs (`Tool`): `stop_ids` (token ids after which the tool may answer;
+`stop_strings` is the same as text, for engines that stop on strings), `max_calls` (answers per
+rollout), and `session(prompt_ids)`, one per rollout, whose `reply(generated)` returns the token ids
+to splice in after the tokens generated so far, or None. The engine counts answers and stops
+asking after `max_calls`. A reply may end with the eos token: the tool ends the rollout.
+
+* `Calculator` (paper 003): `<calc>expr</calc>` -> `<result>value</result>` or `<result>ERR</result>`.
+  Stateless, so its session is itself and `reply(generated)` can be called on it directly.
+* `Oracle` (paper 004): after each model line `... Try: a op b`, the solver's GOOD / BAD / END line
+  (or an error line for an unavailable number or an unreadable step); at most `max_messages // 2`
+  steps, after which a non-final answer ends the rollout (the paper's message limit).
+"""
 
 from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any, Mapping, Protocol, Sequence
 
 from transformers import PreTrainedTokenizerBase
 
 from ablate.tasks.countdown.arith import ArithmeticFormatError, evaluate, format_number
+from ablate.tasks.countdown.prompts import OracleFormat, parse_oracle_problem
+from ablate.tasks.countdown.solver import Step, oracle
+
+TOOL_KINDS = ("calculator", "oracle")
+
+
+class ToolSession(Protocol):
+    def reply(self, generated: list[int]) -> list[int] | None: ...
+
+
+class Tool(Protocol):
+    stop_ids: frozenset[int]
+    stop_strings: tuple[str, ...]
+    max_calls: int
+
+    def session(self, prompt_ids: Sequence[int]) -> ToolSession: ...
+
+    def errors(self, tool_text: str) -> int:
+        """How many of the tool's answers in `tool_text` (the tool-written text of one rollout) are errors."""
 
 
 class Calculator:
     """`<calc>expr</calc>` -> `<result>value</result>` (`<result>ERR</result>` when `expr` is not
     arithmetic or divides by zero), at most `max_calls` times per rollout. Never `eval`."""
+
+    stop_strings = ("</calc>",)
 
     def __init__(self, tokenizer: PreTrainedTokenizerBase, max_calls: int = 8):
         vocab = tokenizer.get_vocab()
@@ -18,6 +55,7 @@ class Calculator:
             raise ValueError("the calculator needs <calc> and </calc> as single tokens in the tokenizer")
         self.tokenizer = tokenizer
         self.open_id, self.close_id = vocab["<calc>"], vocab["</calc>"]
+        self.stop_ids = frozenset({self.close_id})
         self.max_calls = max_calls
 
     @staticmethod
@@ -27,6 +65,9 @@ class Calculator:
         except (ArithmeticFormatError, ZeroDivisionError):
             return "<result>ERR</result>"
 
+    def session(self, prompt_ids: Sequence[int] | None = None) -> "Calculator":
+        return self  # nothing to remember between calls
+
     def reply(self, generated: list[int]) -> list[int] | None:
         """Token ids to splice in after `generated` (which ends with `</calc>`), or None when
         there is no open `<calc>` to answer."""
@@ -35,3 +76,80 @@ class Calculator:
             return None
         text = self.tokenizer.decode(generated[opens[-1] + 1:-1], skip_special_tokens=True)
         return self.tokenizer(self.answer(text), add_special_tokens=False)["input_ids"]
+
+    @staticmethod
+    def errors(tool_text: str) -> int:
+        return tool_text.count("<result>ERR</result>")
+
+
+class Oracle:
+    """Paper 004's solver as a tool: it answers each model line of the search format (see
+    `ablate.tasks.countdown.prompts.OracleFormat`) with GOOD, BAD, END or an error, judging the
+    step against the true state of the search (the problem's numbers, updated by every GOOD step),
+    not the numbers the model claims are available."""
+
+    stop_strings = ("\n",)
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, compact: bool, max_messages: int = 20):
+        self.tokenizer = tokenizer
+        self.format = OracleFormat(compact)
+        self.max_messages = max_messages
+        self.max_calls = max_messages // 2  # each step is two messages: the model's and the solver's
+        # Every token that ends a line (a BPE vocabulary has several: "\n", ".\n", "\n\n", ...).
+        self.stop_ids = frozenset(i for t, i in tokenizer.get_vocab().items()
+                                  if "\n" in tokenizer.convert_tokens_to_string([t]))
+
+    def session(self, prompt_ids: Sequence[int]) -> "OracleSession":
+        problem = parse_oracle_problem(self.tokenizer.decode(list(prompt_ids), skip_special_tokens=False))
+        if problem is None:
+            raise ValueError("tool=oracle: the prompt states no problem in the oracle format "
+                             "(`Available: [..]. Target: N.` or the compact `a b c -> N`)")
+        return OracleSession(self, *problem)
+
+    def errors(self, tool_text: str) -> int:
+        return sum(self.format.is_error(line) for line in tool_text.split("\n"))
+
+
+class OracleSession:
+    """One rollout's search state: available numbers, right steps, steps answered."""
+
+    def __init__(self, tool: Oracle, numbers: Sequence[int], target: int):
+        self.tool = tool
+        self.available = [Fraction(n) for n in numbers]
+        self.target = Fraction(target)
+        self.right_steps: list[Step] = []
+        self.answered = 0
+        self.cursor = 0  # generated tokens up to here are already answered (or are answers)
+
+    def reply(self, generated: list[int]) -> list[int] | None:
+        tool, fmt = self.tool, self.tool.format
+        line = tool.tokenizer.decode(generated[self.cursor:], skip_special_tokens=True)
+        if "<answer>" in line or not line.strip():
+            self.cursor = len(generated)
+            return None  # the final answer, or an empty line: nothing to check
+        operation = fmt.parse_try(line)
+        if operation is None:
+            text, final = fmt.unreadable(), False
+        else:
+            left, op, right = operation
+            answer = oracle(self.available, left, op, right, self.target)
+            if answer.verdict in ("GOOD", "END"):
+                self.right_steps.append(Step(left, op, right, answer.result))
+                self.available = list(answer.available)
+            text, final = fmt.reply(answer, left, op, right), answer.verdict == "END"
+        self.answered += 1
+        ids = tool.tokenizer(text, add_special_tokens=False)["input_ids"]
+        if self.answered >= tool.max_calls and not final:
+            ids = ids + [tool.tokenizer.eos_token_id]  # out of messages: the search ends here
+        self.cursor = len(generated) + len(ids)
+        return ids
+
+
+def build_tool(tool_cfg: Mapping[str, Any], tokenizer: PreTrainedTokenizerBase, template: str):
+    """The tool a `tool` config names (whatever its schedule: availability is the caller's business)."""
+    kind = tool_cfg.get("kind", "calculator")
+    if kind == "calculator":
+        return Calculator(tokenizer, int(tool_cfg["max_calls"]))
+    if kind == "oracle":
+        return Oracle(tokenizer, compact=template == "compact", max_messages=int(tool_cfg["max_messages"]))
+    raise ValueError(f"tool.kind={kind!r}: expected one of {TOOL_KINDS}")

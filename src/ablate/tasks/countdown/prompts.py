@@ -5,7 +5,11 @@
 * `calculator_messages`: the same user turn with the 2-shot calculator system prompt of D.2.
 * `oracle_messages`: the structured search format of paper 004 (system + first user turn), with
   `oracle_step` / `oracle_reply` for the turns that follow and `parse_oracle_try` to read a step.
-* `compact_prompt`: a short plain-text prompt for the project's own tiny character-level model.
+* `compact_prompt`: a short plain-text prompt for the project's own tiny character-level model
+  (`calculator=True` marks an available calculator with a leading `<calc>` tag: the compact
+  stand-in for D.2's preamble, one token for a model that cannot read instructions).
+* `OracleFormat`: paper 004's search as one stream of lines (a model line `Available / Right steps /
+  Try`, then the solver's line), in the full wording (Hub models) or a compact one (tiny model).
 
 `render_chatml` turns messages into Qwen's ChatML text; Hub models may instead use their own
 tokenizer's `apply_chat_template` on the same messages.
@@ -117,9 +121,13 @@ def parse_oracle_try(text: str) -> tuple[Fraction, str, Fraction] | None:
     return Fraction(left), op, Fraction(right)
 
 
-def compact_prompt(numbers: Sequence[int], target: int) -> str:
-    """`44 19 35 -> 98` + newline: short, because the tiny model reads one character per token."""
-    return " ".join(str(n) for n in numbers) + f" -> {target}\n"
+CALC_MARK = "<calc>"  # the compact template's calculator preamble
+
+
+def compact_prompt(numbers: Sequence[int], target: int, calculator: bool = False) -> str:
+    """`44 19 35 -> 98` + newline: short, because the tiny model reads one character per token;
+    with `calculator`, led by `<calc>` (the calculator answers in this rollout)."""
+    return (CALC_MARK if calculator else "") + " ".join(str(n) for n in numbers) + f" -> {target}\n"
 
 
 def render_chatml(messages: Messages, add_generation_prompt: bool = True) -> str:
@@ -139,3 +147,94 @@ def render_prompt(template: str, numbers: Sequence[int], target: int) -> str:
     if template not in builders:
         raise ValueError(f"unknown prompt template {template!r}; expected one of {TEMPLATES}")
     return render_chatml(builders[template](numbers, target))
+
+
+# ---------------------------------------------------------------------------------------------
+# Paper 004's search as one stream: the model writes one line per step and the solver answers
+# with one line (spliced in by the rollout loop, masked from the loss), until the model answers.
+#
+#   full (Hub models)                                       compact (tiny model)
+#   Available: [17, 2, 49]. Right steps: []. Try: 49 + 2    17 2 49||49+2
+#   Tool: BAD. 49 + 2 does not lead to a solution.          BAD
+#   Available: [17, 2, 49]. Right steps: []. Try: 17 * 2    17 2 49||17*2
+#   Tool: GOOD. 17 * 2 leads to target. New available: ...  GOOD 49 34
+#   Available: [49, 34]. Right steps: [17 * 2 => 34]. ...   49 34|17*2=34|49+34
+#   Tool: END. 49 + 34 reached the target!                  END
+#   <answer>49 + (17 * 2)</answer>                          <answer>49+(17*2)</answer>
+#
+# The compact wording keeps the three fields (available | right steps | try) at a fifth of the
+# length, because the tiny model reads one character per token; a non-integer is parenthesised
+# there, `(7/2)`, so that a step like `(7/2)/3` reads one way only.
+
+_COMPACT_NUMBER = r"-?\d+|\(-?\d+/\d+\)"
+_COMPACT_TRY = re.compile(rf"\|\s*({_COMPACT_NUMBER})\s*([-+*/])\s*({_COMPACT_NUMBER})\s*$")
+
+
+def _compact_number(value: int | Fraction) -> str:
+    value = Fraction(value)
+    return format_number(value) if value.denominator == 1 else f"({format_number(value)})"
+
+
+def _read_number(text: str) -> Fraction:
+    return Fraction(text.strip("()"))
+
+
+class OracleFormat:
+    """How the oracle dialogue is written, in one of two wordings (`compact` for the tiny model)."""
+
+    def __init__(self, compact: bool):
+        self.compact = compact
+
+    def step(self, available: Sequence[int | Fraction], right_steps: Sequence[Step], left: int | Fraction, op: str,
+             right: int | Fraction) -> str:
+        """The model's line for one step, newline included."""
+        if not self.compact:
+            return oracle_step(available, right_steps, left, op, right) + "\n"
+        done = " ".join(f"{_compact_number(s.left)}{s.op}{_compact_number(s.right)}={_compact_number(s.result)}"
+                        for s in right_steps)
+        pool = " ".join(_compact_number(v) for v in available)
+        return f"{pool}|{done}|{_compact_number(left)}{op}{_compact_number(right)}\n"
+
+    def reply(self, answer: OracleAnswer, left: int | Fraction, op: str, right: int | Fraction) -> str:
+        """The solver's line answering one step, newline included."""
+        if not self.compact:
+            return f"Tool: {oracle_reply(answer, left, op, right)}\n"
+        if answer.verdict == "GOOD":
+            return "GOOD " + " ".join(_compact_number(v) for v in answer.available) + "\n"
+        return {"BAD": "BAD\n", "END": "END\n"}.get(answer.verdict, "ERR\n")
+
+    def unreadable(self) -> str:
+        """The solver's line for a line that names no step."""
+        return "ERR\n" if self.compact else "Tool: ERROR. No step to check: end the line with Try: <number> <op> <number>.\n"
+
+    def parse_try(self, line: str) -> tuple[Fraction, str, Fraction] | None:
+        """The step a model line tries, or None when the line names none."""
+        if not self.compact:
+            return parse_oracle_try(line)
+        match = _COMPACT_TRY.search(line.strip())
+        if match is None:
+            return None
+        left, op, right = match.groups()
+        return _read_number(left), op, _read_number(right)
+
+    def answer(self, expression: str) -> str:
+        return f"<answer>{expression.replace(' ', '') if self.compact else expression}</answer>"
+
+    def is_error(self, line: str) -> bool:
+        """Whether a solver line rejects the step (unavailable number, division by zero, unreadable)."""
+        return line == "ERR" if self.compact else line.startswith("Tool: ERROR.")
+
+
+_PROBLEM_FULL = re.compile(r"Available: \[([^\]]*)\]\. Target: (-?\d+)\.")
+_PROBLEM_COMPACT = re.compile(r"((?:\d+ )*\d+) -> (\d+)\s*$")
+
+
+def parse_oracle_problem(prompt: str) -> tuple[list[int], int] | None:
+    """(numbers, target) from an oracle prompt (`oracle_messages` rendered, or the compact one)."""
+    match = _PROBLEM_FULL.search(prompt)
+    if match:
+        return [int(x) for x in match.group(1).split(",") if x.strip()], int(match.group(2))
+    match = _PROBLEM_COMPACT.search(prompt)
+    if match:
+        return [int(x) for x in match.group(1).split()], int(match.group(2))
+    return None

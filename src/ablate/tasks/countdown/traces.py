@@ -5,6 +5,8 @@ A trace is a short `<think>` with the steps that reach the target, then the answ
 * `calc`: each step is a calculator call whose result the tool fills in:
   `<think><calc>44+19</calc><result>63</result> <calc>63+35</calc><result>98</result></think>...`
   (the `<result>...</result>` spans are tool output and are masked out of the loss).
+* `oracle`: paper 004's search with the solver's answers (`oracle_traces.oracle_trajectory`; the
+  solver's lines are masked out of the loss).
 `compact=True` (the tiny model's template) drops spaces; otherwise the text reads like TinyZero's.
 """
 
@@ -16,7 +18,8 @@ from .arith import format_number
 from .problem import Problem
 from .solver import Step, random_solution, steps_to_expression
 
-TRACE_STYLES = ("plain", "calc")
+TRACE_STYLES = ("plain", "calc", "oracle")
+STEP_STYLES = ("plain", "calc")  # rendered from one solution path by render_trace
 
 
 def solution_steps(problem: Problem, rng: random.Random) -> list[Step]:
@@ -28,8 +31,9 @@ def solution_steps(problem: Problem, rng: random.Random) -> list[Step]:
 
 
 def render_trace(problem: Problem, steps: list[Step], style: str = "plain", compact: bool = True) -> str:
-    if style not in TRACE_STYLES:
-        raise ValueError(f"unknown trace style {style!r}; expected one of {TRACE_STYLES}")
+    if style not in STEP_STYLES:
+        raise ValueError(f"render_trace: trace style {style!r} is not one of {STEP_STYLES} "
+                         "(oracle trajectories come from oracle_traces.oracle_trajectory)")
     answer = steps_to_expression(problem.numbers, steps)
     sep = "" if compact else " "
     parts = []
