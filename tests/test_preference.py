@@ -1,7 +1,6 @@
 """The preference stage: pair construction, ordering, encoding, and the module's learning signal."""
 
 import json
-import math
 import random
 from collections import Counter
 
@@ -175,7 +174,8 @@ def test_encoding_masks_the_prompt_and_tool_output(tiny_policy):
     assert item["chosen"][prompt:] == chosen_response
     assert not any(item["chosen_loss"][:prompt]) and item["rejected_loss"][prompt:] == [True] * 4  # 3 tokens + eos
     loss_tokens = [t for t, keep in zip(item["chosen"], item["chosen_loss"]) if keep]
-    assert tokenizer.decode(loss_tokens, skip_special_tokens=True) == "<think><calc>1+2</calc></think><answer>1+2</answer>"
+    expected = "<think><calc>1+2</calc></think><answer>1+2</answer>"  # the tool's <result>3</result> carries no loss
+    assert tokenizer.decode(loss_tokens, skip_special_tokens=True) == expected
     batch = collate_pairs([item, item], tokenizer.pad_token_id)
     assert batch["input_ids"].shape[0] == 4 and batch["loss_mask"].shape[1] == batch["input_ids"].shape[1] - 1
     # the loss mask at t marks the target t+1: row 0 is the chosen, row 2 its rejected

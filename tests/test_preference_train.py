@@ -81,7 +81,8 @@ def test_dpo_run_computes_reference_log_probs_once_per_pair_and_resumes_exactly(
         return original_reference(model, encoded, *args, **kwargs)
 
     monkeypatch.setattr(dpo, "reference_logprobs", counting)
-    overrides = ["experiment=smoke_dpo", "stage.max_steps=12", "trainer.num_threads=1"]  # 16 pairs, 4 per step: 3 epochs
+    # 16 pairs, 4 per step: 12 steps are 3 epochs
+    overrides = ["experiment=smoke_dpo", "stage.max_steps=12", "trainer.num_threads=1"]
     straight = tmp_path / "straight"
     run(cfg_of(*overrides), straight)
     assert calls == [16]  # one reference pass over the 16 pairs for 3 epochs of training

@@ -146,7 +146,8 @@ def _check_preference(cfg: DictConfig) -> None:
         except (ValueError, KeyError, TypeError) as err:
             raise ConfigError(f"stage.pairs.stages: {err}") from None
     if p.source == "solver":
-        _require(p.solver.trace in TRACE_STYLES, f"stage.pairs.solver.trace={p.solver.trace!r}: expected one of {TRACE_STYLES}")
+        _require(p.solver.trace in TRACE_STYLES,
+                 f"stage.pairs.solver.trace={p.solver.trace!r}: expected one of {TRACE_STYLES}")
         mix = dict(p.solver.mix)
         _require(set(mix) <= set(REJECTED_KINDS) and all(float(v) >= 0 for v in mix.values()) and sum(mix.values()) > 0,
                  f"stage.pairs.solver.mix={mix}: fractions >= 0, not all 0, of the kinds {list(REJECTED_KINDS)}")
@@ -154,7 +155,8 @@ def _check_preference(cfg: DictConfig) -> None:
         q = p.sampled
         _require(int(q.n) >= 2, f"stage.pairs.sampled.n={q.n}: pairs need at least 2 responses per prompt")
         _require(float(q.margin) > 0, f"stage.pairs.sampled.margin={q.margin} must be > 0")
-        _require(int(q.max_pairs_per_prompt) >= 1, f"stage.pairs.sampled.max_pairs_per_prompt={q.max_pairs_per_prompt} must be >= 1")
+        _require(int(q.max_pairs_per_prompt) >= 1,
+                 f"stage.pairs.sampled.max_pairs_per_prompt={q.max_pairs_per_prompt} must be >= 1")
         _require(float(q.temperature) > 0 and 0 < float(q.top_p) <= 1,
                  "stage.pairs.sampled.temperature must be > 0 and stage.pairs.sampled.top_p in (0, 1]")
         _require(int(cfg.rollout.batch_size) >= 1, f"rollout.batch_size={cfg.rollout.batch_size} must be >= 1")

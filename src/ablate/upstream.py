@@ -30,7 +30,8 @@ log = logging.getLogger("ablate.upstream")
 UPSTREAM_STAGES = ("sft", "dpo", "ipo")
 KEY_VERSION = 1
 # What each stage's training reads besides its stage config: only these enter its key.
-_INPUTS = {"sft": ("model", "task"), "dpo": ("model", "task", "reward", "tool"), "ipo": ("model", "task", "reward", "tool")}
+_INPUTS = {"sft": ("model", "task"), "dpo": ("model", "task", "reward", "tool"),
+           "ipo": ("model", "task", "reward", "tool")}
 
 
 def upstream_config(cfg: DictConfig, name: str) -> DictConfig:

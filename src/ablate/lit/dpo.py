@@ -57,7 +57,8 @@ def collate_pairs(items: Sequence[Mapping[str, Any]], pad_id: int) -> dict[str, 
     return {"input_ids": ids, "attention_mask": attention, "loss_mask": loss_mask}
 
 
-def pair_logprobs(model: PreTrainedModel, batch: Mapping[str, torch.Tensor], average: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def pair_logprobs(model: PreTrainedModel, batch: Mapping[str, torch.Tensor],
+                  average: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """Sequence log-probs (summed, or averaged over response tokens) of the chosen [B] and the rejected
     [B] responses, from one forward pass over both."""
     device = next(model.parameters()).device
