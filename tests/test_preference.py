@@ -187,10 +187,11 @@ def test_encoding_masks_the_prompt_and_tool_output(tiny_policy):
 
 
 def fit_module(model, pairs, tokenizer, stage, steps):
+    stage = {**stage, "max_steps": steps}
     encoded = [encode_pair(p, tokenizer, 64) for p in pairs]
     reference = reference_logprobs(model, encoded, tokenizer.pad_token_id, bool(stage["average_logps"]))
-    module = PreferenceModule(model, encoded, reference, list(range(len(pairs))) * steps, stage,
-                              tokenizer.pad_token_id)
+    module = PreferenceModule(model, encoded, reference, lambda length: [i % len(pairs) for i in range(length)],
+                              stage, tokenizer.pad_token_id)
     trainer = L.Trainer(max_steps=steps, logger=False, enable_checkpointing=False, enable_progress_bar=False,
                         enable_model_summary=False, accelerator="cpu")
     model.train()

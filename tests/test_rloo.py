@@ -7,7 +7,8 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from ablate.config import CONF_DIR
-from ablate.lit.rloo import RLOOModule, UniformSampler, pad_rollouts
+from ablate.curriculum import build_sampler
+from ablate.lit.rloo import RLOOModule, pad_rollouts
 from ablate.models import encode_prompt, prompt_text
 from ablate.objectives import token_logprobs
 from ablate.rollout import Rollouts
@@ -51,7 +52,8 @@ def test_one_step_prefers_the_rewarded_completion(tiny_policy):
         stage = OmegaConf.to_container(compose(config_name="config", overrides=["stage=rloo"]).stage)
     stage.update(batch_prompts=1, k=2, lr=1e-2, kl_coef=0.0, entropy_coef=0.0, micro_batch=1)
     reward = Reward.from_config(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "reward" / "binary.yaml")))
-    module = RLOOModule(model, tokenizer, [problem], "compact", engine, reward, UniformSampler(1, 0), stage, seed=0)
+    module = RLOOModule(model, tokenizer, [problem], "compact", engine, reward, build_sampler(None, [problem], 0, 1),
+                        stage, seed=0)
     optimizer = module.configure_optimizers()
     module.optimizers = lambda: optimizer
     module.manual_backward = lambda loss: loss.backward()
@@ -79,23 +81,18 @@ def test_pad_rollouts_aligns_masks_with_next_token_targets():
     assert b["behaviour"][0, 2:5].tolist() == pytest.approx([-0.1, -0.2, -0.3])
 
 
-def test_uniform_sampler_state_round_trip():
-    a = UniformSampler(100, seed=3)
-    a.sample(5)
-    state = a.state_dict()
-    expected = a.sample(7)
-    b = UniformSampler(100, seed=99)
-    b.load_state_dict(state)
-    assert b.sample(7) == expected
-
-
 @pytest.mark.slow
-def test_rloo_smoke_run_and_resume_continue_exactly(tmp_path, monkeypatch):
+@pytest.mark.parametrize("variant", [
+    [],  # uniform prompts
+    # a sampler with state (DOTS: reference rollouts, predictions) and a replay buffer, both in the checkpoint
+    ["curriculum=dots", "curriculum.every=2", "curriculum.reference_size=6", "replay.enabled=true"],
+], ids=["uniform", "dots+replay"])
+def test_rloo_smoke_run_and_resume_continue_exactly(tmp_path, monkeypatch, variant):
     from ablate.train import run
 
     def cfg():
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            return compose(config_name="config", overrides=["experiment=smoke_rloo", "stage.max_steps=4"])
+            return compose(config_name="config", overrides=["experiment=smoke_rloo", "stage.max_steps=4", *variant])
 
     straight = tmp_path / "straight"
     run(cfg(), straight)

@@ -86,12 +86,17 @@ def read_status(run_dir: str | Path) -> dict[str, Any] | None:
 
 
 class RunStatus:
-    def __init__(self, run_dir: str | Path):
+    """`writer=False` (a data-parallel worker process) keeps the record in memory only: rank 0 owns the file."""
+
+    def __init__(self, run_dir: str | Path, writer: bool = True):
         self.path = Path(run_dir) / "status.json"
         self.data: dict[str, Any] = {}
+        self.writer = writer
         self._start = time.monotonic()
 
     def _write(self) -> None:
+        if not self.writer:
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(self.data, indent=2) + "\n")

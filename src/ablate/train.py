@@ -107,6 +107,21 @@ def check_config(cfg: DictConfig) -> None:
         except ConfigError as err:
             raise ConfigError(f"upstream.{s.init} (the stage stage.init={s.init} starts from): {err}") from None
 
+    if cfg.get("curriculum"):
+        from ablate.curriculum import check_curriculum
+
+        _require(s.name == "rloo", f"curriculum={cfg.curriculum.name} chooses RL prompts; it needs stage=rloo, "
+                                   f"not stage={s.name}")
+        try:
+            check_curriculum(OmegaConf.to_container(cfg.curriculum, resolve=True))
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+    r = cfg.replay
+    if r.enabled:
+        _require(s.name == "rloo", f"replay.enabled=true reuses RL rollouts; it needs stage=rloo, not stage={s.name}")
+        _require(0 < float(r.fresh_fraction) <= 1, f"replay.fresh_fraction={r.fresh_fraction} must be in (0, 1]")
+        _require(int(r.capacity) >= 1, f"replay.capacity={r.capacity} must be >= 1")
+
     e = cfg.eval
     _require(int(e.n) >= 1, f"eval.n={e.n} must be >= 1")
     _require(all(int(k) >= 1 for k in e.ks), f"eval.ks={list(e.ks)} must be positive")
@@ -166,6 +181,14 @@ def _check_preference(cfg: DictConfig) -> None:
                  f"prompt/chosen/rejected")
 
 
+def global_rank() -> int:
+    """This process's rank in data-parallel training (Lightning re-launches the command once per extra
+    device with the rank in the environment); 0 without DDP."""
+    from lightning.pytorch.utilities import rank_zero_only
+
+    return int(getattr(rank_zero_only, "rank", 0) or 0)
+
+
 def _precision(trainer_cfg: DictConfig) -> str:
     import torch
 
@@ -189,7 +212,8 @@ def _fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=Non
         loggers.append(WandbLogger(project=cfg.logger.project, save_dir=str(run_dir), offline=cfg.logger.mode == "offline"))
     checkpoints = run_dir / "checkpoints"
     trainer = L.Trainer(
-        max_steps=int(cfg.stage.max_steps), max_epochs=-1, accelerator=cfg.trainer.accelerator, devices=1,
+        max_steps=int(cfg.stage.max_steps), max_epochs=-1, accelerator=cfg.trainer.accelerator,
+        devices=cfg.trainer.devices, strategy=cfg.trainer.strategy, num_nodes=int(cfg.trainer.num_nodes),
         precision=_precision(cfg.trainer), gradient_clip_val=gradient_clip, logger=loggers,
         callbacks=[ModelCheckpoint(dirpath=str(checkpoints), save_last=True,
                                    every_n_train_steps=int(cfg.stage.checkpoint_every))],
@@ -198,7 +222,7 @@ def _fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=Non
     )
     last = checkpoints / "last.ckpt"
     resume_from = str(last) if cfg.resume == "auto" and last.is_file() else None
-    if resume_from:
+    if resume_from and global_rank() == 0:
         log.info("resuming from %s", resume_from)
         stash_metrics(run_dir)
     module.train()  # from_pretrained returns eval mode; Lightning expects training mode at the start
@@ -208,22 +232,28 @@ def _fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=Non
         else:
             trainer.fit(module, train_dataloaders=dataloader, ckpt_path=resume_from)
     finally:
-        merge_metrics(run_dir)
+        if global_rank() == 0:
+            merge_metrics(run_dir)
 
 
 def fit_rloo(cfg: DictConfig, model, tokenizer, train_problems, reward, run_dir: Path) -> None:
     from torch.utils.data import DataLoader
 
-    from ablate.lit.rloo import RLOOModule, UniformSampler
+    from ablate.curriculum import ReplayBuffer, build_sampler
+    from ablate.lit.rloo import RLOOModule
     from ablate.rollout.hf import HFEngine
     from ablate.rollout.tools import Calculator
 
     s = cfg.stage
     calculator = Calculator(tokenizer, int(cfg.tool.max_calls)) if cfg.tool.name == "on" else None
     engine = HFEngine(model, tokenizer, batch_size=int(cfg.rollout.batch_size), calculator=calculator)
-    sampler = UniformSampler(len(train_problems), int(cfg.seed))
+    curriculum = OmegaConf.to_container(cfg.curriculum, resolve=True) if cfg.get("curriculum") else None
+    sampler = build_sampler(curriculum, train_problems, int(cfg.seed), int(s.max_steps),
+                            embed=lambda: prompt_embeddings(cfg, model, tokenizer, train_problems))
+    replay = (ReplayBuffer(int(cfg.replay.capacity), float(cfg.replay.fresh_fraction), int(cfg.seed))
+              if cfg.replay.enabled else None)
     module = RLOOModule(model, tokenizer, train_problems, cfg.model.template, engine, reward, sampler,
-                        OmegaConf.to_container(s, resolve=True), int(cfg.seed))
+                        OmegaConf.to_container(s, resolve=True), int(cfg.seed), replay=replay)
     # One item per optimizer step: prompts come from the sampler inside training_step.
     steps = DataLoader(range(int(s.max_steps)), batch_size=None)
     _fit(cfg, module, run_dir, dataloader=steps)
@@ -293,8 +323,9 @@ def fit_preference(cfg: DictConfig, model, tokenizer, train_problems, reward, ru
         autocast = "bf16" if _precision(cfg.trainer).startswith("bf16") else None
         reference = reference_logprobs(model, encoded, tokenizer.pad_token_id, average,
                                        batch_size=int(s.batch_size), autocast=autocast)
-        save_pairs(pairs_file, pairs, [{"ref_chosen_logps": float(c), "ref_rejected_logps": float(r)}
-                                       for c, r in reference.tolist()])
+        if global_rank() == 0:  # DDP ranks build the same pairs (sampled ones up to device noise); one writes
+            save_pairs(pairs_file, pairs, [{"ref_chosen_logps": float(c), "ref_rejected_logps": float(r)}
+                                           for c, r in reference.tolist()])
         if status is not None:
             from collections import Counter
 
@@ -304,12 +335,29 @@ def fit_preference(cfg: DictConfig, model, tokenizer, train_problems, reward, ru
                           pair_operands=dict(Counter(str(p.n_numbers) for p in pairs)))
     stages = (OmegaConf.to_container(s.pairs.stages, resolve=True) if s.pairs.order == "static"
               else [{"until": 1.0, "n_numbers": None}])
-    schedule = order_pairs(pairs, stages, int(s.max_steps) * int(s.batch_size), int(cfg.seed))
-    module = PreferenceModule(model, encoded, reference, schedule, OmegaConf.to_container(s, resolve=True),
-                              tokenizer.pad_token_id)
+    module = PreferenceModule(model, encoded, reference,
+                              lambda length: order_pairs(pairs, stages, length, int(cfg.seed)),
+                              OmegaConf.to_container(s, resolve=True), tokenizer.pad_token_id)
     # One item per optimizer step: the module takes its pairs from the schedule by global step.
     _fit(cfg, module, run_dir, dataloader=DataLoader(range(int(s.max_steps)), batch_size=None),
          gradient_clip=float(s.grad_clip))
+
+
+def prompt_embeddings(cfg: DictConfig, model, tokenizer, problems):
+    """DOTS's prompt embeddings: the starting policy's (curriculum.embedding=policy) or a Hugging Face
+    encoder's mean-pooled last hidden state over each training prompt, computed once."""
+    from ablate.models import encode_prompt, mean_pooled_embeddings, prompt_text
+
+    texts = [prompt_text(p, cfg.model.template, tokenizer) for p in problems]
+    name = cfg.curriculum.get("embedding", "policy")
+    if name == "policy":
+        return mean_pooled_embeddings(model, [encode_prompt(t, tokenizer) for t in texts], tokenizer.pad_token_id)
+    from transformers import AutoModel, AutoTokenizer
+
+    encoder_tokenizer = AutoTokenizer.from_pretrained(name)
+    encoder = AutoModel.from_pretrained(name).eval()
+    ids = [encoder_tokenizer(t)["input_ids"] for t in texts]
+    return mean_pooled_embeddings(encoder, ids, encoder_tokenizer.pad_token_id or 0)
 
 
 def fit_sft(cfg: DictConfig, model, tokenizer, train_problems, run_dir: Path) -> None:
@@ -361,7 +409,8 @@ def run(cfg: DictConfig, run_dir: Path) -> Path:
         print(f"run already completed, nothing to do: {run_dir}")
         return run_dir
 
-    status = RunStatus(run_dir)
+    worker = global_rank() > 0  # a DDP worker trains; rank 0 writes the run directory and evaluates
+    status = RunStatus(run_dir, writer=not worker)
     status.start(stage=cfg.stage.name)
     try:
         torch.set_num_threads(int(cfg.trainer.num_threads or os.cpu_count() or 1))
@@ -389,6 +438,8 @@ def run(cfg: DictConfig, run_dir: Path) -> Path:
             else:
                 fit_rloo(cfg, model, tokenizer, splits.train, reward, run_dir)
             status.timing("train_s", time.monotonic() - clock)
+            if worker:
+                return run_dir
             model.save_pretrained(str(model_dir))
             tokenizer.save_pretrained(str(model_dir))
         device = "cuda" if torch.cuda.is_available() and cfg.trainer.accelerator != "cpu" else "cpu"

@@ -44,6 +44,13 @@ def upstream_config(cfg: DictConfig, name: str) -> DictConfig:
     up.seed = int(cfg.upstream.seed)
     up.resume = "auto"  # a half-trained upstream continues where it stopped
     up.eval.enabled = bool(cfg.upstream.eval)
+    if up.get("curriculum"):  # RL prompt selection belongs to the downstream RL stage
+        up.curriculum = None
+    if "replay" in up:
+        up.replay.enabled = False
+    # One device: an upstream is trained inside the downstream's process before its fit, and DDP
+    # would re-launch the whole command per rank at that point. The key does not depend on it.
+    up.trainer.devices, up.trainer.strategy, up.trainer.num_nodes = 1, "auto", 1
     OmegaConf.set_struct(up, True)
     return up
 

@@ -4,14 +4,15 @@ The reference is the starting model. Its sequence log-probs are computed once pe
 training (`reference_logprobs`), and kept with the pairs; no reference model is held during
 training, so every epoch reuses the same numbers and memory holds one model. One training step
 takes the next `batch_size` pairs of a fixed schedule (`ablate.lit.pairs.order_pairs`), indexed by
-the global step, so a resumed run continues the same order.
+the global step, so a resumed run continues the same order. With DDP each rank takes its own
+`batch_size` pairs of that order per step (the effective batch is batch_size x ranks, as for SFT).
 """
 
 from __future__ import annotations
 
 import time
 from contextlib import nullcontext
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import lightning as L
 import torch
@@ -87,7 +88,8 @@ def reference_logprobs(model: PreTrainedModel, encoded: Sequence[Mapping[str, An
 
 class PreferenceModule(L.LightningModule):
     def __init__(self, model: PreTrainedModel, encoded: Sequence[Mapping[str, Any]], reference: torch.Tensor,
-                 schedule: Sequence[int], stage: Mapping[str, Any], pad_id: int):
+                 order: Callable[[int], Sequence[int]], stage: Mapping[str, Any], pad_id: int):
+        """`order(length)` gives the training order of pair indices (ablate.lit.pairs.order_pairs)."""
         super().__init__()
         if len(reference) != len(encoded):
             raise ValueError(f"{len(reference)} reference log-prob rows for {len(encoded)} pairs")
@@ -97,19 +99,25 @@ class PreferenceModule(L.LightningModule):
                 module.p = 0.0
         self.encoded = list(encoded)
         self.reference = reference.float()  # [P, 2], fixed; not a parameter, not in the checkpoint
-        self.schedule = list(schedule)
+        self.order = order
+        self.schedule: list[int] = []
         self.stage = dict(stage)
         self.pad_id = pad_id
         self.loss_type = LOSSES[self.stage["name"]]
         self.elapsed_before = 0.0
         self.started = time.monotonic()
 
+    def on_fit_start(self) -> None:
+        size, world = int(self.stage["batch_size"]), self.trainer.world_size
+        self.schedule = list(self.order(int(self.stage["max_steps"]) * size * world))
+
     def on_train_start(self) -> None:
         self.started = time.monotonic()
 
     def indices(self, step: int) -> list[int]:
         size = int(self.stage["batch_size"])
-        return self.schedule[step * size:(step + 1) * size]
+        start = (step * self.trainer.world_size + self.global_rank) * size
+        return self.schedule[start:start + size]
 
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
         s = self.stage

@@ -1,8 +1,10 @@
 """The RLOO stage: one training_step = one rollout batch (B prompts x k samples) = one optimizer step.
 
 Manual optimization: the batch is scored and its loss back-propagated in micro-batches before a
-single optimizer step, after which the rollout engine gets the new weights. The engine, the reward
-and the prompt sampler are injected; this module imports none of them by name.
+single optimizer step, after which the rollout engine gets the new weights. The engine, the reward,
+the prompt sampler (`ablate.curriculum`) and the optional replay buffer are injected; this module
+imports none of them by name. A sampler that asks for a reference set (DOTS) gets it rolled out and
+scored before the step's batch.
 """
 
 from __future__ import annotations
@@ -20,26 +22,6 @@ from ablate.objectives import (aggregate, entropy_from_logits, grpo_advantages, 
                                rloo_advantages, token_logprobs)
 from ablate.rollout import Rollouts, SamplingParams
 from ablate.tasks.countdown import VERDICTS, Problem
-
-
-class UniformSampler:
-    """`curriculum=none`: prompts uniformly at random (with replacement) from the training pool."""
-
-    def __init__(self, n: int, seed: int):
-        self.n = n
-        self.generator = torch.Generator().manual_seed(seed)
-
-    def sample(self, batch: int) -> list[int]:
-        return torch.randint(self.n, (batch,), generator=self.generator).tolist()
-
-    def update(self, indices: Sequence[int], rewards: torch.Tensor) -> None:
-        pass
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"generator": self.generator.get_state()}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.generator.set_state(state["generator"])
 
 
 def pad_rollouts(rollouts: Rollouts, pad_id: int) -> dict[str, torch.Tensor]:
@@ -63,7 +45,8 @@ def pad_rollouts(rollouts: Rollouts, pad_id: int) -> dict[str, torch.Tensor]:
 
 class RLOOModule(L.LightningModule):
     def __init__(self, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problems: Sequence[Problem],
-                 template: str, engine: Any, reward: Callable, sampler: Any, stage: Mapping[str, Any], seed: int):
+                 template: str, engine: Any, reward: Callable, sampler: Any, stage: Mapping[str, Any], seed: int,
+                 replay: Any = None):
         super().__init__()
         self.automatic_optimization = False
         self.model = policy
@@ -76,8 +59,11 @@ class RLOOModule(L.LightningModule):
         self.engine = engine
         self.reward = reward
         self.sampler = sampler
+        self.replay = replay
+        self.n_numbers_values = sorted({p.n_numbers for p in self.problems})
         self.stage = dict(stage)
         self.params = SamplingParams(**dict(stage["sampling"]))
+        self.seed = seed
         self.rollout_generator = torch.Generator().manual_seed(seed)
         self.elapsed_before = 0.0
         self.started = time.monotonic()
@@ -89,6 +75,11 @@ class RLOOModule(L.LightningModule):
     def on_train_start(self) -> None:
         self.started = time.monotonic()
         self.reference.to(self.device)
+        if self.global_rank > 0:
+            # Data-parallel ranks sample their own prompts and rollouts (the checkpoint holds rank 0's
+            # generators, so a resumed worker re-derives its own from the step it resumes at).
+            for generator in (self.rollout_generator, self.sampler.generator):
+                generator.manual_seed(self.seed * 1_000_003 + self.global_rank * 7_919 + self.global_step)
 
     def configure_optimizers(self):
         s = self.stage
@@ -104,18 +95,40 @@ class RLOOModule(L.LightningModule):
             verdicts.append(judgement.verdict.value)
         return torch.tensor(rewards, dtype=torch.float32).view(len(problems), rollouts.k), verdicts
 
-    def training_step(self, batch: Any, batch_idx: int) -> None:
-        s = self.stage
-        clock = time.monotonic()
-        indices = self.sampler.sample(int(s["batch_prompts"]))
+    def _generate(self, indices: Sequence[int]) -> tuple[list[Problem], Rollouts]:
         problems = [self.problems[i] for i in indices]
         prompts = [encode_prompt(prompt_text(p, self.template, self.tokenizer), self.tokenizer) for p in problems]
-        rollouts = self.engine.generate(prompts, int(s["k"]), self.params, self.rollout_generator)
+        return problems, self.engine.generate(prompts, int(self.stage["k"]), self.params, self.rollout_generator)
+
+    def training_step(self, batch: Any, batch_idx: int) -> None:
+        s = self.stage
+        step = self.global_step
+        clock = time.monotonic()
+        reference = getattr(self.sampler, "reference_prompts", lambda step: [])(step)
+        if reference:
+            self.sampler.observe_reference(reference, self._score(*self._generate(reference))[0])
+        reference_s = time.monotonic() - clock
+
+        n_prompts = int(s["batch_prompts"])
+        n_replay = self.replay.replay_count(n_prompts) if self.replay is not None else 0
+        clock = time.monotonic()
+        indices = self.sampler.sample(n_prompts - n_replay, step)
+        problems, fresh = self._generate(indices)
         generate_s = time.monotonic() - clock
         clock = time.monotonic()
-        rewards, verdicts = self._score(problems, rollouts)
-        self.sampler.update(indices, rewards)
+        fresh_rewards, verdicts = self._score(problems, fresh)
+        self.sampler.update(indices, fresh_rewards)
         score_s = time.monotonic() - clock
+        rollouts, rewards, replay_metrics = fresh, fresh_rewards, {}
+        if self.replay is not None:
+            replayed = self.replay.take(n_replay)
+            stored = self.replay.add(indices, fresh, fresh_rewards, verdicts, step)
+            if replayed:
+                rollouts = Rollouts.concat([fresh] + [g.rollouts for g in replayed])
+                rewards = torch.cat([fresh_rewards, torch.tensor([g.rewards for g in replayed])])
+            replay_metrics = {"replay/replayed_frac": len(replayed) / n_prompts, "replay/buffer_size": len(self.replay),
+                              "replay/stored": stored,
+                              "replay/mean_age": sum(step - g.step for g in replayed) / len(replayed) if replayed else 0.0}
 
         clock = time.monotonic()
         advantages = (rloo_advantages(rewards) if s["advantage"] == "rloo" else grpo_advantages(rewards)).flatten()
@@ -157,20 +170,25 @@ class RLOOModule(L.LightningModule):
         self.engine.sync(self.model)
         sync_s = time.monotonic() - clock
 
-        generated = sum(len(c) for c in rollouts.completion_ids)
+        generated = sum(len(c) for c in fresh.completion_ids)
         metrics = {f"train/{key}": value for key, value in totals.items()}
-        metrics.update({
-            "train/reward_mean": rewards.mean().item(),
-            "train/reward_std": rewards.std().item(),
+        metrics.update({  # reward and verdicts: the fresh rollouts (the current policy); the rest: the trained batch
+            "train/reward_mean": fresh_rewards.mean().item(),
+            "train/reward_std": fresh_rewards.std().item(),
             "train/effective_prompt_frac": (rewards.std(dim=-1) > 0).float().mean().item(),
             "train/is_weight_max": is_weight_max,
-            "train/response_length": generated / len(rollouts.completion_ids),
+            "train/response_length": sum(len(c) for c in rollouts.completion_ids) / len(rollouts.completion_ids),
             "train/grad_norm": float(grad_norm),
             "train/lr": lr,
+            "time/reference_s": reference_s,
             "time/generate_s": generate_s, "time/score_s": score_s, "time/learn_s": learn_s, "time/sync_s": sync_s,
             "time/generate_tokens_per_s": generated / max(generate_s, 1e-9),
             "time/elapsed_s": self.elapsed_before + time.monotonic() - self.started,
         })
+        metrics.update(self.sampler.metrics())
+        metrics.update(replay_metrics)
+        for n in self.n_numbers_values:  # the difficulty mix of the fresh prompts, comparable across samplers
+            metrics[f"curriculum/frac_n{n}"] = sum(p.n_numbers == n for p in problems) / max(len(problems), 1)
         for verdict in VERDICTS:  # correct rate, no-answer rate, ... (fractions of samples)
             metrics[f"train/verdict/{verdict}"] = sum(v == verdict for v in verdicts) / len(verdicts)
         self.log_dict(metrics, prog_bar=False, on_step=True)
@@ -178,10 +196,14 @@ class RLOOModule(L.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["sampler"] = self.sampler.state_dict()
+        if self.replay is not None:
+            checkpoint["replay"] = self.replay.state_dict()
         checkpoint["rollout_generator"] = self.rollout_generator.get_state()
         checkpoint["elapsed_s"] = self.elapsed_before + time.monotonic() - self.started
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.sampler.load_state_dict(checkpoint["sampler"])
+        if self.replay is not None and "replay" in checkpoint:
+            self.replay.load_state_dict(checkpoint["replay"])
         self.rollout_generator.set_state(checkpoint["rollout_generator"])
         self.elapsed_before = float(checkpoint.get("elapsed_s", 0.0))

@@ -10,7 +10,7 @@ Both save with `save_pretrained`, so every stage's `<run>/model` loads the same 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import torch
 from transformers import (AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase,
@@ -84,3 +84,25 @@ def encode_prompt(text: str, tokenizer: PreTrainedTokenizerBase) -> list[int]:
 
 def parameter_count(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
+
+
+@torch.no_grad()
+def mean_pooled_embeddings(model: PreTrainedModel, sequences: Sequence[list[int]], pad_id: int,
+                           batch_size: int = 256) -> torch.Tensor:
+    """The last hidden layer averaged over each sequence's tokens: [len(sequences), hidden].
+    Works for a causal LM (policy) and a plain encoder (a sentence-embedding model) alike."""
+    device = next(model.parameters()).device
+    rows = []
+    for start in range(0, len(sequences), batch_size):
+        chunk = sequences[start:start + batch_size]
+        width = max(map(len, chunk))
+        ids = torch.full((len(chunk), width), pad_id, dtype=torch.long)
+        attention = torch.zeros((len(chunk), width), dtype=torch.long)
+        for i, seq in enumerate(chunk):
+            ids[i, :len(seq)] = torch.tensor(seq)
+            attention[i, :len(seq)] = 1
+        out = model(input_ids=ids.to(device), attention_mask=attention.to(device), output_hidden_states=True)
+        hidden = out.hidden_states[-1].float()
+        weights = attention.to(device).unsqueeze(-1).float()
+        rows.append(((hidden * weights).sum(1) / weights.sum(1)).cpu())
+    return torch.cat(rows)

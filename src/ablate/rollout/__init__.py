@@ -31,6 +31,25 @@ class Rollouts:
     def n_prompts(self) -> int:
         return len(self.completion_ids) // self.k
 
+    def groups(self, which: Sequence[int]) -> "Rollouts":
+        """The rollouts of the prompts at positions `which`, in that order."""
+        rows = [g * self.k + j for g in which for j in range(self.k)]
+        pick = lambda values: [values[r] for r in rows]  # noqa: E731
+        return Rollouts(pick(self.prompt_ids), pick(self.completion_ids), pick(self.behaviour_logprobs),
+                        pick(self.tool_mask), pick(self.texts), self.k,
+                        pick(self.tool_calls) if self.tool_calls else [])
+
+    @staticmethod
+    def concat(parts: Sequence["Rollouts"]) -> "Rollouts":
+        """Prompt-major concatenation (same k); `stats` are the first part's."""
+        k = parts[0].k
+        if any(p.k != k for p in parts):
+            raise ValueError(f"cannot concatenate rollouts with different k: {[p.k for p in parts]}")
+        join = lambda name: [x for p in parts for x in getattr(p, name)]  # noqa: E731
+        calls = join("tool_calls") if all(p.tool_calls or not p.completion_ids for p in parts) else []
+        return Rollouts(join("prompt_ids"), join("completion_ids"), join("behaviour_logprobs"), join("tool_mask"),
+                        join("texts"), k, calls, dict(parts[0].stats))
+
 
 @dataclass(frozen=True)
 class SamplingParams:

@@ -1,0 +1,205 @@
+"""Prompt samplers: which training prompts each RL step rolls out.
+
+A sampler knows prompt indices, difficulty levels and rewards, never models. The RL module calls
+`sample(batch, step)` before generating, `update(indices, rewards)` with the group rewards
+[prompts, k] after scoring, and `metrics()` for the step's log; `state_dict` goes into the checkpoint,
+so a resumed run continues the same curriculum. A sample counts as solved when its reward reaches
+`success_reward` (1.0: the verifier's full score), so format-only credit is not success.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import Any, Mapping, Sequence
+
+import torch
+
+from .difficulty import Levels
+
+
+def success_rates(rewards: torch.Tensor, success_reward: float = 1.0) -> torch.Tensor:
+    """Per-group fraction of samples that earned the full reward: [prompts, k] -> [prompts]."""
+    return (rewards >= success_reward).float().mean(dim=-1)
+
+
+class Sampler:
+    """Uniform sampling with replacement over a subset of the pool; subclasses choose the subset or the weights."""
+
+    name = "none"
+
+    def __init__(self, levels: Levels, seed: int, success_reward: float = 1.0):
+        self.levels = levels
+        self.n = int(levels.of.numel())
+        self.success_reward = success_reward
+        self.generator = torch.Generator().manual_seed(seed)
+        self.last: list[int] = []
+
+    def _uniform(self, pool: torch.Tensor | None, batch: int) -> list[int]:
+        if pool is None:
+            return torch.randint(self.n, (batch,), generator=self.generator).tolist()
+        return pool[torch.randint(len(pool), (batch,), generator=self.generator)].tolist()
+
+    def _draw(self, weights: torch.Tensor, batch: int) -> list[int]:
+        """`batch` distinct prompts ∝ weights (fewer if fewer have a non-zero weight)."""
+        n = min(batch, int((weights > 0).sum()))
+        return torch.multinomial(weights, n, replacement=False, generator=self.generator).tolist() if n else []
+
+    def sample(self, batch: int, step: int) -> list[int]:
+        self.last = self._uniform(None, batch)
+        return self.last
+
+    def update(self, indices: Sequence[int], rewards: torch.Tensor) -> None:
+        pass
+
+    def metrics(self) -> dict[str, float]:
+        return {f"curriculum/level_frac/{name}": frac for name, frac in self.levels.mix(self.last).items()}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.generator.set_state(state["generator"])
+
+
+class StaticSampler(Sampler):
+    """Paper 000 V1 (and paper 001's thirds): stages on a fixed clock, each a set of levels sampled
+    uniformly. `stages` = [{until: fraction of max_steps, levels: [...]}, ...], cumulative or not as written."""
+
+    name = "static"
+
+    def __init__(self, levels: Levels, seed: int, stages: Sequence[Mapping[str, Any]], max_steps: int,
+                 success_reward: float = 1.0):
+        super().__init__(levels, seed, success_reward)
+        self.stages = [(float(s["until"]), [int(x) for x in s["levels"]]) for s in stages]
+        self.max_steps = max_steps
+        self.pools = [levels.members(stage_levels) for _, stage_levels in self.stages]
+        self.stage = 0
+
+    def stage_at(self, step: int) -> int:
+        for i, (until, _) in enumerate(self.stages):
+            if step / self.max_steps < until - 1e-6:  # tolerance: `until: 0.6666666667` means 2/3
+                return i
+        return len(self.stages) - 1
+
+    def sample(self, batch: int, step: int) -> list[int]:
+        self.stage = self.stage_at(step)
+        pool = self.pools[self.stage]
+        self.last = self._uniform(pool if len(pool) else None, batch)
+        return self.last
+
+    def metrics(self) -> dict[str, float]:
+        return {**super().metrics(), "curriculum/stage": float(self.stage)}
+
+
+class ThresholdSampler(Sampler):
+    """Paper 001: the mean of the last `window` sample rewards (successes) moves the level one down below
+    `low`, one up above `high`; an empty level falls back to the whole pool."""
+
+    name = "threshold"
+
+    def __init__(self, levels: Levels, seed: int, window: int = 10, low: float = 0.24, high: float = 0.30,
+                 start_level: int = 0, success_reward: float = 1.0):
+        super().__init__(levels, seed, success_reward)
+        self.window: deque[float] = deque(maxlen=window)
+        self.low, self.high = low, high
+        self.level = min(max(start_level, 0), levels.count - 1)
+        self.pools = [levels.members([i]) for i in range(levels.count)]
+        self.fell_back = False
+
+    def window_mean(self) -> float:
+        return sum(self.window) / len(self.window) if self.window else math.nan
+
+    def sample(self, batch: int, step: int) -> list[int]:
+        recent = self.window_mean()
+        if recent < self.low:
+            self.level = max(self.level - 1, 0)
+        elif recent > self.high:
+            self.level = min(self.level + 1, self.levels.count - 1)
+        pool = self.pools[self.level]
+        self.fell_back = len(pool) == 0
+        self.last = self._uniform(None if self.fell_back else pool, batch)
+        return self.last
+
+    def update(self, indices: Sequence[int], rewards: torch.Tensor) -> None:
+        self.window.extend((rewards >= self.success_reward).float().flatten().tolist())
+
+    def metrics(self) -> dict[str, float]:
+        return {**super().metrics(), "curriculum/level": float(self.level),
+                "curriculum/window_mean": self.window_mean(), "curriculum/fell_back": float(self.fell_back)}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "window": list(self.window), "level": self.level}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.window.clear()
+        self.window.extend(state["window"])
+        self.level = int(state["level"])
+
+
+class FrontierSampler(Sampler):
+    """Paper 000 V2: weight floor + p(1-p) per prompt, w_explore for prompts never rolled out, p the EMA
+    (weight `ema` on the newest) of the prompt's group success rate; a batch is drawn without replacement."""
+
+    name = "frontier"
+
+    def __init__(self, levels: Levels, seed: int, floor: float = 0.05, w_explore: float = 4.0, ema: float = 0.5,
+                 success_reward: float = 1.0):
+        super().__init__(levels, seed, success_reward)
+        self.floor, self.w_explore, self.ema = floor, w_explore, ema
+        self.p_hat = torch.full((self.n,), math.nan)
+
+    def weights(self) -> torch.Tensor:
+        seen = ~torch.isnan(self.p_hat)
+        return torch.where(seen, self.floor + self.p_hat * (1 - self.p_hat), torch.full_like(self.p_hat, self.w_explore))
+
+    def sample(self, batch: int, step: int) -> list[int]:
+        self.last = self._draw(self.weights(), batch)
+        return self.last
+
+    def update(self, indices: Sequence[int], rewards: torch.Tensor) -> None:
+        observed = success_rates(rewards, self.success_reward)
+        for i, rate in zip(indices, observed.tolist()):
+            old = self.p_hat[i]
+            self.p_hat[i] = rate if torch.isnan(old) else (1 - self.ema) * old + self.ema * rate
+
+    def metrics(self) -> dict[str, float]:
+        seen = ~torch.isnan(self.p_hat)
+        return {**super().metrics(), "curriculum/seen_frac": seen.float().mean().item(),
+                "curriculum/mean_p_hat": self.p_hat[seen].mean().item() if seen.any() else math.nan}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "p_hat": self.p_hat.clone()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.p_hat = state["p_hat"].clone()
+
+
+class FrontierReplaySampler(FrontierSampler):
+    """Frontier plus solved-prompt rehearsal (the fix paper 000 predicts for V2's forgetting): a fixed
+    fraction `rehearsal` of every batch is drawn uniformly from the prompts whose p is at least `solved_at`
+    (when there are any); the rest of the batch follows the frontier weights, without repeats."""
+
+    name = "frontier_replay"
+
+    def __init__(self, levels: Levels, seed: int, floor: float = 0.05, w_explore: float = 4.0, ema: float = 0.5,
+                 rehearsal: float = 0.25, solved_at: float = 0.75, success_reward: float = 1.0):
+        super().__init__(levels, seed, floor, w_explore, ema, success_reward)
+        self.rehearsal, self.solved_at = rehearsal, solved_at
+        self.rehearsed = 0
+
+    def sample(self, batch: int, step: int) -> list[int]:
+        solved = torch.nonzero(self.p_hat >= self.solved_at).flatten()  # NaN compares False: unseen is not solved
+        n_rehearse = min(round(self.rehearsal * batch), len(solved))
+        rehearse = solved[torch.randperm(len(solved), generator=self.generator)[:n_rehearse]].tolist()
+        weights = self.weights()
+        weights[rehearse] = 0.0
+        self.rehearsed = n_rehearse
+        self.last = rehearse + self._draw(weights, batch - n_rehearse)
+        return self.last
+
+    def metrics(self) -> dict[str, float]:
+        solved = (self.p_hat >= self.solved_at).float().sum().item()
+        return {**super().metrics(), "curriculum/rehearsed": float(self.rehearsed), "curriculum/solved": solved}
