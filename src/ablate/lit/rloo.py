@@ -89,6 +89,9 @@ class RLOOModule(L.LightningModule):
     def on_train_start(self) -> None:
         self.started = time.monotonic()
         self.reference.to(self.device)
+        # An engine holding its own copy of the weights (rollout=vllm) was built from the starting
+        # model; on resume Lightning has since loaded the checkpoint's weights into the policy.
+        self.engine.sync(self.model)
 
     def configure_optimizers(self):
         s = self.stage

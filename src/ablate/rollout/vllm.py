@@ -46,6 +46,24 @@ INSTALL_HINT = ("pip install -e '.[vllm]' (GPU) or, on CPU, pip install -e '.[vl
 SEED_BOUND = 2**31  # per-request seeds; vLLM seeds a torch.Generator with each
 
 
+class _KnownNoise(logging.Filter):
+    """Drops two vLLM warnings that are expected here: without a tokenizer its chat-template warmup
+    fails (we never use chat templates), and every sync says the rotary table "failed to load" (it is
+    not a weight, HF does not save it, and vLLM keeps its own, which is right). A filter, not a level:
+    vLLM's logging setup resets its loggers' levels."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not (message.startswith("Chat template warmup failed") or message.endswith("Failed to load weights"))
+
+
+def _quiet_known_noise() -> None:
+    for name in ("vllm.renderers.base", "vllm.model_executor.model_loader.reload.layerwise"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _KnownNoise) for f in logger.filters):
+            logger.addFilter(_KnownNoise())
+
+
 def _import_vllm():
     if os.environ.get(INPROCESS_ENV, "0") != "0":
         raise RuntimeError(f"rollout=vllm pushes weights to an in-process engine: unset {INPROCESS_ENV} "
@@ -70,6 +88,7 @@ class VLLMEngine:
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, calculator: Calculator | None = None,
                  seed: int = 0, llm_kwargs: Mapping[str, Any] | None = None):
         vllm = _import_vllm()
+        _quiet_known_noise()
         self._vllm = vllm
         self.tokenizer = tokenizer
         self.calculator = calculator
@@ -77,13 +96,10 @@ class VLLMEngine:
         with tempfile.TemporaryDirectory(prefix="ablate-vllm-init-") as directory:
             self.init_dir = directory  # gone once the engine is built: `sync` has no file to fall back on
             model.save_pretrained(directory)
-            # The engine-level seed only seeds vLLM's own global RNGs; sampling noise comes from the
-            # per-request seeds in `generate`.
+            # The engine-level seed only (re)seeds this process's global RNGs, with the run seed;
+            # sampling noise comes from the per-request seeds in `generate`.
             self.llm = vllm.LLM(model=directory, skip_tokenizer_init=True, seed=int(seed),
                                 logprobs_mode="processed_logprobs", **kwargs)
-        # Set after the LLM exists (building it configures vLLM's logging): every sync would warn that
-        # the rotary table "failed to load"; it is not a weight (HF does not save it) and vLLM keeps its own.
-        logging.getLogger("vllm.model_executor.model_loader.reload.layerwise").setLevel(logging.ERROR)
         self.syncs = 0
 
     def sync(self, model: torch.nn.Module) -> None:
