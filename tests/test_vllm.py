@@ -61,7 +61,9 @@ def teacher_forced(model, prompt: list[int], completion: list[int], temperature:
 
 @pytest.fixture(scope="module")
 def sft():
-    """The shipped SFT policy (fp32, as the learner holds it), a colocated engine, and the start-up time."""
+    """The shipped SFT policy (fp32, as the learner holds it), a colocated engine, and the start-up time.
+    The tests using it come first in this file: vLLM allows one live engine per process, and the later
+    tests build (and close) their own."""
     from ablate.rollout.vllm import VLLMEngine
 
     tokenizer = load_tokenizer(TINY_SFT)
@@ -69,7 +71,8 @@ def sft():
     clock = time.monotonic()
     engine = VLLMEngine(policy, tokenizer, seed=0, llm_kwargs=LLM_KWARGS)
     print(f"\nvLLM engine start-up: {time.monotonic() - clock:.2f} s")
-    return policy, tokenizer, engine, [encode_prompt(t, tokenizer) for t in PROMPTS]
+    yield policy, tokenizer, engine, [encode_prompt(t, tokenizer) for t in PROMPTS]
+    engine.close()
 
 
 def optimizer_step(policy, tokenizer, lr: float = 2e-3) -> None:
@@ -196,7 +199,7 @@ SCRIPT = {"\n": "<think>", "<think>": "<calc>", "<calc>": "4", "4": "+", "+": "5
           "</calc>": "</think>", "</result>": "</think>", "</think>": "<answer>", "<answer>": "9", "9": "</answer>"}
 
 
-def test_calculator_splice_mask_and_availability_match_hf():
+def test_calculator_splice_mask_and_availability_match_hf(request):
     from ablate.rollout.vllm import VLLMEngine
 
     tokenizer = load_tokenizer({"kind": "tiny"})
@@ -205,6 +208,7 @@ def test_calculator_splice_mask_and_availability_match_hf():
     prompt = encode_prompt("4 5 -> 9\n", tokenizer)
     params = SamplingParams(max_new_tokens=40)
     engine = VLLMEngine(model, tokenizer, calculator=Calculator(tokenizer, max_calls=2), llm_kwargs=LLM_KWARGS)
+    request.addfinalizer(engine.close)
     hf = HFEngine(model, tokenizer, calculator=Calculator(tokenizer, max_calls=2))
     out = engine.generate([prompt], 2, params, torch.Generator().manual_seed(0), tool_available=[True, False])
     assert out.texts == ["<think><calc>4+5</calc><result>9</result></think><answer>9</answer>",
@@ -222,3 +226,47 @@ def test_calculator_splice_mask_and_availability_match_hf():
     assert looped.texts[0].count("<result>") == 2 and looped.tool_calls == [2]
     result_tokens = len(tokenizer("<result>9</result>", add_special_tokens=False)["input_ids"])
     assert looped.texts[0].endswith("</answer>") and sum(looped.tool_mask[0]) == 2 * result_tokens
+
+
+@pytest.mark.slow
+def test_rloo_with_vllm_resumes_exactly(tmp_path, monkeypatch):
+    """A run killed after its step-2 checkpoint and re-run ends with the uninterrupted run's metrics:
+    the resumed engine, built from the starting model, must get the checkpoint's weights before its
+    first rollout, and its seeds continue from the checkpointed rollout generator."""
+    import pandas as pd
+    from hydra import compose, initialize_config_dir
+
+    from ablate.config import CONF_DIR
+    from ablate.lit.rloo import RLOOModule
+    from ablate.train import run
+
+    def cfg():
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            return compose(config_name="config", overrides=[
+                "experiment=smoke_rloo", "stage.init=sft", "rollout=vllm", "stage.max_steps=4",
+                "stage.checkpoint_every=2", "eval.enabled=false", f"rollout.kv_cache_memory_bytes={64 * 2**20}"])
+
+    straight = tmp_path / "straight"
+    run(cfg(), straight)
+    metrics = pd.read_csv(straight / "metrics.csv")
+    assert metrics["step"].tolist() == [0, 1, 2, 3]
+    # Sampling and learning see the same weights: importance weights are 1 up to fp32 noise.
+    assert metrics["train/is_weight_mean"].tolist() == pytest.approx([1.0] * 4, abs=1e-3)
+
+    original = RLOOModule.training_step
+
+    def crash_at_step_3(self, batch, batch_idx):
+        if self.global_step == 3:
+            raise RuntimeError("simulated crash")
+        return original(self, batch, batch_idx)
+
+    resumed = tmp_path / "resumed"
+    monkeypatch.setattr(RLOOModule, "training_step", crash_at_step_3)
+    with pytest.raises(RuntimeError):
+        run(cfg(), resumed)
+    monkeypatch.setattr(RLOOModule, "training_step", original)
+    run(cfg(), resumed)
+    again = pd.read_csv(resumed / "metrics.csv")
+    assert again["step"].tolist() == [0, 1, 2, 3]
+    for column in ("train/loss", "train/response_length", "train/entropy", "train/is_weight_mean"):
+        assert again[column].tolist() == pytest.approx(metrics[column].tolist(), rel=1e-5), column

@@ -212,7 +212,10 @@ def fit_rloo(cfg: DictConfig, model, tokenizer, train_problems, reward, run_dir:
                         OmegaConf.to_container(s, resolve=True), int(cfg.seed))
     # One item per optimizer step: prompts come from the sampler inside training_step.
     steps = DataLoader(range(int(s.max_steps)), batch_size=None)
-    _fit(cfg, module, run_dir, dataloader=steps)
+    try:
+        _fit(cfg, module, run_dir, dataloader=steps)
+    finally:  # rollout=vllm holds a vLLM engine: release it before a sweep's next job builds one
+        getattr(engine, "close", lambda: None)()
 
 
 def fit_sft(cfg: DictConfig, model, tokenizer, train_problems, run_dir: Path) -> None:

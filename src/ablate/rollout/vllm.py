@@ -82,7 +82,8 @@ class VLLMEngine:
     `model` is the learner's policy: the engine writes it once to a temporary directory for vLLM to
     build itself from (architecture and the first weights), deletes it, and from then on receives
     weights only through `sync`. `llm_kwargs` go to `vllm.LLM` as they are (dtype, enforce_eager,
-    gpu_memory_utilization, kv_cache_memory_bytes, max_model_len, ...).
+    gpu_memory_utilization, kv_cache_memory_bytes, max_model_len, ...). One live engine per process:
+    `close` it before building the next.
     """
 
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, calculator: Calculator | None = None,
@@ -101,6 +102,14 @@ class VLLMEngine:
             self.llm = vllm.LLM(model=directory, skip_tokenizer_init=True, seed=int(seed),
                                 logprobs_mode="processed_logprobs", **kwargs)
         self.syncs = 0
+
+    def close(self) -> None:
+        """Shut vLLM down now. Its parallel state lives in module globals and an engine tears it down
+        when it goes, so a collected engine would break the next one built in this process (a sweep's
+        next job, a resumed run): close each engine before building another. Idempotent."""
+        if self.llm is not None:
+            self.llm.llm_engine.engine_core.shutdown()
+            self.llm = None
 
     def sync(self, model: torch.nn.Module) -> None:
         """Copy the learner's current weights into vLLM's in place, then drop the prefix cache."""
