@@ -287,11 +287,19 @@ def summarize(results: list[dict], warmup: int, names) -> dict:
             "round_medians": [median(p["step"] for p in r["phases"][warmup:]) for r in results]}
 
 
-def report(args, ours: dict, theirs: dict, start: dict) -> str:
-    ratio = theirs["step_median"] / ours["step_median"]
-    lines = [f"machine: {machine()} (shared with other jobs during the run)",
-             f"settings: {json.dumps(settings(args))}, {args.steps} steps per run, first {args.warmup} excluded, "
-             f"{args.rounds} rounds A B A B (seed = round), torch threads {args.threads}, {TRL_PIN}", ""]
+def round_ratios(summary: dict) -> list[float]:
+    """TRL's median step over ablate's, round by round: the same seed, run back to back."""
+    return [t / a for a, t in zip(summary["ablate"]["round_medians"], summary["trl"]["round_medians"])]
+
+
+def report(summary: dict) -> str:
+    ours, theirs, start = summary["ablate"], summary["trl"], summary["start"]
+    pooled = theirs["step_median"] / ours["step_median"]
+    paired = round_ratios(summary)
+    lines = [f"machine: {summary['machine']} (shared with other jobs during the run)",
+             f"settings: {json.dumps(summary['settings'])}, {summary['steps']} steps per run, first "
+             f"{summary['warmup']} excluded, {summary['rounds']} rounds A B A B (seed = round), torch threads "
+             f"{summary['threads']}, trl {summary['trl_version']}", ""]
     rows = []
     for name, s in (("ablate", ours), ("TRL RLOOTrainer", theirs)):
         q1, q3 = s["step_quartiles"]
@@ -301,8 +309,9 @@ def report(args, ours: dict, theirs: dict, start: dict) -> str:
     rows.append(["starting SFT model", "", "", "", "", f"{fmt(start['reward'], 3)} / {fmt(start['correct'], 3)}"])
     lines.append(markdown_table(["trainer", "s/step median (IQR)", "per-round medians", "rollout tokens/s",
                                  "train reward, last quarter", "held-out reward / correct"], rows))
-    lines += ["", f"**step-time ratio TRL / ablate: {ratio:.2f}x** (goal >= 1.5x); rollout tokens/s ratio "
-                  f"ablate / TRL: {ours['tokens_per_s'] / theirs['tokens_per_s']:.2f}x", ""]
+    lines += ["", f"**step-time ratio TRL / ablate: {median(paired):.2f}x** (median of the per-round ratios "
+                  f"{', '.join(f'{r:.2f}' for r in paired)}; pooled medians {pooled:.2f}x; goal >= 1.5x); "
+                  f"rollout tokens/s ablate / TRL: {ours['tokens_per_s'] / theirs['tokens_per_s']:.2f}x", ""]
     for name, s in (("ablate", ours), ("TRL", theirs)):
         parts = ", ".join(f"{k} {fmt(v[0])} s ({v[1]:.0%})" for k, v in s["shares"].items() if v[0] > 0)
         lines.append(f"- {name} phases (median s per step, share): {parts}")
@@ -356,12 +365,16 @@ def main() -> None:
     p.add_argument("--profile-steps", type=int, default=4)
     p.add_argument("--json", type=Path, help="write the summary here as JSON too")
     p.add_argument("--markdown", type=Path, help="write the report here as markdown too")
+    p.add_argument("--render", type=Path, help="print the report of an earlier --json summary and exit")
     p.add_argument("--leg", choices=("ablate", "trl"), help=argparse.SUPPRESS)
     p.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--cprofile", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
 
+    if args.render:
+        print(report(json.loads(args.render.read_text())))
+        return
     if args.leg:  # a child process: one run
         import torch
 
@@ -402,8 +415,8 @@ def main() -> None:
     summary = {"ablate": summarize(ours, args.warmup, ABLATE_PHASES), "trl": summarize(theirs, args.warmup, TRL_PHASES),
                "start": start, "settings": settings(args), "machine": machine(), "trl_version": trl.__version__,
                "threads": args.threads, "steps": args.steps, "rounds": args.rounds, "warmup": args.warmup}
-    summary["ratio"] = summary["trl"]["step_median"] / summary["ablate"]["step_median"]
-    text = report(args, summary["ablate"], summary["trl"], start)
+    summary["ratio"] = median(round_ratios(summary))
+    text = report(summary)
     if args.profile:
         sections = []
         for library in ("ablate", "trl"):
