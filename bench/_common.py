@@ -195,6 +195,7 @@ class AblatePhaseTimers:
         def on_train_start(module):
             original_start(module)
             timers.training = True
+            timers.cpu_clock = time.process_time()
             module.reference.register_forward_pre_hook(lambda *a: timers._begin("reference_forward"))
             module.reference.register_forward_hook(lambda *a: timers._end("reference_forward"))
 
@@ -221,6 +222,10 @@ class AblatePhaseTimers:
         def training_step(module, batch, batch_idx):
             timers._current = {}
             out = original_step(module, batch, batch_idx)
+            # CPU seconds of this process since the previous step ended: on a shared machine the work
+            # done, where wall time also counts waiting for a core (exact with 1 torch thread).
+            now = time.process_time()
+            timers._current["cpu"], timers.cpu_clock = now - timers.cpu_clock, now
             timers.steps.append(dict(timers._current))
             return out
 
@@ -242,7 +247,7 @@ class AblatePhaseTimers:
             phase["other"] = max(0.0, wall - (phase["generate"] + phase["score"] + learn + phase["sync"]))
             phase["step"] = wall
             phase["tokens"] = row["time/generate_tokens_per_s"] * row["time/generate_s"]
-            for key in ("trained_tokens", "padded_tokens", "sequences", "decode_slots", "model_loads"):
+            for key in ("trained_tokens", "padded_tokens", "sequences", "decode_slots", "model_loads", "cpu"):
                 phase[key] = inner.get(key, 0.0)
             out.append(phase)
         return out

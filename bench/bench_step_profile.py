@@ -44,6 +44,7 @@ def phase_table(phases, warmup: int) -> tuple[str, dict]:
     step = median(p["step"] for p in kept)
     rows = [[name, fmt(seconds, 3), f"{share:.1%}"] for name, (seconds, share) in table.items()]
     rows.append(["**step (wall, median)**", fmt(step, 3), ""])
+    rows.append(["step (CPU seconds of this process, median)", fmt(median(p["cpu"] for p in kept), 3), ""])
     return markdown_table(["phase", "median s", "share"], rows), {"phases": table, "step": step}
 
 

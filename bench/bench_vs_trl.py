@@ -18,8 +18,8 @@ the loss; TRL RLOO: k1 summed per sequence, subtracted from the reward), the imp
 sequence-level, truncated at 2; TRL: PPO clip 0.2; both are 1 on-policy), the loss aggregation (ablate:
 token mean; TRL: per-sequence sum, mean over sequences) and ablate's entropy bonus of 1e-3.
 
-Each (library, seed) run is a separate process; runs go A B A B (round r uses seed r for both), so a
-busy spell on a shared machine hits both sides. Per run: seconds per step (wall time between
+Each (library, seed) run is a separate process; rounds alternate the order (A B, B A, A B, ...; round r
+uses seed r for both), so a busy spell or a drifting load on a shared machine hits both sides alike. Per run: seconds per step (wall time between
 consecutive optimizer steps, including the framework's loop and logging) after `--warmup` steps, the
 phase breakdown, generated tokens per second of generation time, the mean training reward over the
 last quarter of steps, and a held-out reward (`--eval-prompts` test prompts x `--eval-samples`
@@ -203,7 +203,7 @@ def leg_trl(args, seed: int, out: dict) -> None:
                 inner.register_step_pre_hook(lambda *a: trainer.__dict__.__setitem__("opt_t", time.perf_counter()))
                 inner.register_step_post_hook(
                     lambda *a: trainer._clock("optimizer", time.perf_counter() - trainer.opt_t))
-                wall["last"] = time.perf_counter()
+                wall["last"], wall["cpu"] = time.perf_counter(), time.process_time()
                 if PROFILER is not None:
                     PROFILER.enable()
 
@@ -214,10 +214,11 @@ def leg_trl(args, seed: int, out: dict) -> None:
             def on_step_end(self, targs, state, control, **kw):
                 now = time.perf_counter()
                 step = dict(trainer.current)
-                step["step"] = now - wall["last"]
+                cpu = time.process_time()
+                step["step"], step["cpu"] = now - wall["last"], cpu - wall["cpu"]
                 trainer.phase_log.append(step)
                 trainer.current = {}
-                wall["last"] = now
+                wall["last"], wall["cpu"] = now, cpu
 
             def on_log(self, targs, state, control, logs=None, **kw):
                 if logs and "reward" in logs:
@@ -276,9 +277,13 @@ def summarize(results: list[dict], warmup: int, names) -> dict:
     steps = [p["step"] for p in phases]
     gen_tokens = sum(p.get("tokens", 0.0) for p in phases)
     gen_seconds = sum(p.get("generate", 0.0) for p in phases)
-    tail = [sum(r["rewards"][-max(1, len(r["rewards"]) // 4):]) / max(1, len(r["rewards"][-max(1, len(r["rewards"]) // 4):]))
-            for r in results]
+    tail = []  # mean training reward over the last quarter of each run's steps
+    for r in results:
+        last = r["rewards"][-max(1, len(r["rewards"]) // 4):]
+        tail.append(sum(last) / len(last))
     return {"step_median": median(steps), "step_quartiles": quartiles(steps), "n_steps": len(steps),
+            "cpu_median": median(p.get("cpu", float("nan")) for p in phases),
+            "round_cpu_medians": [median(p.get("cpu", float("nan")) for p in r["phases"][warmup:]) for r in results],
             "tokens_per_s": gen_tokens / gen_seconds if gen_seconds else float("nan"),
             "shares": shares(phases, names), "train_reward_tail": sum(tail) / len(tail),
             "reward_curve": [sum(vals) / len(vals) for vals in zip(*[r["rewards"] for r in results])],
@@ -298,20 +303,25 @@ def report(summary: dict) -> str:
     paired = round_ratios(summary)
     lines = [f"machine: {summary['machine']} (shared with other jobs during the run)",
              f"settings: {json.dumps(summary['settings'])}, {summary['steps']} steps per run, first "
-             f"{summary['warmup']} excluded, {summary['rounds']} rounds A B A B (seed = round), torch threads "
+             f"{summary['warmup']} excluded, {summary['rounds']} rounds in the order A B, B A, ... (seed = round), torch threads "
              f"{summary['threads']}, trl {summary['trl_version']}", ""]
     rows = []
     for name, s in (("ablate", ours), ("TRL RLOOTrainer", theirs)):
         q1, q3 = s["step_quartiles"]
         rows.append([name, f"{fmt(s['step_median'])} ({fmt(q1)}-{fmt(q3)})",
-                     " / ".join(fmt(m) for m in s["round_medians"]), fmt(s["tokens_per_s"], 0),
+                     " / ".join(fmt(m) for m in s["round_medians"]), fmt(s.get("cpu_median", float("nan"))),
+                     fmt(s["tokens_per_s"], 0),
                      fmt(s["train_reward_tail"], 3), f"{fmt(s['heldout_reward'], 3)} / {fmt(s['heldout_correct'], 3)}"])
-    rows.append(["starting SFT model", "", "", "", "", f"{fmt(start['reward'], 3)} / {fmt(start['correct'], 3)}"])
-    lines.append(markdown_table(["trainer", "s/step median (IQR)", "per-round medians", "rollout tokens/s",
+    rows.append(["starting SFT model", "", "", "", "", "", f"{fmt(start['reward'], 3)} / {fmt(start['correct'], 3)}"])
+    lines.append(markdown_table(["trainer", "s/step median (IQR)", "per-round medians", "CPU s/step", "rollout tokens/s",
                                  "train reward, last quarter", "held-out reward / correct"], rows))
     lines += ["", f"**step-time ratio TRL / ablate: {median(paired):.2f}x** (median of the per-round ratios "
                   f"{', '.join(f'{r:.2f}' for r in paired)}; pooled medians {pooled:.2f}x; goal >= 1.5x); "
-                  f"rollout tokens/s ablate / TRL: {ours['tokens_per_s'] / theirs['tokens_per_s']:.2f}x", ""]
+                  f"rollout tokens/s ablate / TRL: {ours['tokens_per_s'] / theirs['tokens_per_s']:.2f}x"]
+    if "cpu_median" in ours:
+        lines.append(f"CPU seconds per step (this process's work; with 1 torch thread the measure least moved by "
+                     f"other jobs): ratio TRL / ablate {theirs['cpu_median'] / ours['cpu_median']:.2f}x")
+    lines.append("")
     for name, s in (("ablate", ours), ("TRL", theirs)):
         parts = ", ".join(f"{k} {fmt(v[0])} s ({v[1]:.0%})" for k, v in s["shares"].items() if v[0] > 0)
         lines.append(f"- {name} phases (median s per step, share): {parts}")
@@ -352,7 +362,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=16, help="optimizer steps per run")
     p.add_argument("--warmup", type=int, default=2, help="first steps of each run left out of the timings")
-    p.add_argument("--rounds", type=int, default=2, help="A B rounds (seed = round index)")
+    p.add_argument("--rounds", type=int, default=2, help="rounds of one run each, A B then B A ... (seed = round index)")
     p.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads in every run")
     p.add_argument("--batch-prompts", type=int, default=16)
     p.add_argument("--k", type=int, default=8)
@@ -406,7 +416,9 @@ def main() -> None:
     start = evaluate(model, tokenizer, splits, reward, args, 0)
     ours, theirs = [], []
     for seed in range(args.rounds):
-        for library, bucket in (("ablate", ours), ("trl", theirs)):
+        # A B, then B A, ...: a load that drifts during a round favours neither side on average.
+        order = (("ablate", ours), ("trl", theirs)) if seed % 2 == 0 else (("trl", theirs), ("ablate", ours))
+        for library, bucket in order:
             result = run_leg(args, library, seed)
             bucket.append(result)
             print(f"  round {seed} {library:6s}: median {median(p['step'] for p in result['phases'][args.warmup:]):.2f} "

@@ -136,6 +136,7 @@ def main() -> None:
     p.add_argument("--trl-rounds", type=int, default=2)
     p.add_argument("--out", type=Path, default=HERE / "results.md")
     p.add_argument("--list", action="store_true", help="print the sections and exit")
+    p.add_argument("--assemble", action="store_true", help="only re-assemble the report from bench/results/")
     args = p.parse_args()
     all_sections = sections(args)
     if args.list:
@@ -146,8 +147,14 @@ def main() -> None:
     unknown = chosen - {s["name"] for s in all_sections}
     if unknown:
         raise SystemExit(f"--only: unknown sections {sorted(unknown)}; see --list")
+    import torch
+
+    torch.set_num_threads(args.threads)  # so the report's machine line states the runs' thread count
     out_dir = HERE / "results"
     out_dir.mkdir(exist_ok=True)
+    if args.assemble:
+        assemble(all_sections, out_dir, args.out, args)
+        return
     if shutil.which("git") is None:
         print("git not found: the report will not name the commit")
     start = time.perf_counter()
