@@ -64,7 +64,7 @@ def sections(args) -> list[dict]:
         {"name": "stats", "title": "ablate.stats report time (fixed sizes)", "markdown": False,
          "command": [py, "bench/bench_stats.py", "--quick"]},
         {"name": "countdown", "title": "Countdown generator, solver and verifier", "markdown": False,
-         "command": [py, "bench/bench_countdown.py", "--n", "20000"]},
+         "command": [py, "bench/bench_countdown.py", "--n", "5000"]},
     ]
 
 
