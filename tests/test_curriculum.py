@@ -301,17 +301,15 @@ class TwoAnswerEngine:
     def __init__(self, tokenizer):
         self.tokenizer, self.calls = tokenizer, 0
 
-    def generate(self, prompt_ids, k, params, generator):
+    def generate(self, prompt_ids, k, params, generator, tool_available=None):
         self.calls += 1
-        texts = ["<answer>44+19+35</answer>", "<answer>44+19-35</answer>"]
-        prompts, completions = [], []
-        for p in prompt_ids:
-            for text in texts:
-                prompts.append(list(p))
-                completions.append(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        # The module repeats each prompt k = 2 times itself (one sample per rollout prompt).
+        prompts = [list(p) for p in prompt_ids for _ in range(k)]
+        texts = [("<answer>44+19+35</answer>", "<answer>44+19-35</answer>")[i % 2] for i in range(len(prompts))]
+        completions = [self.tokenizer(text, add_special_tokens=False)["input_ids"] for text in texts]
         marker = -float(self.calls)
         return Rollouts(prompts, completions, [[marker] * len(c) for c in completions],
-                        [[False] * len(c) for c in completions], texts * len(prompt_ids), k=2)
+                        [[False] * len(c) for c in completions], texts, k=k, tool_calls=[0] * len(texts))
 
     def sync(self, model):
         pass
@@ -355,3 +353,24 @@ def test_dots_with_a_tiny_tau_still_fills_the_batch():
                           embeddings=torch.randn(50, 4, generator=torch.Generator().manual_seed(0)), tau=1e-4)
     sampler.observe_reference(list(range(10)), group_rewards([1.0] * 5 + [0.0] * 5))
     assert len(set(sampler.sample(32, 1))) == 32
+
+
+def test_static_curriculum_orders_preference_pairs():
+    from ablate.lit.pairs import order_pairs
+    from ablate.train import ConfigError, check_config, pair_stages
+
+    cfg = compose_cfg("curriculum=static", "stage=ipo")
+    check_config(cfg)  # a static curriculum on n_numbers is an ordering of the pairs
+    problems = generate(60, seed=4)
+    stages = pair_stages(OmegaConf.to_container(cfg.curriculum), problems)
+    assert stages == [{"until": 0.5, "n_numbers": [3]}, {"until": 1.0, "n_numbers": [3, 4]}]
+
+    class Pair:
+        def __init__(self, n):
+            self.n_numbers = n
+
+    pairs = [Pair(p.n_numbers) for p in problems]
+    order = order_pairs(pairs, stages, 40, seed=0)
+    assert all(pairs[i].n_numbers == 3 for i in order[:20]) and any(pairs[i].n_numbers == 4 for i in order[20:])
+    with pytest.raises(ConfigError, match="curriculum=frontier"):
+        check_config(compose_cfg("curriculum=frontier", "stage=ipo"))

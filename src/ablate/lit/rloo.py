@@ -83,7 +83,6 @@ class RLOOModule(L.LightningModule):
         self.rollout_generator = torch.Generator().manual_seed(seed)
         self.tool = dict(tool or TOOL_OFF)
         self.availability = ToolAvailability(availability_seed(seed))
-        self.last_availability: tuple[float, list[bool]] = (0.0, [])
         self.elapsed_before = 0.0
         self.started = time.monotonic()
 
@@ -99,6 +98,9 @@ class RLOOModule(L.LightningModule):
             # generators, so a resumed worker re-derives its own from the step it resumes at).
             for generator in (self.rollout_generator, self.sampler.generator, self.availability.generator):
                 generator.manual_seed(self.seed * 1_000_003 + self.global_rank * 7_919 + self.global_step)
+        # An engine holding its own copy of the weights (rollout=vllm) was built from the starting
+        # model; on resume Lightning has since loaded the checkpoint's weights into the policy.
+        self.engine.sync(self.model)
 
     def configure_optimizers(self):
         s = self.stage
@@ -114,26 +116,19 @@ class RLOOModule(L.LightningModule):
             verdicts.append(judgement.verdict.value)
         return torch.tensor(rewards, dtype=torch.float32).view(len(problems), rollouts.k), verdicts
 
-    def _generate(self, indices: Sequence[int]) -> tuple[list[Problem], Rollouts]:
+    def _generate(self, indices: Sequence[int]) -> tuple[list[Problem], Rollouts, list[bool], float]:
         problems = [self.problems[i] for i in indices]
         k = int(self.stage["k"])
         p_available = p_tool(self.global_step, int(self.stage["max_steps"]), self.tool)
-        available = self.availability.draw(len(problems) * k, p_available)  # drawn whatever p, see ToolAvailability
-        self.last_availability = (p_available, available)
+        available = self.availability.draw(len(problems) * k, p_available)
         oracle = self.tool.get("kind") == "oracle"
-        mode = self.tool.get("prompt", "when_available")
-
-        def encode(problem: Problem, tool_on: bool) -> list[int]:
-            return encode_prompt(prompt_text(problem, self.template, self.tokenizer,
-                                             calculator=show_preamble(mode, tool_on), oracle=oracle), self.tokenizer)
-
-        if self.tool.get("schedule", "off") == "off":  # no tool: k samples of each prompt, as any engine does
-            return problems, self.engine.generate([encode(p, False) for p in problems], k, self.params,
-                                                  self.rollout_generator)
         # One prompt per rollout (prompt-major), since the preamble can follow each rollout's draw.
-        prompts = [encode(problems[i // k], a) for i, a in enumerate(available)]
+        prompts = [encode_prompt(prompt_text(problems[i // k], self.template, self.tokenizer,
+                                             calculator=show_preamble(self.tool.get("prompt", "when_available"), a),
+                                             oracle=oracle),
+                                 self.tokenizer) for i, a in enumerate(available)]
         rollouts = self.engine.generate(prompts, 1, self.params, self.rollout_generator, tool_available=available)
-        return problems, dataclasses.replace(rollouts, k=k)
+        return problems, dataclasses.replace(rollouts, k=k), available, p_available
 
     def training_step(self, batch: Any, batch_idx: int) -> None:
         s = self.stage
@@ -141,15 +136,14 @@ class RLOOModule(L.LightningModule):
         clock = time.monotonic()
         reference = getattr(self.sampler, "reference_prompts", lambda step: [])(step)
         if reference:
-            self.sampler.observe_reference(reference, self._score(*self._generate(reference))[0])
+            self.sampler.observe_reference(reference, self._score(*self._generate(reference)[:2])[0])
         reference_s = time.monotonic() - clock
 
         n_prompts = int(s["batch_prompts"])
         n_replay = self.replay.replay_count(n_prompts) if self.replay is not None else 0
         clock = time.monotonic()
         indices = self.sampler.sample(n_prompts - n_replay, step)
-        problems, fresh = self._generate(indices)
-        p_available, available = self.last_availability
+        problems, fresh, available, p_available = self._generate(indices)
         generate_s = time.monotonic() - clock
         clock = time.monotonic()
         fresh_rewards, verdicts = self._score(problems, fresh)
@@ -225,12 +219,12 @@ class RLOOModule(L.LightningModule):
         metrics.update(replay_metrics)
         for n in self.n_numbers_values:  # the difficulty mix of the fresh prompts, comparable across samplers
             metrics[f"curriculum/frac_n{n}"] = sum(p.n_numbers == n for p in problems) / max(len(problems), 1)
-        n_fresh = len(fresh.texts)  # tool use of the fresh rollouts (the current policy, this step's draws)
-        metrics.update({
+        n_rollouts = len(fresh.texts)
+        metrics.update({  # tool use of the fresh rollouts
             "tool/p_available": p_available,
-            "tool/available_frac": sum(available) / n_fresh,
-            "tool/calls_per_rollout": sum(fresh.tool_calls) / n_fresh if fresh.tool_calls else 0.0,
-            "tool/calc_emission_rate": sum("<calc>" in text for text in fresh.texts) / n_fresh,
+            "tool/available_frac": sum(available) / n_rollouts,
+            "tool/calls_per_rollout": sum(fresh.tool_calls) / n_rollouts if fresh.tool_calls else 0.0,
+            "tool/calc_emission_rate": sum("<calc>" in text for text in fresh.texts) / n_rollouts,
         })
         for verdict in VERDICTS:  # correct rate, no-answer rate, ... (fractions of samples)
             metrics[f"train/verdict/{verdict}"] = sum(v == verdict for v in verdicts) / len(verdicts)

@@ -63,8 +63,8 @@ class RolloutEngine(Protocol):
     def generate(self, prompt_ids: Sequence[list[int]], k: int, params: SamplingParams,
                  generator: torch.Generator, tool_available: Sequence[bool] | None = None) -> Rollouts:
         """k samples per prompt; `tool_available[i]` (per sampled sequence, prompt-major): whether the
-        engine's tool (`ablate.rollout.tools`) answers in sequence i. RLOO passes it, with k=1 and one
-        prompt per rollout, only when a tool schedule is on."""
+        engine's tool (`ablate.rollout.tools`) answers in sequence i. RLOO passes it with k=1 and one
+        prompt per rollout (the preamble can follow each rollout's draw)."""
 
     def sync(self, model: torch.nn.Module) -> None:
         """Make the engine sample from the learner's current weights (after each optimizer step)."""

@@ -1,0 +1,286 @@
+"""Shared by the bench scripts: composing ablate's config, running its RL stage in-process, reading the
+per-step metrics back, the machine's description and small statistics. Figures are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import math
+import os
+import platform
+import statistics
+import time
+import sys
+from pathlib import Path
+from typing import Iterable, Sequence
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT / "src") not in sys.path:  # the checkout's ablate, not an installed copy
+    sys.path.insert(0, str(ROOT / "src"))
+
+# The RL stage as the comparisons run it: the shipped SFT model, the default RLOO settings, no
+# checkpoints inside the timed window and no end-of-run evaluation (the scripts evaluate themselves).
+RLOO_BASE = ["stage=rloo", "eval.enabled=false", "stage.checkpoint_every=1000000", "resume=never"]
+
+
+def compose(overrides: Sequence[str] = ()):
+    """The composed `python -m ablate.train` config for these overrides (Hydra's compose API)."""
+    from hydra import compose as hydra_compose, initialize_config_dir
+
+    from ablate.config import CONF_DIR
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return hydra_compose(config_name="config", overrides=list(overrides))
+
+
+def run_ablate(overrides: Sequence[str], run_dir: Path) -> list[dict[str, float]]:
+    """Train one RL run in this process (`ablate.train.run`) and return its metrics.csv rows."""
+    import logging
+
+    from ablate.train import run
+
+    for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    cfg = compose(list(RLOO_BASE) + list(overrides))
+    # Lightning's progress bar and ablate's closing lines would land in the figures printed on stdout.
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(captured):
+            run(cfg, run_dir)
+    except BaseException:
+        sys.stderr.write(captured.getvalue()[-4000:])
+        raise
+    return read_metrics(run_dir / "metrics.csv")
+
+
+def read_metrics(path: Path) -> list[dict[str, float]]:
+    """metrics.csv as one dict per step (empty cells dropped), ordered by step."""
+    rows: dict[int, dict[str, float]] = {}
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            if not row.get("step"):
+                continue
+            merged = rows.setdefault(int(float(row["step"])), {})
+            merged.update({k: float(v) for k, v in row.items() if v not in ("", None)})
+    return [rows[s] for s in sorted(rows)]
+
+
+def step_seconds(rows: Sequence[dict[str, float]]) -> list[float]:
+    """Wall seconds of each step from the cumulative `time/elapsed_s` (so Lightning's own overhead
+    between steps is included); the first step is measured from the start of training."""
+    elapsed = [r["time/elapsed_s"] for r in rows]
+    return [b - a for a, b in zip([0.0] + elapsed[:-1], elapsed)]
+
+
+def median(values: Iterable[float]) -> float:
+    values = [v for v in values if v is not None and not math.isnan(v)]
+    return statistics.median(values) if values else float("nan")
+
+
+def quartiles(values: Sequence[float]) -> tuple[float, float]:
+    """The 25th and 75th percentiles (inclusive method), as a spread next to a median."""
+    values = sorted(values)
+    if len(values) < 2:
+        return (values[0], values[0]) if values else (float("nan"), float("nan"))
+    q = statistics.quantiles(values, n=4, method="inclusive")
+    return q[0], q[2]
+
+
+def machine() -> str:
+    """One line: CPU model, cores torch uses, memory, Python and torch versions."""
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        kib = int(next(l for l in Path("/proc/meminfo").read_text().splitlines() if l.startswith("MemTotal")).split()[1])
+        memory = f", {kib / 2**20:.0f} GiB RAM"
+    except (OSError, StopIteration, ValueError):
+        memory = ""
+    try:
+        load = ", load avg %.1f" % os.getloadavg()[0]
+    except OSError:
+        load = ""
+    return (f"{cpu} ({platform.machine()}), {os.cpu_count()} logical CPUs, torch threads {torch.get_num_threads()}"
+            f"{memory}; Python {platform.python_version()}, torch {torch.__version__}{load}")
+
+
+def fmt(value: float, digits: int = 2) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    return f"{value:,.{digits}f}"
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A GitHub markdown table; cells are str()-ed as given."""
+    lines = ["| " + " | ".join(map(str, header)) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+# --- one ablate RL step, phase by phase -------------------------------------------------------------------
+
+ABLATE_PHASES = ("generate", "score", "reference_forward", "policy_forward", "backward", "optimizer", "learn_other",
+                 "sync", "other")
+
+
+class AblatePhaseTimers:
+    """Wall time of each phase of every `RLOOModule.training_step`, without changing what it computes.
+
+    generate / score / sync come from the step's own `time/*` metrics; inside `time/learn_s` forward hooks
+    on the frozen reference and on the policy (only with grad enabled, so the decoding loop's calls are
+    not counted) time the two forward passes, a wrapper times `manual_backward`, optimizer step hooks time
+    AdamW, and `learn_other` is the rest (padding, losses, gradient clipping). `other` is the step's wall
+    time outside all of these (Lightning's loop, logging). CPU execution is synchronous, so wall clocks
+    around calls are the calls' cost; on a GPU the hooks would need synchronisation.
+    """
+
+    def __init__(self) -> None:
+        self.steps: list[dict[str, float]] = []
+        self._current: dict[str, float] = {}
+        self._starts: dict[str, float] = {}
+
+    def _add(self, phase: str, seconds: float) -> None:
+        self._current[phase] = self._current.get(phase, 0.0) + seconds
+
+    def _begin(self, phase: str) -> None:
+        self._starts[phase] = time.perf_counter()
+
+    def _end(self, phase: str) -> None:
+        self._add(phase, time.perf_counter() - self._starts.pop(phase))
+
+    def install(self) -> None:
+        """Patch RLOOModule (class level, this process only) before `ablate.train.run`."""
+        import torch
+
+        from ablate.lit.rloo import RLOOModule
+
+        import ablate.lit.rloo as rloo
+        from transformers import PreTrainedModel
+
+        timers = self
+        original_start, original_step = RLOOModule.on_train_start, RLOOModule.training_step
+        original_backward = RLOOModule.manual_backward
+        original_pad, original_load = rloo.pad_rollouts, PreTrainedModel.from_pretrained.__func__
+        self.training = False
+
+        def pad_rollouts(rollouts, pad_id):
+            # What the learner's forward passes process: real tokens, and the padded [N, L] rectangle
+            # (micro-batches are cut from it, so padding is computed too). Generation: the tokens kept,
+            # and the decoding slots spent (every sequence runs until the longest one stops).
+            batch = original_pad(rollouts, pad_id)
+            lengths = [len(c) for c in rollouts.completion_ids]
+            timers._add("trained_tokens", float(batch["attention_mask"].sum()))
+            timers._add("padded_tokens", float(batch["attention_mask"].numel()))
+            timers._add("sequences", float(len(lengths)))
+            timers._add("decode_slots", float(len(lengths) * max(lengths)))
+            return batch
+
+        def from_pretrained(cls, *args, **kwargs):
+            if timers.training:  # a phase that re-loads weights from disk: counted, to be reported
+                timers._add("model_loads", 1.0)
+            return original_load(cls, *args, **kwargs)
+
+        rloo.pad_rollouts = pad_rollouts
+        PreTrainedModel.from_pretrained = classmethod(from_pretrained)
+
+        def on_train_start(module):
+            original_start(module)
+            timers.training = True
+            timers.cpu_clock = time.process_time()
+            module.reference.register_forward_pre_hook(lambda *a: timers._begin("reference_forward"))
+            module.reference.register_forward_hook(lambda *a: timers._end("reference_forward"))
+
+            def policy_pre(*a):
+                if torch.is_grad_enabled():
+                    timers._begin("policy_forward")
+
+            def policy_post(*a):
+                if torch.is_grad_enabled():
+                    timers._end("policy_forward")
+
+            module.model.register_forward_pre_hook(policy_pre)
+            module.model.register_forward_hook(policy_post)
+            optimizer = module.trainer.optimizers[0]
+            optimizer.register_step_pre_hook(lambda *a: timers._begin("optimizer"))
+            optimizer.register_step_post_hook(lambda *a: timers._end("optimizer"))
+
+        def manual_backward(module, loss, *args, **kwargs):
+            start = time.perf_counter()
+            out = original_backward(module, loss, *args, **kwargs)
+            timers._add("backward", time.perf_counter() - start)
+            return out
+
+        def training_step(module, batch, batch_idx):
+            timers._current = {}
+            out = original_step(module, batch, batch_idx)
+            # CPU seconds of this process since the previous step ended: on a shared machine the work
+            # done, where wall time also counts waiting for a core (exact with 1 torch thread).
+            now = time.process_time()
+            timers._current["cpu"], timers.cpu_clock = now - timers.cpu_clock, now
+            timers.steps.append(dict(timers._current))
+            return out
+
+        RLOOModule.on_train_start = on_train_start
+        RLOOModule.manual_backward = manual_backward
+        RLOOModule.training_step = training_step
+
+    def phases(self, rows: Sequence[dict[str, float]]) -> list[dict[str, float]]:
+        """Per step: every phase of ABLATE_PHASES in seconds, plus `step` (wall) and `tokens` (generated)."""
+        out = []
+        for row, inner, wall in zip(rows, self.steps, step_seconds(rows)):
+            learn = row["time/learn_s"]
+            phase = {"generate": row["time/generate_s"] + row.get("time/reference_s", 0.0),
+                     "score": row["time/score_s"], "sync": row["time/sync_s"]}
+            for key in ("reference_forward", "policy_forward", "backward", "optimizer"):
+                phase[key] = inner.get(key, 0.0)
+            phase["learn_other"] = max(0.0, learn - sum(inner.get(k, 0.0) for k in
+                                                        ("reference_forward", "policy_forward", "backward", "optimizer")))
+            phase["other"] = max(0.0, wall - (phase["generate"] + phase["score"] + learn + phase["sync"]))
+            phase["step"] = wall
+            phase["tokens"] = row["time/generate_tokens_per_s"] * row["time/generate_s"]
+            for key in ("trained_tokens", "padded_tokens", "sequences", "decode_slots", "model_loads", "cpu"):
+                phase[key] = inner.get(key, 0.0)
+            out.append(phase)
+        return out
+
+
+def shares(phases: Sequence[dict[str, float]], names: Sequence[str]) -> dict[str, tuple[float, float]]:
+    """Median seconds of each phase over steps and its share of the summed medians."""
+    medians = {name: median(p.get(name, 0.0) for p in phases) for name in names}
+    total = sum(medians.values()) or 1.0
+    return {name: (value, value / total) for name, value in medians.items()}
+
+
+# --- held-out reward of a policy, one evaluator for every trainer --------------------------------------------
+
+def heldout_reward(model, tokenizer, problems, reward, samples: int, max_new_tokens: int, seed: int,
+                   temperature: float = 1.0) -> dict[str, float]:
+    """Mean reward and correct fraction of `samples` completions per held-out prompt, sampled with the
+    training settings through ablate's engine (the same evaluator for models trained by any library)."""
+    import torch
+
+    from ablate.models import encode_prompt, prompt_text
+    from ablate.rollout import SamplingParams
+    from ablate.rollout.hf import HFEngine
+
+    model.eval()
+    prompts = [encode_prompt(prompt_text(p, "compact", tokenizer), tokenizer) for p in problems]
+    params = SamplingParams(temperature=temperature, top_p=1.0, top_k=0, max_new_tokens=max_new_tokens)
+    out = HFEngine(model, tokenizer, batch_size=512).generate(prompts, samples, params,
+                                                              torch.Generator().manual_seed(seed))
+    values, correct = [], 0
+    for i, text in enumerate(out.texts):
+        p = problems[i // samples]
+        value, judgement = reward(text, p.numbers, p.target)
+        values.append(value)
+        correct += judgement.verdict.value == "correct"
+    return {"reward": sum(values) / len(values), "correct": correct / len(values)}

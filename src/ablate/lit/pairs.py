@@ -1,0 +1,309 @@
+"""Preference pairs for `stage=dpo|ipo`: where (prompt, chosen, rejected) comes from, and in what order.
+
+Sources (`stage.pairs.source`):
+* `solver`: chosen = a correct solution trace, rendered exactly like the SFT traces; rejected = a
+  wrong one of a kind drawn in fixed proportions (`stage.pairs.solver.mix`):
+  - `wrong_value`: a near miss: of 8 random paths of valid operations on the given numbers
+    (non-negative integer intermediates), the one that ends closest to, but not at, the target
+    (a search failure: right numbers, right arithmetic, wrong value);
+  - `wrong_numbers`: a correct-looking trace that reaches the target with one number misread
+    (replaced by one within 9 of it, else by any of 1..99) or, failing that, left out;
+  - `substitution`: paper 004's substitution error: the chosen trace's reasoning, but the answer
+    is the last operation with intermediate results left in (`84-63` instead of `52+90-58-63`).
+  Every rejected response is checked with `judge` to have the verdict of its kind.
+* `sampled`: paper 004's reward-based pairs: N responses per prompt from the starting policy
+  (temperature 0.8 there), scored by the run's reward, sorted, and paired with maximal distance
+  (best with worst, second best with second worst, ...) while the reward gap is at least `margin`.
+* `file`: a jsonl of `{"prompt", "chosen", "rejected"}` strings (TRL's standard preference format;
+  `prompt` is the exact text the model reads, so chat models need their template applied already).
+  An optional `n_numbers` (or `nums`) per row enables the static ordering.
+
+A pair is text; it is tokenized as prompt + response + eos (TRL does the same), so a saved
+`pairs.jsonl` is itself valid `file` input.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from dataclasses import asdict, dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from ablate.tasks.countdown import Problem, Step, Verdict, judge
+from ablate.tasks.countdown.arith import format_number
+from ablate.tasks.countdown.solver import random_solution
+from ablate.tasks.countdown.traces import render_trace, solution_steps
+
+SOURCES = ("solver", "sampled", "file")
+REJECTED_KINDS = ("wrong_value", "wrong_numbers", "substitution")
+ORDERS = ("none", "static")
+_VERDICT_OF = {"wrong_value": Verdict.WRONG_VALUE, "wrong_numbers": Verdict.WRONG_NUMBERS,
+               "substitution": Verdict.SUBSTITUTION_ERROR}
+
+
+@dataclass(frozen=True)
+class Pair:
+    prompt: str
+    chosen: str
+    rejected: str
+    kind: str                      # solver: the rejected kind; otherwise the source
+    n_numbers: int | None = None   # difficulty for the static ordering
+    problem_id: str | None = None
+    chosen_reward: float | None = None
+    rejected_reward: float | None = None
+
+    def to_row(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ---------------------------------------------------------------------------------------------
+# solver
+
+
+def quotas(n: int, mix: Mapping[str, float]) -> dict[str, int]:
+    """Split n into counts proportional to `mix` (largest remainders, ties to the earlier kind),
+    so the fractions hold exactly rather than in expectation."""
+    total = sum(mix.values())
+    if total <= 0 or any(v < 0 for v in mix.values()):
+        raise ValueError(f"mix={dict(mix)}: fractions must be >= 0 and not all zero")
+    exact = {k: n * v / total for k, v in mix.items()}
+    counts = {k: math.floor(x) for k, x in exact.items()}
+    order = sorted(mix, key=lambda k: (counts[k] - exact[k], list(mix).index(k)))
+    for k in order[: n - sum(counts.values())]:
+        counts[k] += 1
+    return counts
+
+
+def _apply(a: Fraction, op: str, b: Fraction) -> Fraction:
+    return a + b if op == "+" else a - b if op == "-" else a * b if op == "*" else a / b
+
+
+def random_path(numbers: Sequence[int], rng: random.Random) -> list[Step]:
+    """Combine two available numbers at a time until one is left, choosing among the operations
+    that keep intermediates non-negative integers (as solver traces do) where possible."""
+    pool = [Fraction(n) for n in numbers]
+    steps = []
+    while len(pool) > 1:
+        i, j = rng.sample(range(len(pool)), 2)
+        a, b = max(pool[i], pool[j]), min(pool[i], pool[j])
+        ops = ["+", "-", "*"] + (["/"] if b != 0 and a % b == 0 else [])
+        op = rng.choice(ops)
+        result = _apply(a, op, b)
+        pool = [x for k, x in enumerate(pool) if k not in (i, j)] + [result]
+        steps.append(Step(a, op, b, result))
+    return steps
+
+
+def _wrong_value(problem: Problem, rng: random.Random, style: str, compact: bool, tries: int = 8) -> str | None:
+    """A near miss: of `tries` random paths, the one ending closest to (but not at) the target."""
+    paths = [random_path(problem.numbers, rng) for _ in range(tries)]
+    misses = [steps for steps in paths if steps[-1].result != problem.target]
+    if not misses:
+        return None
+    best = min(misses, key=lambda steps: abs(steps[-1].result - problem.target))
+    return render_trace(problem, best, style, compact)
+
+
+def _wrong_numbers(problem: Problem, rng: random.Random, style: str, compact: bool) -> str | None:
+    numbers = list(problem.numbers)
+    # Misread one number: as a nearby one (within 9) if any such trace exists, else as any of 1..99 ...
+    near = [(k, numbers[k] + d) for k in range(len(numbers)) for d in range(-9, 10)
+            if d and numbers[k] + d >= 1 and numbers[k] + d not in numbers]
+    far = [(k, v) for k in range(len(numbers)) for v in range(1, 100) if abs(v - numbers[k]) > 9 and v not in numbers]
+    rng.shuffle(near)
+    rng.shuffle(far)
+    for k, misread in near + far:
+        changed = Problem(tuple(numbers[:k] + [misread] + numbers[k + 1:]), problem.target)
+        steps = random_solution(changed.numbers, changed.target, rng)
+        if steps is not None:
+            return render_trace(changed, steps, style, compact)
+    for k in rng.sample(range(len(numbers)), len(numbers)):  # ... or leave one out
+        fewer = Problem(tuple(numbers[:k] + numbers[k + 1:]), problem.target)
+        steps = random_solution(fewer.numbers, fewer.target, rng)
+        if steps is not None:
+            return render_trace(fewer, steps, style, compact)
+    return None
+
+
+def _substitution(problem: Problem, chosen_steps: list[Step], chosen: str, compact: bool) -> str | None:
+    if len(chosen_steps) < 2:
+        return None
+    last = chosen_steps[-1]
+    sep = "" if compact else " "
+    answer = f"{format_number(last.left)}{sep}{last.op}{sep}{format_number(last.right)}"
+    head = chosen[: chosen.rindex("<answer>")]
+    return f"{head}<answer>{answer}</answer>" if compact else f"{head}<answer> {answer} </answer>"
+
+
+def solver_pair(problem: Problem, prompt: str, kind: str, rng: random.Random, style: str = "plain",
+                compact: bool = True) -> Pair | None:
+    """One pair for `problem` with a rejected response of `kind`; None if none could be made."""
+    steps = solution_steps(problem, rng)
+    chosen = render_trace(problem, steps, style, compact)
+    if kind == "wrong_value":
+        rejected = _wrong_value(problem, rng, style, compact)
+    elif kind == "wrong_numbers":
+        rejected = _wrong_numbers(problem, rng, style, compact)
+    elif kind == "substitution":
+        rejected = _substitution(problem, steps, chosen, compact)
+    else:
+        raise ValueError(f"unknown rejected kind {kind!r}; expected one of {REJECTED_KINDS}")
+    if rejected is None or judge(rejected, problem.numbers, problem.target).verdict is not _VERDICT_OF[kind]:
+        return None
+    return Pair(prompt, chosen, rejected, kind, problem.n_numbers, problem.id)
+
+
+def solver_pairs(problems: Sequence[Problem], prompts: Sequence[str], mix: Mapping[str, float], seed: int,
+                 style: str = "plain", compact: bool = True) -> list[Pair]:
+    """One pair per problem; kinds assigned by exact quotas of `mix`, shuffled with `seed`. A
+    problem whose kind cannot be made (rare: e.g. no wrong path exists) falls back to the other
+    kinds in order, so the fractions can be off by those few."""
+    unknown = sorted(set(mix) - set(REJECTED_KINDS))
+    if unknown:
+        raise ValueError(f"stage.pairs.solver.mix: unknown kinds {unknown}; expected {list(REJECTED_KINDS)}")
+    kinds = [k for k, c in quotas(len(problems), mix).items() for _ in range(c)]
+    random.Random(f"{seed}-kinds").shuffle(kinds)
+    pairs = []
+    for index, (problem, prompt, kind) in enumerate(zip(problems, prompts, kinds)):
+        rng = random.Random(f"{seed}-pair-{index}")
+        for attempt in [kind] + [k for k in REJECTED_KINDS if k != kind and mix.get(k, 0) > 0]:
+            pair = solver_pair(problem, prompt, attempt, rng, style, compact)
+            if pair is not None:
+                pairs.append(pair)
+                break
+    return pairs
+
+
+# ---------------------------------------------------------------------------------------------
+# sampled
+
+
+def max_distance_pairs(rewards: Sequence[float], margin: float, max_pairs: int) -> list[tuple[int, int]]:
+    """(chosen, rejected) indices: sort by reward (ties by index), pair the k-th best with the k-th
+    worst for k = 0, 1, ... while the gap is >= margin (gaps only shrink inward), at most max_pairs."""
+    if margin <= 0:
+        raise ValueError(f"margin={margin} must be > 0 (pairs of equal reward carry no preference)")
+    order = sorted(range(len(rewards)), key=lambda i: (-rewards[i], i))
+    pairs = []
+    for k in range(min(len(order) // 2, max_pairs)):
+        best, worst = order[k], order[-1 - k]
+        if rewards[best] - rewards[worst] < margin:
+            break
+        pairs.append((best, worst))
+    return pairs
+
+
+def sampled_pairs(problems: Sequence[Problem], prompts: Sequence[str], prompt_ids: Sequence[list[int]], engine: Any,
+                  params: Any, n: int, reward: Callable, margin: float, max_pairs: int, generator: Any,
+                  chunk: int = 64, progress: bool = False) -> list[Pair]:
+    """Sample n responses per prompt with `engine`, score them with `reward`, keep max-distance pairs."""
+    from tqdm.auto import tqdm
+
+    pairs = []
+    for start in tqdm(range(0, len(problems), chunk), desc="sampling pairs", disable=not progress):
+        part = slice(start, start + chunk)
+        rollouts = engine.generate(prompt_ids[part], n, params, generator)
+        for p, (problem, prompt) in enumerate(zip(problems[part], prompts[part])):
+            texts = rollouts.texts[p * n:(p + 1) * n]
+            rewards = [reward(text, problem.numbers, problem.target)[0] for text in texts]
+            for best, worst in max_distance_pairs(rewards, margin, max_pairs):
+                pairs.append(Pair(prompt, texts[best], texts[worst], "sampled", problem.n_numbers, problem.id,
+                                  rewards[best], rewards[worst]))
+    return pairs
+
+
+# ---------------------------------------------------------------------------------------------
+# file
+
+
+def load_pairs(path: str | Path) -> list[Pair]:
+    """Pairs from a jsonl of {"prompt", "chosen", "rejected"} strings (extra keys are kept where
+    they are Pair fields: kind, n_numbers, problem_id, rewards; `nums` gives n_numbers)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"stage.pairs.file.path: no such file: {path}")
+    pairs = []
+    with path.open() as f:
+        for line_no, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{path}:{line_no}: not JSON ({err})") from None
+            missing = [k for k in ("prompt", "chosen", "rejected") if k not in row]
+            if missing:
+                raise ValueError(f"{path}:{line_no}: missing {missing}; each line needs prompt, chosen and rejected")
+            if not all(isinstance(row[k], str) for k in ("prompt", "chosen", "rejected")):
+                raise ValueError(f"{path}:{line_no}: prompt, chosen and rejected must be strings (TRL's standard "
+                                 "format); render conversational rows with the model's chat template first")
+            n_numbers = row.get("n_numbers", len(row["nums"]) if isinstance(row.get("nums"), list) else None)
+            pairs.append(Pair(row["prompt"], row["chosen"], row["rejected"], row.get("kind", "file"),
+                              None if n_numbers is None else int(n_numbers), row.get("problem_id"),
+                              row.get("chosen_reward"), row.get("rejected_reward")))
+    if not pairs:
+        raise ValueError(f"{path}: no pairs")
+    return pairs
+
+
+def save_pairs(path: str | Path, pairs: Sequence[Pair], extra: Sequence[Mapping[str, Any]] | None = None) -> Path:
+    """Write pairs (plus per-pair `extra` fields) as jsonl, atomically."""
+    path = Path(path)
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w") as f:
+        for i, pair in enumerate(pairs):
+            f.write(json.dumps({**pair.to_row(), **(dict(extra[i]) if extra else {})}) + "\n")
+    tmp.replace(path)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# order
+
+
+def check_stages(stages: Sequence[Mapping[str, Any]]) -> None:
+    """`until` strictly increasing in (0, 1] and ending at 1; `n_numbers` a non-empty list or null."""
+    if not stages:
+        raise ValueError("stage.pairs.stages is empty; give at least [{until: 1.0, n_numbers: null}]")
+    previous = 0.0
+    for k, stage in enumerate(stages):
+        until = float(stage["until"])
+        if not previous < until <= 1.0:
+            raise ValueError(f"stage.pairs.stages[{k}].until={until}: must increase and lie in (0, 1]")
+        allowed = stage.get("n_numbers")
+        if allowed is not None and not list(allowed):
+            raise ValueError(f"stage.pairs.stages[{k}].n_numbers is empty; list operand counts or null for all")
+        previous = until
+    if previous != 1.0:
+        raise ValueError(f"stage.pairs.stages: the last until is {previous}; it must be 1.0")
+
+
+def order_pairs(pairs: Sequence[Any], stages: Sequence[Mapping[str, Any]], length: int, seed: int) -> list[int]:
+    """The training order: `length` pair indices, stage by stage (paper 000's static curriculum as
+    an ordering of fixed pairs). Stage k fills the positions up to `until_k * length` with pairs whose
+    `n_numbers` is in its list (null: all pairs), cycling through them in a fresh shuffled order
+    each time they are used up (epochs within a stage). Stages are cumulative by convention:
+    `[{until: 0.5, n_numbers: [3]}, {until: 1.0, n_numbers: [3, 4]}]` trains the first half on
+    3-number pairs and keeps rehearsing them in the second. One stage of all pairs is plain
+    shuffled epochs (`order=none`)."""
+    check_stages(stages)
+    rng = random.Random(f"{seed}-order")
+    order: list[int] = []
+    for k, stage in enumerate(stages):
+        end = length if k == len(stages) - 1 else round(float(stage["until"]) * length)
+        allowed = stage.get("n_numbers")
+        pool = [i for i, p in enumerate(pairs) if allowed is None or p.n_numbers in set(allowed)]
+        if not pool and end > len(order):
+            have = sorted({p.n_numbers for p in pairs}, key=str)
+            raise ValueError(f"stage.pairs.stages[{k}]: no pair has n_numbers in {list(allowed)} "
+                             f"(the pairs have {have})")
+        bag: list[int] = []
+        while len(order) < end:
+            if not bag:
+                bag = pool[:]
+                rng.shuffle(bag)
+            order.append(bag.pop())
+    return order

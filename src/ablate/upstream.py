@@ -1,0 +1,136 @@
+"""Upstream stages: the model a stage starts from (`stage.init=sft|dpo|ipo`), trained once and cached.
+
+A stage with `init=<upstream>` starts from the model that stage produces when run with the config
+`upstream.<upstream>` (a copy of `conf/stage/<upstream>.yaml`, overridable as `upstream.sft.max_steps=...`)
+on the same model, task (and, for stages that use them, reward and tool), with seed `upstream.seed`.
+That run is a full run directory under `<cache>/models/<key>/` (`ABLATE_CACHE`, default
+`~/.cache/ablate`), where the key hashes exactly those inputs and the key of its own upstream, never
+the downstream run's seed: the seeds of a sweep share one upstream model, and the first job trains
+it while the others wait on a file lock. An interrupted upstream run resumes from its checkpoint.
+Upstreams chain: `stage=rloo init=ipo` starts from the cached IPO model, which started from the SFT one.
+
+For `model=tiny` the SFT of the shipped defaults (conf/stage/sft.yaml, conf/model/tiny.yaml,
+conf/task/countdown.yaml, upstream.seed=0) is the checkpoint in the package, `builtin:tiny-sft`;
+any change to those trains and caches a new one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+log = logging.getLogger("ablate.upstream")
+
+UPSTREAM_STAGES = ("sft", "dpo", "ipo")
+KEY_VERSION = 1
+# What each stage's training reads besides its stage config: only these enter its key.
+_INPUTS = {"sft": ("model", "task"), "dpo": ("model", "task", "reward", "tool"),
+           "ipo": ("model", "task", "reward", "tool")}
+
+
+def upstream_config(cfg: DictConfig, name: str) -> DictConfig:
+    """The full run config of upstream stage `name` for run config `cfg`."""
+    if name not in UPSTREAM_STAGES:
+        raise ValueError(f"stage.init={name!r} is not an upstream stage; expected one of {UPSTREAM_STAGES}")
+    up = cfg.copy()
+    OmegaConf.set_struct(up, False)
+    up.stage = cfg.upstream[name].copy()
+    up.seed = int(cfg.upstream.seed)
+    up.resume = "auto"  # a half-trained upstream continues where it stopped
+    up.eval.enabled = bool(cfg.upstream.eval)
+    if up.get("curriculum"):  # RL prompt selection belongs to the downstream RL stage
+        up.curriculum = None
+    if "replay" in up:
+        up.replay.enabled = False
+    # One device: an upstream is trained inside the downstream's process before its fit, and DDP
+    # would re-launch the whole command per rank at that point. The key does not depend on it.
+    up.trainer.devices, up.trainer.strategy, up.trainer.num_nodes = 1, "auto", 1
+    OmegaConf.set_struct(up, True)
+    return up
+
+
+def upstream_spec(cfg: DictConfig, name: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
+    """What upstream stage `name`'s model depends on (hashed into its cache key)."""
+    if name in _seen:
+        raise ValueError(f"upstream stages form a cycle: {' -> '.join((*_seen, name))}; "
+                         f"set upstream.{name}.init to sft, scratch or model")
+    up = upstream_config(cfg, name)
+    spec: dict[str, Any] = {"version": KEY_VERSION, "seed": int(up.seed),
+                            "stage": OmegaConf.to_container(up.stage, resolve=True)}
+    for key in _INPUTS[name]:
+        spec[key] = OmegaConf.to_container(up[key], resolve=True)
+    if name == "sft":
+        from ablate.train import sft_tool_inputs
+
+        tool = sft_tool_inputs(up.stage, up.tool)  # calculator preamble, oracle traces; empty for plain SFT
+        if tool:
+            spec["tool"] = tool
+    init = up.stage.get("init")
+    if init in UPSTREAM_STAGES:
+        spec["parent"] = upstream_key(cfg, init, (*_seen, name))
+    return spec
+
+
+def upstream_key(cfg: DictConfig, name: str, _seen: tuple[str, ...] = ()) -> str:
+    spec = upstream_spec(cfg, name, _seen)
+    return f"{name}-" + hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def shipped_sft_spec() -> dict[str, Any]:
+    """The spec of the SFT behind `builtin:tiny-sft`: the shipped config files, seed 0."""
+    from ablate.config import load_group_config
+
+    return {"version": KEY_VERSION, "seed": 0, "stage": load_group_config("stage", "sft"),
+            "model": load_group_config("model", "tiny"), "task": load_group_config("task", "countdown")}
+
+
+def is_shipped(cfg: DictConfig, name: str) -> bool:
+    return (name == "sft" and cfg.model.kind == "tiny" and not cfg.model.get("name_or_path")
+            and upstream_spec(cfg, name) == shipped_sft_spec())
+
+
+def models_dir() -> Path:
+    from ablate.tasks.countdown.data import cache_dir
+
+    return cache_dir() / "models"
+
+
+def _finished(folder: Path) -> bool:
+    from ablate.run_dir import read_status
+
+    return (read_status(folder) or {}).get("state") == "completed" and (folder / "model" / "config.json").is_file()
+
+
+def upstream_model(cfg: DictConfig, name: str) -> str:
+    """`name_or_path` of upstream stage `name`'s model: the shipped checkpoint, a cached one, or one
+    trained now (under a file lock) and cached."""
+    from filelock import FileLock
+
+    from ablate.train import run
+
+    if is_shipped(cfg, name):
+        return "builtin:tiny-sft"
+    key = upstream_key(cfg, name)
+    folder = models_dir() / key
+    if _finished(folder):
+        return str(folder / "model")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(folder) + ".lock")
+    if lock.is_locked:
+        log.info("waiting for another job that is training upstream %s (%s)", name, folder)
+    with lock:
+        if not _finished(folder):  # another job may have finished it while we waited
+            log.info("training upstream stage %s once, cached at %s", name, folder)
+            folder.mkdir(parents=True, exist_ok=True)
+            up = upstream_config(cfg, name)
+            (folder / "upstream.json").write_text(json.dumps(upstream_spec(cfg, name), indent=1, sort_keys=True))
+            (folder / "config.yaml").write_text(OmegaConf.to_yaml(up, resolve=True))
+            run(up, folder)
+            shutil.rmtree(folder / "checkpoints", ignore_errors=True)  # optimizer state: only needed to resume
+    return str(folder / "model")

@@ -1,0 +1,63 @@
+"""The arithmetic behind the bench figures (bench/_common.py, bench/bench_limits.py), on hand-computed inputs.
+
+The bench scripts print measurements and assert nothing; what can be wrong without a machine is how
+they turn raw timings into step times, shares and FLOP/s, so that is what these check.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+from _common import markdown_table, quartiles, read_metrics, shares, step_seconds  # noqa: E402
+from bench_limits import limits  # noqa: E402
+
+
+def test_step_seconds_are_differences_of_elapsed_time():
+    rows = [{"time/elapsed_s": 2.5}, {"time/elapsed_s": 4.0}, {"time/elapsed_s": 7.0}]
+    assert step_seconds(rows) == [2.5, 1.5, 3.0]
+
+
+def test_read_metrics_merges_rows_of_one_step(tmp_path: Path):
+    # Lightning's CSV logger may write one step's metrics on several rows; empty cells are absent values.
+    path = tmp_path / "metrics.csv"
+    path.write_text("step,a,b\n0,1.0,\n0,,2.0\n1,3.0,4.0\n")
+    assert read_metrics(path) == [{"step": 0.0, "a": 1.0, "b": 2.0}, {"step": 1.0, "a": 3.0, "b": 4.0}]
+
+
+def test_shares_take_the_median_of_each_phase():
+    phases = [{"a": 1.0, "b": 3.0}, {"a": 3.0, "b": 1.0}, {"a": 2.0, "b": 6.0}]
+    out = shares(phases, ["a", "b"])
+    assert out["a"] == pytest.approx((2.0, 2.0 / 5.0))
+    assert out["b"] == pytest.approx((3.0, 3.0 / 5.0))
+
+
+def test_quartiles_inclusive():
+    assert quartiles([1.0, 2.0, 3.0, 4.0, 5.0]) == (2.0, 4.0)
+
+
+def test_markdown_table_shape():
+    text = markdown_table(["x", "y"], [[1, "a"], [2, "b"]])
+    assert text.splitlines() == ["| x | y |", "|---|---|", "| 1 | a |", "| 2 | b |"]
+
+
+def test_limits_hand_computed():
+    # 1,000 parameters; learn time 0.5 + 0.5 + 1 + 0 + 0 = 2 s for 100 real tokens (6 * 1e3 * 100 / 2 =
+    # 3e5 FLOP/s) and 200 padded ones (8 * 1e3 * 200 / 2 = 8e5); 50 tokens kept in 0.5 s of generation
+    # (100 tok/s) out of 80 decoding slots; the reference forward did 200 tokens in 0.5 s (400 tok/s).
+    phase = {"reference_forward": 0.5, "policy_forward": 0.5, "backward": 1.0, "optimizer": 0.0, "learn_other": 0.0,
+             "trained_tokens": 100.0, "padded_tokens": 200.0, "tokens": 50.0, "generate": 0.5, "decode_slots": 80.0}
+    out = limits([phase], params=1_000, peak=1e6)
+    assert out["learner_flops"] == pytest.approx(3e5)
+    assert out["learner_frac"] == pytest.approx(0.3)
+    assert out["computed_flops"] == pytest.approx(8e5)
+    assert out["gen_tokens_per_s"] == pytest.approx(100.0)
+    assert out["gen_flop_bound"] == pytest.approx(500.0)  # 1e6 / (2 * 1e3)
+    assert out["gen_frac_flop"] == pytest.approx(0.2)
+    assert out["forward_tokens_per_s"] == pytest.approx(400.0)
+    assert out["gen_frac_forward"] == pytest.approx(0.25)
+    assert out["slot_use"] == pytest.approx(50 / 80)

