@@ -18,7 +18,8 @@ from ablate.tasks.countdown import Problem, Reward
 
 
 class FixedEngine:
-    """Always the same two completions per prompt: one right, one wrong (on-policy log-probs)."""
+    """The same completions over and over: sequence i gets texts[i % len(texts)] (on-policy log-probs).
+    RLOO asks for one sample per (already repeated) prompt, so a group of k = len(texts) gets them all."""
 
     def __init__(self, model, tokenizer, texts):
         self.model, self.tokenizer, self.texts = model, tokenizer, texts
@@ -30,14 +31,14 @@ class FixedEngine:
             logits = self.model(input_ids=ids).logits
         return token_logprobs(logits[:, len(prompt) - 1:-1], ids[:, len(prompt):])[0].tolist()
 
-    def generate(self, prompt_ids, k, params, generator):
-        prompts, completions = [], []
-        for p in prompt_ids:
-            for text in self.texts:
-                prompts.append(list(p))
-                completions.append(self.tokenizer(text, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id])
-        return Rollouts(prompts, completions, [self.sequence_logprobs(p, c) for p, c in zip(prompts, completions)],
-                        [[False] * len(c) for c in completions], list(self.texts) * len(prompt_ids), k=len(self.texts))
+    def generate(self, prompt_ids, k, params, generator, tool_available=None):
+        self.prompts = [list(p) for p in prompt_ids for _ in range(k)]
+        texts = [self.texts[i % len(self.texts)] for i in range(len(self.prompts))]
+        completions = [self.tokenizer(t, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
+                       for t in texts]
+        return Rollouts(self.prompts, completions,
+                        [self.sequence_logprobs(p, c) for p, c in zip(self.prompts, completions)],
+                        [[False] * len(c) for c in completions], texts, k=k, tool_calls=[0] * len(texts))
 
     def sync(self, model):
         self.synced += 1
