@@ -198,3 +198,22 @@ def test_parallel_jobs_train_a_missing_upstream_once(tmp_path):
     assert json.loads((sft / "status.json").read_text())["attempts"] == 1  # trained by one job only
     inits = {json.loads((tmp_path / str(seed) / "status.json").read_text())["init"] for seed in (0, 1)}
     assert inits == {str(sft / "model")}
+
+
+@pytest.mark.slow
+def test_dpo_data_parallel_trains_the_missing_upstream_first_on_one_device(tmp_path):
+    """trainer=ddp on two CPU processes: rank 0 trains the upstream SFT alone before the DPO fit
+    launches the second rank, which then finds it cached."""
+    run_dir = tmp_path / "ddp"
+    env = {**os.environ, "ABLATE_CACHE": str(tmp_path / "cache")}
+    result = subprocess.run(
+        [sys.executable, "-m", "ablate.train", "experiment=smoke_dpo", "trainer=ddp", "trainer.accelerator=cpu",
+         "trainer.devices=2", "trainer.num_threads=1", f"hydra.run.dir={run_dir}"],
+        capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads((run_dir / "status.json").read_text())["state"] == "completed"
+    assert pd.read_csv(run_dir / "metrics.csv")["step"].tolist() == [0, 1, 2, 3]
+    assert len((run_dir / "pairs.jsonl").read_text().splitlines()) == 16
+    (sft,) = [d for d in (tmp_path / "cache" / "models").iterdir() if d.is_dir()]
+    assert json.loads((sft / "status.json").read_text())["attempts"] == 1
+    assert result.stdout.count(f"run directory: {run_dir}") == 1  # the worker neither exports nor evaluates
