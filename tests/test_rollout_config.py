@@ -3,9 +3,11 @@
 import importlib.util
 
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 
 from ablate.config import CONF_DIR
+from ablate import train
 from ablate.train import ConfigError, VLLM_LLM_KEYS, check_config
 
 
@@ -14,11 +16,18 @@ def rloo_cfg(*overrides):
         return compose(config_name="config", overrides=["experiment=smoke_rloo", *overrides])
 
 
+def vllm_cfg(*overrides):
+    """The smoke run with 32-wide attention heads (its own are 16 wide, which vLLM's CPU kernels refuse)."""
+    return rloo_cfg("rollout=vllm", "model.arch.num_attention_heads=1", "model.arch.num_key_value_heads=1", *overrides)
+
+
 @pytest.fixture
 def vllm_installed(monkeypatch):
     """Pretend vLLM is importable, so the checks after the install check run everywhere."""
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "vllm" else real(name, *a))
+    # vLLM 0.32's CPUAttentionBackend.get_supported_head_sizes(); test_vllm.py checks the real one.
+    monkeypatch.setattr(train, "_vllm_cpu_head_sizes", lambda: [32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512])
 
 
 def test_rollout_vllm_without_vllm_names_the_install_command(monkeypatch):
@@ -38,15 +47,25 @@ def test_rollout_vllm_without_vllm_names_the_install_command(monkeypatch):
 ])
 def test_bad_vllm_options_are_refused(vllm_installed, override, message):
     with pytest.raises(ConfigError) as err:
-        check_config(rloo_cfg("rollout=vllm", override))
+        check_config(vllm_cfg(override))
     assert message in str(err.value)
 
 
 def test_vllm_needs_the_in_process_engine(vllm_installed, monkeypatch):
-    check_config(rloo_cfg("rollout=vllm"))
+    check_config(vllm_cfg())
     monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
     with pytest.raises(ConfigError, match="VLLM_ENABLE_V1_MULTIPROCESSING=1"):
-        check_config(rloo_cfg("rollout=vllm"))
+        check_config(vllm_cfg())
+
+
+def test_vllm_on_cpu_refuses_head_sizes_its_kernels_lack(vllm_installed, monkeypatch):
+    """Found at start-up, not after the SFT upstream is trained and vLLM's first forward fails."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ConfigError, match=r"head sizes \[32, .*but the model's are 16 .*model.arch.hidden_size"):
+        check_config(rloo_cfg("rollout=vllm"))  # the smoke model: 32 wide, 2 heads
+    check_config(rloo_cfg("rollout=vllm", "model.name_or_path=builtin:tiny-sft", "stage.init=model"))  # 128 / 4
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    check_config(rloo_cfg("rollout=vllm"))  # GPU kernels take any size
 
 
 def test_every_passed_through_key_is_in_the_config():

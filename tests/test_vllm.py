@@ -228,6 +228,20 @@ def test_calculator_splice_mask_and_availability_match_hf(request):
     assert looped.texts[0].endswith("</answer>") and sum(looped.tool_mask[0]) == 2 * result_tokens
 
 
+def test_head_sizes_the_cpu_kernels_lack_are_refused_at_start_up():
+    from hydra import compose, initialize_config_dir
+
+    from ablate.config import CONF_DIR
+    from ablate.train import ConfigError, check_config
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        smoke = compose(config_name="config", overrides=["experiment=smoke_rloo", "rollout=vllm"])
+    if torch.cuda.is_available():
+        pytest.skip("the head-size check applies to vLLM's CPU kernels")
+    with pytest.raises(ConfigError, match="but the model's are 16"):
+        check_config(smoke)
+
+
 @pytest.mark.slow
 def test_rloo_with_vllm_resumes_exactly(tmp_path, monkeypatch):
     """A run killed after its step-2 checkpoint and re-run ends with the uninterrupted run's metrics:
@@ -243,7 +257,8 @@ def test_rloo_with_vllm_resumes_exactly(tmp_path, monkeypatch):
     def cfg():
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             return compose(config_name="config", overrides=[
-                "experiment=smoke_rloo", "stage.init=sft", "rollout=vllm", "stage.max_steps=4",
+                "experiment=smoke_rloo", "stage.init=model", "model.name_or_path=builtin:tiny-sft",
+                "rollout=vllm", "stage.max_steps=4",
                 "stage.checkpoint_every=2", "eval.enabled=false", f"rollout.kv_cache_memory_bytes={64 * 2**20}"])
 
     straight = tmp_path / "straight"

@@ -11,6 +11,7 @@ Run directory: `.hydra/` (config, overrides), `status.json`, `metrics.csv`, `che
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -96,7 +97,7 @@ def check_config(cfg: DictConfig) -> None:
         _require(s.kl_estimator in KL_ESTIMATORS, f"stage.kl_estimator={s.kl_estimator!r}: expected one of {KL_ESTIMATORS}")
         _require(float(s.sampling.temperature) > 0 and 0 < float(s.sampling.top_p) <= 1,
                  "stage.sampling.temperature must be > 0 and stage.sampling.top_p in (0, 1]")
-        check_rollout(cfg.rollout)
+        check_rollout(cfg.rollout, cfg.model)
         _require(cfg.rollout.name != "vllm" or cfg.tool.kind != "oracle",
                  "tool=oracle runs with rollout=hf only (the vLLM engine splices the calculator, not the oracle)")
 
@@ -218,7 +219,28 @@ def check_tool_config(cfg: DictConfig) -> None:
                  "(the solver answers in its evaluation)")
 
 
-def check_rollout(r: DictConfig) -> None:
+def _local_head_dim(model_cfg: DictConfig) -> int | None:
+    """Attention head size of the model a run starts from, when it is known without a download."""
+    from ablate.models import resolve_path
+
+    path = resolve_path(model_cfg.get("name_or_path"))
+    if path is None:
+        arch = model_cfg.get("arch") if model_cfg.kind == "tiny" else None
+        return int(arch.hidden_size) // int(arch.num_attention_heads) if arch else None
+    config = Path(path) / "config.json"
+    if not config.is_file():
+        return None  # a Hub id: vLLM reports its own error after the download
+    arch = json.loads(config.read_text())
+    return arch.get("head_dim") or int(arch["hidden_size"]) // int(arch["num_attention_heads"])
+
+
+def _vllm_cpu_head_sizes() -> list[int]:
+    from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
+
+    return CPUAttentionBackend.get_supported_head_sizes()
+
+
+def check_rollout(r: DictConfig, model_cfg: DictConfig | None = None) -> None:
     _require(r.name in ROLLOUTS, f"rollout={r.name!r}: expected one of {ROLLOUTS}")
     if r.name == "hf":
         _require(int(r.batch_size) >= 1, f"rollout.batch_size={r.batch_size} must be >= 1")
@@ -242,6 +264,14 @@ def check_rollout(r: DictConfig) -> None:
     multiprocessing = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     _require(multiprocessing == "0", f"VLLM_ENABLE_V1_MULTIPROCESSING={multiprocessing}: rollout=vllm runs vLLM in "
                                      "the training process to push weights in place; unset it or set it to 0")
+    import torch
+
+    head_dim = _local_head_dim(model_cfg) if model_cfg is not None else None
+    if head_dim is not None and not torch.cuda.is_available():
+        sizes = _vllm_cpu_head_sizes()
+        _require(head_dim in sizes,
+                 f"rollout=vllm on CPU supports attention head sizes {sizes}, but the model's are {head_dim} "
+                 "(model.arch.hidden_size / model.arch.num_attention_heads): change those two, or use rollout=hf")
 
 
 def _precision(trainer_cfg: DictConfig) -> str:
