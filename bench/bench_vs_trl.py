@@ -24,7 +24,8 @@ consecutive optimizer steps, including the framework's loop and logging) after `
 phase breakdown, generated tokens per second of generation time, the mean training reward over the
 last quarter of steps, and a held-out reward (`--eval-prompts` test prompts x `--eval-samples`
 samples, training sampling settings, one evaluator for both models). `--profile` adds a cProfile of a
-few steps of each, the top functions by own time.
+few steps of each, the top functions by own time. `--ablate KEY=VALUE ...` adds overrides to ablate's
+runs only (recorded in the settings), e.g. `--ablate stage.reference_dtype=bfloat16`.
 """
 
 from __future__ import annotations
@@ -54,13 +55,14 @@ PROFILER: cProfile.Profile | None = None  # set in a --cprofile child; enabled o
 
 def settings(args) -> dict:
     return {"B": args.batch_prompts, "k": args.k, "max_new_tokens": args.max_new_tokens, "lr": args.lr,
-            "micro_batch": args.micro_batch, "kl_coef": 1e-3, "temperature": 1.0, "top_p": 1.0}
+            "micro_batch": args.micro_batch, "kl_coef": 1e-3, "temperature": 1.0, "top_p": 1.0,
+            "ablate_overrides": list(args.ablate)}
 
 
 def ablate_overrides(args, seed: int) -> list[str]:
     return [f"seed={seed}", f"stage.max_steps={args.steps}", f"stage.batch_prompts={args.batch_prompts}",
             f"stage.k={args.k}", f"stage.sampling.max_new_tokens={args.max_new_tokens}", f"stage.lr={args.lr}",
-            f"stage.micro_batch={args.micro_batch}", f"trainer.num_threads={args.threads}"]
+            f"stage.micro_batch={args.micro_batch}", f"trainer.num_threads={args.threads}", *args.ablate]
 
 
 def problems_and_reward(cfg):
@@ -257,6 +259,8 @@ def run_leg(args, library: str, seed: int, profile: bool = False) -> dict:
                "--batch-prompts", str(args.batch_prompts), "--k", str(args.k), "--lr", str(args.lr),
                "--max-new-tokens", str(args.max_new_tokens), "--micro-batch", str(args.micro_batch),
                "--eval-prompts", str(args.eval_prompts if not profile else 8), "--eval-samples", str(args.eval_samples)]
+    if args.ablate:
+        command += ["--ablate", *args.ablate]
     if profile:
         command.append("--cprofile")
     env = dict(os.environ, PYTHONWARNINGS="ignore", TOKENIZERS_PARALLELISM="false")
@@ -371,6 +375,8 @@ def main() -> None:
     p.add_argument("--micro-batch", type=int, default=64)
     p.add_argument("--eval-prompts", type=int, default=128)
     p.add_argument("--eval-samples", type=int, default=8)
+    p.add_argument("--ablate", nargs="*", default=[], metavar="OVERRIDE",
+                   help="extra overrides for ablate's runs only, e.g. stage.reference_dtype=bfloat16")
     p.add_argument("--profile", action="store_true", help="also cProfile a short run of each")
     p.add_argument("--profile-steps", type=int, default=4)
     p.add_argument("--json", type=Path, help="write the summary here as JSON too")

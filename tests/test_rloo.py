@@ -71,6 +71,55 @@ def test_one_step_prefers_the_rewarded_completion(tiny_policy):
     assert not any(p.requires_grad for p in ref.parameters())
 
 
+def one_step(model, tokenizer, texts, **stage_overrides) -> tuple[dict, dict]:
+    """One RLOO step on fixed completions: (logged metrics, gradients by parameter name)."""
+    problem = Problem((44, 19, 35), 98)
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        stage = OmegaConf.to_container(compose(config_name="config", overrides=["stage=rloo"]).stage)
+    stage.update(batch_prompts=1, k=len(texts), lr=0.0, grad_clip=1e9, **stage_overrides)
+    reward = Reward.from_config(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "reward" / "binary.yaml")))
+    module = RLOOModule(model, tokenizer, [problem], "compact", FixedEngine(model, tokenizer, texts), reward,
+                        build_sampler(None, [problem], 0, 1), stage, seed=0)
+    optimizer = module.configure_optimizers()
+    module.optimizers = lambda: optimizer
+    grads = {}
+
+    def backward(loss):
+        loss.backward()
+        grads.update({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+
+    module.manual_backward = backward
+    logged = {}
+    module.log_dict = lambda metrics, **k: logged.update(metrics)
+    module.log = lambda *a, **k: None
+    module.training_step(None, 0)
+    return logged, grads, module
+
+
+def test_micro_batches_cut_to_their_longest_sequence_give_the_full_batch_result(tiny_policy):
+    """A micro-batch holding only short answers is cut to its own width; with per-sequence sums the
+    loss and gradient do not depend on how the batch is split."""
+    model, tokenizer = tiny_policy
+    texts = ["<answer>44+19+35</answer>", "<answer>44+19-35+44+19-35+44</answer>", "<answer>1</answer>"]
+    whole, whole_grads, _ = one_step(model, tokenizer, texts, micro_batch=3, aggregation="sum")
+    split, split_grads, _ = one_step(model, tokenizer, texts, micro_batch=1, aggregation="sum")
+    for key in ("train/loss", "train/kl", "train/entropy", "train/is_weight_mean"):
+        assert split[key] == pytest.approx(whole[key], rel=1e-5, abs=1e-7), key
+    for name, grad in whole_grads.items():
+        assert torch.allclose(split_grads[name], grad, rtol=1e-4, atol=1e-6), name
+
+
+def test_reference_in_bfloat16_keeps_the_kl_close(tiny_policy):
+    model, tokenizer = tiny_policy
+    texts = ["<answer>44+19+35</answer>", "<answer>44+19-35</answer>"]
+    exact, _, _ = one_step(model, tokenizer, texts, micro_batch=2, kl_estimator="k1")
+    half, _, module = one_step(model, tokenizer, texts, micro_batch=2, kl_estimator="k1", reference_dtype="bfloat16")
+    assert {p.dtype for p in module.reference.parameters()} == {torch.bfloat16}
+    assert exact["train/kl"] == pytest.approx(0.0, abs=1e-6)  # the policy is its own reference
+    assert 0 < abs(half["train/kl"]) < 0.05  # bf16 rounding only
+    assert half["train/loss"] == pytest.approx(exact["train/loss"], abs=1e-3)
+
+
 def test_pad_rollouts_aligns_masks_with_next_token_targets():
     r = Rollouts(prompt_ids=[[1, 5, 6], [1, 7]], completion_ids=[[8, 9, 2], [10, 2]],
                  behaviour_logprobs=[[-0.1, -0.2, -0.3], [-0.4, -0.5]], tool_mask=[[False, True, False], [False, False]],

@@ -1,3 +1,4 @@
+import pytest
 import torch
 
 from ablate.models import encode_prompt
@@ -34,3 +35,22 @@ def test_behaviour_logprobs_match_a_teacher_forced_forward_and_are_seeded(tiny_p
         assert torch.allclose(forced, torch.tensor(behaviour), atol=1e-4)
         if tokenizer.eos_token_id in completion:
             assert completion.index(tokenizer.eos_token_id) == len(completion) - 1
+
+
+def test_sequences_that_finish_early_leave_the_batch_without_changing_the_others():
+    """Finished rows are dropped from the batch and its KV cache mid-decoding; greedy decoding of the
+    shipped SFT model (answers of different lengths) must equal decoding each prompt on its own."""
+    from ablate.models import load_model, load_tokenizer
+
+    tokenizer = load_tokenizer({"kind": "tiny"})
+    model = load_model({"kind": "tiny", "name_or_path": "builtin:tiny-sft"}, tokenizer).eval()
+    engine = HFEngine(model, tokenizer)
+    prompts = [encode_prompt(t, tokenizer) for t in ("3 7 -> 21\n", "44 19 35 -> 98\n", "25 5 60 -> 17\n", "2 -> 2\n")]
+    greedy = SamplingParams(temperature=1e-6, max_new_tokens=60)
+    batched = engine.generate(prompts, 1, greedy, torch.Generator().manual_seed(0))
+    lengths = sorted(map(len, batched.completion_ids))
+    assert lengths[0] < lengths[-1] and tokenizer.eos_token_id in batched.completion_ids[0]  # rows did finish early
+    for i, prompt in enumerate(prompts):
+        alone = engine.generate([prompt], 1, greedy, torch.Generator().manual_seed(0))
+        assert batched.completion_ids[i] == alone.completion_ids[0]
+        assert batched.behaviour_logprobs[i] == pytest.approx(alone.behaviour_logprobs[0], abs=1e-4)

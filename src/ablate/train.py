@@ -95,6 +95,8 @@ def check_config(cfg: DictConfig) -> None:
         _require(s.is_level in ("sequence", "token"), f"stage.is_level={s.is_level!r}: expected sequence or token")
         _require(s.aggregation in AGGREGATIONS, f"stage.aggregation={s.aggregation!r}: expected one of {AGGREGATIONS}")
         _require(s.kl_estimator in KL_ESTIMATORS, f"stage.kl_estimator={s.kl_estimator!r}: expected one of {KL_ESTIMATORS}")
+        _require(s.reference_dtype in ("float32", "bfloat16"),
+                 f"stage.reference_dtype={s.reference_dtype!r}: expected float32 or bfloat16")
         _require(float(s.sampling.temperature) > 0 and 0 < float(s.sampling.top_p) <= 1,
                  "stage.sampling.temperature must be > 0 and stage.sampling.top_p in (0, 1]")
         check_rollout(cfg.rollout, cfg.model)

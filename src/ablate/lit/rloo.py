@@ -68,7 +68,8 @@ class RLOOModule(L.LightningModule):
         self.model = policy
         # Kept out of the module tree (a tuple, not an attribute Lightning registers): the frozen
         # starting model is rebuilt from the same init on resume, so it needs no checkpoint space.
-        self._frozen = (copy.deepcopy(policy).eval().requires_grad_(False),)
+        reference_dtype = getattr(torch, str(stage.get("reference_dtype", "float32")))
+        self._frozen = (copy.deepcopy(policy).eval().requires_grad_(False).to(reference_dtype),)
         self.tokenizer = tokenizer
         self.problems = list(problems)
         self.template = template
@@ -170,15 +171,17 @@ class RLOOModule(L.LightningModule):
         self.model.train()
         for start in range(0, n, int(s["micro_batch"])):
             part = slice(start, start + int(s["micro_batch"]))
-            ids = batch["input_ids"][part].to(self.device)
-            attention = batch["attention_mask"][part].to(self.device)
-            mask = batch["loss_mask"][part].to(self.device)
+            # Right padding beyond the micro-batch's longest sequence changes no logit: cut it.
+            width = int(batch["attention_mask"][part].sum(-1).max())
+            ids = batch["input_ids"][part, :width].to(self.device)
+            attention = batch["attention_mask"][part, :width].to(self.device)
+            mask = batch["loss_mask"][part, :width - 1].to(self.device)
             logits = self.model(input_ids=ids, attention_mask=attention).logits[:, :-1]
             logprobs = token_logprobs(logits, ids[:, 1:])
             with torch.no_grad():
-                ref_logprobs = token_logprobs(self.reference(input_ids=ids, attention_mask=attention).logits[:, :-1],
-                                              ids[:, 1:])
-            pg, info = policy_gradient_loss(logprobs, batch["behaviour"][part].to(self.device),
+                ref_logits = self.reference(input_ids=ids, attention_mask=attention).logits[:, :-1]
+                ref_logprobs = token_logprobs(ref_logits.float(), ids[:, 1:])
+            pg, info = policy_gradient_loss(logprobs, batch["behaviour"][part, :width - 1].to(self.device),
                                             advantages[part].to(self.device), mask, level=s["is_level"],
                                             clip=float(s["is_clip"]), clip_eps=float(s["clip_eps"]),
                                             aggregation=s["aggregation"])

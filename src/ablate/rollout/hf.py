@@ -48,53 +48,60 @@ class HFEngine:
                       tool_on: Sequence[bool]):
         model, pad, eos = self.model, self.tokenizer.pad_token_id, self.tokenizer.eos_token_id
         device = next(model.parameters()).device
-        width = max(map(len, prompts))
+        n, width = len(prompts), max(map(len, prompts))
         ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in prompts], device=device)
         attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
         positions = (attention.cumsum(-1) - 1).clamp(min=0)
         cache = DynamicCache()
-        done = torch.zeros(len(prompts), dtype=torch.bool, device=device)
-        tokens, logprobs, forced_steps = [], [], []
+        # Finished sequences leave the batch and the KV cache, so late steps decode only the long
+        # tails; `rows` maps the batch's rows to the chunk's sequences. Left after a finish: pad.
+        rows = torch.arange(n, device=device)
+        tokens = torch.full((n, params.max_new_tokens), pad, dtype=torch.long, device=device)
+        logprobs = torch.zeros((n, params.max_new_tokens), device=device)
+        forced_steps = torch.zeros((n, params.max_new_tokens), dtype=torch.bool, device=device)
         generated = [[] for _ in prompts]  # per sequence, for the tool to read its call
         queues: list[list[int]] = [[] for _ in prompts]  # tool output still to splice in
-        calls = [0] * len(prompts)
+        calls = [0] * n
         tool = self.tool
         sessions = [tool.session(p) if tool is not None and on else None for p, on in zip(prompts, tool_on)]
-        step_input, step_positions = ids, positions
-        for _ in range(params.max_new_tokens):
+        step_input, step_positions, steps = ids, positions, 0
+        for step in range(params.max_new_tokens):
+            steps = step + 1
             logits = model(input_ids=step_input, attention_mask=attention, position_ids=step_positions,
                            past_key_values=cache, use_cache=True).logits[:, -1].float()
             scaled = logits / params.temperature
             logp = torch.log_softmax(scaled, dim=-1)
             probs = torch.softmax(filter_logits(scaled, params.top_k, params.top_p), dim=-1)
             token = torch.multinomial(probs.cpu(), 1, generator=generator).squeeze(-1).to(device)
-            token = torch.where(done, torch.full_like(token, pad), token)
-            forced = torch.tensor([bool(q) for q in queues], device=device)
+            live = rows.tolist()
+            forced = torch.tensor([bool(queues[i]) for i in live], device=device)
             if bool(forced.any()):
-                token = torch.where(forced, torch.tensor([q[0] if q else 0 for q in queues], device=device), token)
-                for q in queues:
-                    del q[:1]
-            tokens.append(token)
-            forced_steps.append(forced)
-            logprobs.append(torch.where(forced, 0.0, logp.gather(-1, token.unsqueeze(-1)).squeeze(-1)))
+                token = torch.where(forced, torch.tensor([queues[i][0] if queues[i] else 0 for i in live],
+                                                         device=device), token)
+                for i in live:
+                    del queues[i][:1]
+            tokens[rows, step] = token
+            forced_steps[rows, step] = forced
+            logprobs[rows, step] = torch.where(forced, 0.0, logp.gather(-1, token.unsqueeze(-1)).squeeze(-1))
             if tool is not None:
-                for i, t in enumerate(token.tolist()):
+                for row, (i, t) in enumerate(zip(live, token.tolist())):
                     generated[i].append(t)
-                    if (sessions[i] is not None and t in tool.stop_ids and not forced[i] and not done[i]
-                            and calls[i] < tool.max_calls):
+                    if sessions[i] is not None and t in tool.stop_ids and not forced[row] and calls[i] < tool.max_calls:
                         reply = sessions[i].reply(generated[i])
                         if reply:
                             queues[i] = list(reply)
                             calls[i] += 1
-            stop = (token == eos) | (token == pad)
-            attention = torch.cat([attention, (~done).long().unsqueeze(-1)], dim=-1)
-            done |= stop
-            if bool(done.all()):
+            running = (token != eos) & (token != pad)
+            if not bool(running.any()):
                 break
+            attention = torch.cat([attention, torch.ones_like(attention[:, :1])], dim=-1)
+            if not bool(running.all()):
+                keep = running.nonzero().squeeze(-1)
+                cache.batch_select_indices(keep)
+                rows, token, attention, step_positions = rows[keep], token[keep], attention[keep], step_positions[keep]
             step_positions = step_positions[:, -1:] + 1
             step_input = token.unsqueeze(-1)
-        return (torch.stack(tokens, 1).tolist(), torch.stack(logprobs, 1).tolist(),
-                torch.stack(forced_steps, 1).tolist(), calls)
+        return (tokens[:, :steps].tolist(), logprobs[:, :steps].tolist(), forced_steps[:, :steps].tolist(), calls)
 
     def generate(self, prompt_ids: Sequence[list[int]], k: int, params: SamplingParams,
                  generator: torch.Generator, tool_available: Sequence[bool] | None = None) -> Rollouts:
