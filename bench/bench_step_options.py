@@ -3,25 +3,26 @@
     PYTHONPATH=src python bench/bench_step_options.py              # 5 interleaved repeats
     PYTHONPATH=src python bench/bench_step_options.py --repeats 9 --threads 1
 
-Generation: ablate's engine (`HFEngine.generate`: every sequence of the batch is decoded until the
-longest one stops) against a prototype loop here that drops finished sequences from the batch and
-its KV cache (`DynamicCache.batch_select_indices`) as soon as they stop; same model, prompts and
-sampling settings, so the same distribution of completions (not the same draws). Tokens/s counts kept
-tokens for both.
+Generation: ablate's engine (`HFEngine.generate`, which drops finished sequences from the batch and its
+KV cache as soon as they stop) against a prototype loop here, run both ways: keeping finished rows
+until the longest sequence stops (the engine before it dropped them) and dropping them
+(`DynamicCache.batch_select_indices`, as the engine does); same model, prompts and sampling settings,
+so the same distribution of completions (not the same draws). Tokens/s counts kept tokens.
 
 Learner: rolls out one batch (B=16 prompts x k=8, 64 new tokens) with the shipped SFT model through ablate's
-engine, then times the learner's work on it, micro-batches of 64 as `stage=rloo` cuts them: the
-policy forward + backward of a policy-gradient-shaped loss and the frozen reference's forward. The
-variants change only how that work is laid out, not what it computes up to float rounding:
+engine, then times the learner's work on it in micro-batches of 64: the policy forward + backward of a
+policy-gradient-shaped loss and the frozen reference's forward. The variants change only how that
+work is laid out, not what it computes up to float rounding:
 
-- `current`: as RLOOModule does it: every micro-batch padded to the whole batch's longest sequence;
-  float32 reference forward under `torch.no_grad`.
-- `trimmed`: each micro-batch cut to its own longest sequence, sequences grouped by length first.
-- `bf16 ref`: the reference forward under CPU bf16 autocast (KL only needs its log-probs).
-- `trimmed + bf16 ref`: both.
+- `padded`: every micro-batch padded to the whole batch's longest sequence (RLOOModule before it cut them).
+- `current`: as RLOOModule does it: each micro-batch cut to its own longest sequence, batch order kept.
+- `sorted`: sequences grouped by length first, then cut (changes which sequences share a micro-batch,
+  hence the token-mean weights, so RLOOModule does not do it).
+- `bf16 ref`: current, with the reference held in bfloat16 (`stage.reference_dtype=bfloat16`).
+- `sorted + bf16 ref`: both.
 
 The variants run interleaved (round-robin) `--repeats` times; medians. These are estimates of what
-the changes would save inside `time/learn_s`, not changes to ablate.
+the layouts would save inside `time/learn_s`; `current` and `bf16 ref` are what `stage=rloo` runs.
 """
 
 from __future__ import annotations
@@ -56,9 +57,11 @@ def rollout_batch(batch_prompts: int, k: int, max_new_tokens: int, seed: int):
     return model, pad_rollouts(rollouts, tokenizer.pad_token_id)
 
 
-def compact_generate(model, prompts, k: int, max_new_tokens: int, pad: int, eos: int, generator) -> int:
-    """Sample k completions per prompt (temperature 1, no truncation), removing each finished sequence
-    from the batch and the KV cache; returns the number of kept tokens (up to and including EOS)."""
+def prototype_generate(model, prompts, k: int, max_new_tokens: int, pad: int, eos: int, generator,
+                       drop_finished: bool) -> int:
+    """Sample k completions per prompt (temperature 1, no truncation), keeping finished sequences in the
+    batch until all stop or removing them from the batch and the KV cache; returns the number of kept
+    tokens (up to and including EOS)."""
     import torch
     from transformers import DynamicCache
 
@@ -68,21 +71,26 @@ def compact_generate(model, prompts, k: int, max_new_tokens: int, pad: int, eos:
     attention = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
     cache, kept = DynamicCache(), 0
+    finished = torch.zeros(len(rows), dtype=torch.bool)
     step_input = ids
     with torch.no_grad():
         for _ in range(max_new_tokens):
             logits = model(input_ids=step_input, attention_mask=attention, position_ids=positions,
                            past_key_values=cache, use_cache=True).logits[:, -1].float()
             token = torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator).squeeze(-1)
-            kept += token.numel()
+            if not drop_finished:
+                token = torch.where(finished, torch.full_like(token, pad), token)
+            kept += int((~finished).sum()) if not drop_finished else token.numel()
             attention = torch.cat([attention, torch.ones_like(token).unsqueeze(-1)], dim=-1)
             running = token != eos
-            if not bool(running.any()):
+            finished = finished | ~running
+            if not bool(running.any()) or bool(finished.all()):
                 break
-            if not bool(running.all()):
+            if drop_finished and not bool(running.all()):
                 keep = running.nonzero().squeeze(-1)
                 cache.batch_select_indices(keep)
                 token, attention, positions = token[keep], attention[keep], positions[keep]
+                finished = finished[keep]
             positions = positions[:, -1:] + 1
             step_input = token.unsqueeze(-1)
     return kept
@@ -102,37 +110,40 @@ def generation_options(repeats: int, batch_prompts: int, k: int, max_new_tokens:
     prompts = [encode_prompt(prompt_text(p, "compact", tokenizer), tokenizer)
                for p in generate(batch_prompts, seed=1, labels=False)]
     engine, params = HFEngine(model, tokenizer), SamplingParams(max_new_tokens=max_new_tokens)
-    results: dict[str, list[tuple[float, int]]] = {"engine (current)": [], "drop finished rows": []}
+    results: dict[str, list[tuple[float, int]]] = {"engine (current)": [], "prototype, finished rows kept": [],
+                                                   "prototype, finished rows dropped": []}
     for r in range(repeats + 1):  # the first round warms up
         start = time.perf_counter()
         out = engine.generate(prompts, k, params, torch.Generator().manual_seed(r))
-        engine_s = time.perf_counter() - start
-        start = time.perf_counter()
-        kept = compact_generate(model, prompts, k, max_new_tokens, tokenizer.pad_token_id, tokenizer.eos_token_id,
-                                torch.Generator().manual_seed(r))
-        compact_s = time.perf_counter() - start
+        timed = [(time.perf_counter() - start, sum(map(len, out.completion_ids)))]
+        for drop in (False, True):
+            start = time.perf_counter()
+            kept = prototype_generate(model, prompts, k, max_new_tokens, tokenizer.pad_token_id,
+                                      tokenizer.eos_token_id, torch.Generator().manual_seed(r), drop)
+            timed.append((time.perf_counter() - start, kept))
         if r:
-            results["engine (current)"].append((engine_s, sum(map(len, out.completion_ids))))
-            results["drop finished rows"].append((compact_s, kept))
-    base = median(s for s, _ in results["engine (current)"])
+            for name, result in zip(results, timed):
+                results[name].append(result)
+    base = median(s for s, _ in results["prototype, finished rows kept"])
     rows = [[name, fmt(median(s for s, _ in v), 3), fmt(median(t for _, t in v), 0),
-             fmt(median(t / s for s, t in v), 0), f"{1 - median(s for s, _ in v) / base:+.0%}" if i else ""]
-            for i, (name, v) in enumerate(results.items())]
-    return markdown_table(["generation", "s per batch", "kept tokens", "tokens/s", "saved vs current"], rows)
+             fmt(median(t / s for s, t in v), 0),
+             f"{1 - median(s for s, _ in v) / base:+.0%}" if name != "prototype, finished rows kept" else ""]
+            for name, v in results.items()]
+    return markdown_table(["generation", "s per batch", "kept tokens", "tokens/s", "saved vs rows kept"], rows)
 
 
-def micro_batches(batch, micro: int, trimmed: bool):
+def micro_batches(batch, micro: int, layout: str):
     import torch
 
     lengths = batch["attention_mask"].sum(-1)
-    order = torch.argsort(lengths, descending=True) if trimmed else torch.arange(len(lengths))
+    order = torch.argsort(lengths, descending=True) if layout == "sorted" else torch.arange(len(lengths))
     for start in range(0, len(order), micro):
         rows = order[start:start + micro]
-        width = int(lengths[rows].max()) if trimmed else batch["input_ids"].size(1)
+        width = batch["input_ids"].size(1) if layout == "padded" else int(lengths[rows].max())
         yield batch["input_ids"][rows, :width], batch["attention_mask"][rows, :width], batch["loss_mask"][rows, :width - 1]
 
 
-def learner_pass(policy, reference, batch, micro: int, trimmed: bool, bf16_reference: bool) -> dict[str, float]:
+def learner_pass(policy, reference, batch, micro: int, layout: str) -> dict[str, float]:
     """Seconds of the reference forwards and of the policy forwards + backwards over the batch."""
     import torch
 
@@ -140,9 +151,9 @@ def learner_pass(policy, reference, batch, micro: int, trimmed: bool, bf16_refer
 
     ref_s = pol_s = 0.0
     policy.zero_grad(set_to_none=True)
-    for ids, attention, mask in micro_batches(batch, micro, trimmed):
+    for ids, attention, mask in micro_batches(batch, micro, layout):
         start = time.perf_counter()
-        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16_reference):
+        with torch.no_grad():
             ref = token_logprobs(reference(input_ids=ids, attention_mask=attention).logits[:, :-1].float(), ids[:, 1:])
         ref_s += time.perf_counter() - start
         start = time.perf_counter()
@@ -169,28 +180,30 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     policy, batch = rollout_batch(args.batch_prompts, args.k, args.max_new_tokens, seed=0)
     reference = copy.deepcopy(policy).eval().requires_grad_(False)
+    reference_bf16 = copy.deepcopy(reference).to(torch.bfloat16)  # as stage.reference_dtype=bfloat16 holds it
     policy.train()
-    variants = {"current": (False, False), "trimmed": (True, False), "bf16 ref": (False, True),
-                "trimmed + bf16 ref": (True, True)}
+    variants = {"padded": ("padded", reference), "current": ("trimmed", reference), "sorted": ("sorted", reference),
+                "bf16 ref": ("trimmed", reference_bf16), "sorted + bf16 ref": ("sorted", reference_bf16)}
     times: dict[str, list[dict]] = {name: [] for name in variants}
-    learner_pass(policy, reference, batch, args.micro_batch, False, False)  # warm-up
+    for layout, ref in variants.values():  # warm-up
+        learner_pass(policy, ref, batch, args.micro_batch, layout)
     for _ in range(args.repeats):
-        for name, (trimmed, bf16) in variants.items():
-            times[name].append(learner_pass(policy, reference, batch, args.micro_batch, trimmed, bf16))
+        for name, (layout, ref) in variants.items():
+            times[name].append(learner_pass(policy, ref, batch, args.micro_batch, layout))
     real = int(batch["attention_mask"].sum())
-    padded_full = batch["attention_mask"].numel()
-    padded_trim = sum(ids.numel() for ids, _, _ in micro_batches(batch, args.micro_batch, True))
-    base = median(t["total"] for t in times["current"])
+    computed = {layout: sum(ids.numel() for ids, _, _ in micro_batches(batch, args.micro_batch, layout))
+                for layout in ("padded", "trimmed", "sorted")}
+    base = median(t["total"] for t in times["padded"])
     rows = []
     for name in variants:
         ref, pol, total = (median(t[key] for t in times[name]) for key in ("reference", "policy", "total"))
         rows.append([name, fmt(ref, 3), fmt(pol, 3), fmt(total, 3), f"{1 - total / base:+.0%}".replace("+-", "-")
-                     if name != "current" else ""])
+                     if name != "padded" else ""])
     print(f"machine: {machine()}")
-    print(f"one batch: {batch['input_ids'].size(0)} sequences, {real} real tokens; computed tokens "
-          f"{padded_full} padded to the batch's longest, {padded_trim} trimmed per micro-batch "
-          f"({1 - padded_trim / padded_full:.0%} fewer); {args.repeats} interleaved repeats\n")
-    print(markdown_table(["learner variant", "reference fwd s", "policy fwd+bwd s", "total s", "saved vs current"],
+    print(f"one batch: {batch['input_ids'].size(0)} sequences, {real} real tokens; computed tokens: padded "
+          f"{computed['padded']}, trimmed {computed['trimmed']}, sorted {computed['sorted']}; "
+          f"{args.repeats} interleaved repeats\n")
+    print(markdown_table(["learner variant", "reference fwd s", "policy fwd+bwd s", "total s", "saved vs padded"],
                          rows))
     print(f"\ngeneration, {args.batch_prompts} prompts x {args.k} samples, {args.max_new_tokens} new tokens, "
           f"{args.repeats} interleaved repeats\n")

@@ -96,15 +96,19 @@ def one_step(model, tokenizer, texts, **stage_overrides) -> tuple[dict, dict]:
     return logged, grads, module
 
 
-def test_micro_batches_cut_to_their_longest_sequence_give_the_full_batch_result(tiny_policy):
-    """A micro-batch holding only short answers is cut to its own width; with per-sequence sums the
-    loss and gradient do not depend on how the batch is split."""
+@pytest.mark.parametrize("aggregation", ["token_mean", "sequence_mean", "sum"])
+@pytest.mark.parametrize("level", ["sequence", "token"])
+def test_the_step_does_not_depend_on_how_the_batch_is_cut_into_micro_batches(tiny_policy, aggregation, level):
+    """Micro-batches are grouped by length and cut to their longest sequence; each is weighted by its
+    share of the batch's tokens (token_mean) or sequences, so loss, metrics and gradient equal the
+    whole batch's."""
     model, tokenizer = tiny_policy
-    texts = ["<answer>44+19+35</answer>", "<answer>44+19-35+44+19-35+44</answer>", "<answer>1</answer>"]
-    whole, whole_grads, _ = one_step(model, tokenizer, texts, micro_batch=3, aggregation="sum")
-    split, split_grads, _ = one_step(model, tokenizer, texts, micro_batch=1, aggregation="sum")
-    for key in ("train/loss", "train/kl", "train/entropy", "train/is_weight_mean"):
-        assert split[key] == pytest.approx(whole[key], rel=1e-5, abs=1e-7), key
+    texts = ["<answer>44+19+35</answer>", "<answer>44+19-35+44+19-35+44</answer>", "<answer>1</answer>",
+             "<answer>44-19+35-1</answer>"]
+    whole, whole_grads, _ = one_step(model, tokenizer, texts, micro_batch=4, aggregation=aggregation, is_level=level)
+    split, split_grads, _ = one_step(model, tokenizer, texts, micro_batch=1, aggregation=aggregation, is_level=level)
+    for key in ("train/loss", "train/pg_loss", "train/kl", "train/entropy", "train/is_weight_mean"):
+        assert split[key] == pytest.approx(whole[key], rel=1e-5, abs=1e-5), key  # float rounding only
     for name, grad in whole_grads.items():
         assert torch.allclose(split_grads[name], grad, rtol=1e-4, atol=1e-6), name
 

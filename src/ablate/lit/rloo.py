@@ -169,10 +169,15 @@ class RLOOModule(L.LightningModule):
         totals = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "is_weight_mean": 0.0, "is_clip_frac": 0.0}
         is_weight_max = 0.0
         self.model.train()
+        # Micro-batches of sequences of similar length (cut to their longest: right padding changes no
+        # logit) compute less padding. Each one's loss is scaled by its share of the batch, tokens for
+        # token_mean and sequences otherwise, so the sum is the whole batch's loss however it is cut.
+        lengths = batch["attention_mask"].sum(-1)
+        order = torch.argsort(lengths, descending=True, stable=True)
+        tokens_total = batch["loss_mask"].sum().clamp(min=1)
         for start in range(0, n, int(s["micro_batch"])):
-            part = slice(start, start + int(s["micro_batch"]))
-            # Right padding beyond the micro-batch's longest sequence changes no logit: cut it.
-            width = int(batch["attention_mask"][part].sum(-1).max())
+            part = order[start:start + int(s["micro_batch"])]
+            width = int(lengths[part].max())
             ids = batch["input_ids"][part, :width].to(self.device)
             attention = batch["attention_mask"][part, :width].to(self.device)
             mask = batch["loss_mask"][part, :width - 1].to(self.device)
@@ -188,11 +193,13 @@ class RLOOModule(L.LightningModule):
             kl = aggregate(kl_penalty(logprobs, ref_logprobs, s["kl_estimator"]), mask, s["aggregation"])
             entropy = aggregate(entropy_from_logits(logits), mask, s["aggregation"])
             loss = pg + float(s["kl_coef"]) * kl - float(s["entropy_coef"]) * entropy
-            share = ids.size(0) / n
+            rows_share = len(part) / n
+            share = float(mask.sum() / tokens_total) if s["aggregation"] == "token_mean" else rows_share
             self.manual_backward(loss * share)
-            for key, value in (("loss", loss), ("pg_loss", pg), ("kl", kl), ("entropy", entropy),
-                               ("is_weight_mean", info["ratio_mean"]), ("is_clip_frac", info["clip_fraction"])):
+            for key, value in (("loss", loss), ("pg_loss", pg), ("kl", kl), ("entropy", entropy)):
                 totals[key] += float(value.detach()) * share
+            for key, value in (("is_weight_mean", info["ratio_mean"]), ("is_clip_frac", info["clip_fraction"])):
+                totals[key] += float(value) * (rows_share if s["is_level"] == "sequence" else share)
             is_weight_max = max(is_weight_max, float(info["ratio_max"]))
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), float(s["grad_clip"]))
         lr = optimizer.param_groups[0]["lr"]
