@@ -24,3 +24,4 @@ def tiny_policy():
     tokenizer = load_tokenizer(cfg)
     torch.manual_seed(0)
     return load_model(cfg, tokenizer), tokenizer
+

@@ -14,6 +14,7 @@ from hydra import compose, initialize_config_dir
 from ablate.config import CONF_DIR
 from ablate.train import ConfigError, check_config, run, starting_model_config
 from ablate.upstream import is_shipped, upstream_key
+from crash import run_crashing_at_step
 
 SMALL_TASK = ["task.pool_size=300", "task.test_pool=200", "task.test_size=12"]
 SMALL_EVAL = ["eval.n=2", "eval.ks=[1,2]", "eval.max_new_tokens=16"]
@@ -100,18 +101,8 @@ def test_dpo_run_computes_reference_log_probs_once_per_pair_and_resumes_exactly(
     assert status["state"] == "completed" and status["pairs"] == 16 and sum(status["pair_kinds"].values()) == 16
     assert (straight / "eval" / "no_tool" / "summary.json").is_file() and (straight / "model" / "config.json").is_file()
 
-    original_step = PreferenceModule.training_step
-
-    def crash_at_step_7(self, batch, batch_idx):
-        if self.global_step == 7:
-            raise RuntimeError("simulated crash")
-        return original_step(self, batch, batch_idx)
-
     resumed = tmp_path / "resumed"
-    monkeypatch.setattr(PreferenceModule, "training_step", crash_at_step_7)
-    with pytest.raises(RuntimeError, match="simulated crash"):
-        run(cfg_of(*overrides), resumed)
-    monkeypatch.setattr(PreferenceModule, "training_step", original_step)
+    run_crashing_at_step(PreferenceModule, 7, lambda: run(cfg_of(*overrides), resumed), monkeypatch)
     calls.clear()
     run(cfg_of(*overrides), resumed)
     assert calls == []  # the pairs and their reference log-probs come back from <run>/pairs.jsonl

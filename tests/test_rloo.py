@@ -13,6 +13,7 @@ from ablate.models import encode_prompt, prompt_text
 from ablate.objectives import token_logprobs
 from ablate.rollout import Rollouts
 from ablate.tasks.countdown import Problem, Reward
+from crash import run_crashing_at_step
 
 
 
@@ -167,18 +168,8 @@ def test_rloo_smoke_run_and_resume_continue_exactly(tmp_path, monkeypatch, varia
     assert (straight / "eval" / "no_tool" / "summary.json").is_file()
     assert (straight / "eval" / "tool" / "summary.json").is_file()  # a run that used the tool: both regimes
 
-    original = RLOOModule.training_step
-
-    def crash_at_step_3(self, batch, batch_idx):
-        if self.global_step == 3:
-            raise RuntimeError("simulated crash")
-        return original(self, batch, batch_idx)
-
     resumed = tmp_path / "resumed"
-    monkeypatch.setattr(RLOOModule, "training_step", crash_at_step_3)
-    with pytest.raises(RuntimeError):
-        run(cfg(), resumed)
-    monkeypatch.setattr(RLOOModule, "training_step", original)
+    run_crashing_at_step(RLOOModule, 3, lambda: run(cfg(), resumed), monkeypatch)
     run(cfg(), resumed)
     again = pd.read_csv(resumed / "metrics.csv")
     assert again["step"].tolist() == [0, 1, 2, 3]

@@ -15,6 +15,7 @@ from ablate.objectives import token_logprobs
 from ablate.rollout import SamplingParams
 from ablate.rollout.hf import HFEngine
 from ablate.rollout.tools import Calculator
+from crash import run_crashing_at_step
 
 pytestmark = [
     pytest.mark.vllm,
@@ -268,18 +269,8 @@ def test_rloo_with_vllm_resumes_exactly(tmp_path, monkeypatch):
     # Sampling and learning see the same weights: importance weights are 1 up to fp32 noise.
     assert metrics["train/is_weight_mean"].tolist() == pytest.approx([1.0] * 4, abs=1e-3)
 
-    original = RLOOModule.training_step
-
-    def crash_at_step_3(self, batch, batch_idx):
-        if self.global_step == 3:
-            raise RuntimeError("simulated crash")
-        return original(self, batch, batch_idx)
-
     resumed = tmp_path / "resumed"
-    monkeypatch.setattr(RLOOModule, "training_step", crash_at_step_3)
-    with pytest.raises(RuntimeError):
-        run(cfg(), resumed)
-    monkeypatch.setattr(RLOOModule, "training_step", original)
+    run_crashing_at_step(RLOOModule, 3, lambda: run(cfg(), resumed), monkeypatch)
     run(cfg(), resumed)
     again = pd.read_csv(resumed / "metrics.csv")
     assert again["step"].tolist() == [0, 1, 2, 3]

@@ -16,6 +16,7 @@ import logging
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -307,6 +308,10 @@ def _fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=Non
         log_every_n_steps=int(cfg.trainer.log_every_n_steps), enable_model_summary=False, num_sanity_val_steps=0,
         limit_val_batches=0, default_root_dir=str(run_dir),
     )
+    # RLOO and DPO step their optimizer inside training_step, before Lightning saves: the checkpoint
+    # holds the post-step state a resume needs (the resume tests check it), so Lightning's warning about
+    # manual optimization and step-based checkpoints, a page of sample code per run, is noise here.
+    warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
     last = checkpoints / "last.ckpt"
     resume_from = str(last) if cfg.resume == "auto" and last.is_file() else None
     if resume_from and global_rank() == 0:
