@@ -16,7 +16,9 @@ work is laid out, not what it computes up to float rounding:
 
 - `padded`: every micro-batch padded to the whole batch's longest sequence (RLOOModule before it cut them).
 - `trimmed`: each micro-batch cut to its own longest sequence, batch order kept.
-- `current`: as RLOOModule does it: sequences grouped by length, then each micro-batch cut to its longest.
+- `current`: as RLOOModule does it: sequences grouped by length, then each micro-batch cut to its longest,
+  forwards without an attention mask (right padding under causal attention: the same logits, and SDPA's
+  faster causal path).
 - `current + bf16 ref`: with the reference held in bfloat16 (`stage.reference_dtype=bfloat16`).
 
 The variants run interleaved (round-robin) `--repeats` times; medians. These are estimates of what
@@ -150,6 +152,7 @@ def learner_pass(policy, reference, batch, micro: int, layout: str) -> dict[str,
     ref_s = pol_s = 0.0
     policy.zero_grad(set_to_none=True)
     for ids, attention, mask in micro_batches(batch, micro, layout):
+        attention = None if layout == "sorted" else attention  # RLOOModule: right padding needs no mask
         start = time.perf_counter()
         with torch.no_grad():
             ref = token_logprobs(reference(input_ids=ids, attention_mask=attention).logits[:, :-1].float(), ids[:, 1:])

@@ -108,6 +108,8 @@ def test_the_step_does_not_depend_on_how_the_batch_is_cut_into_micro_batches(tin
              "<answer>44-19+35-1</answer>"]
     whole, whole_grads, _ = one_step(model, tokenizer, texts, micro_batch=4, aggregation=aggregation, is_level=level)
     split, split_grads, _ = one_step(model, tokenizer, texts, micro_batch=1, aggregation=aggregation, is_level=level)
+    # On-policy: the learner's log-probs of the padded batch equal the engine's of each lone sequence.
+    assert whole["train/is_weight_mean"] == pytest.approx(1.0, abs=1e-5)
     for key in ("train/loss", "train/pg_loss", "train/kl", "train/entropy", "train/is_weight_mean"):
         assert split[key] == pytest.approx(whole[key], rel=1e-5, abs=1e-5), key  # float rounding only
     for name, grad in whole_grads.items():

@@ -179,12 +179,13 @@ class RLOOModule(L.LightningModule):
             part = order[start:start + int(s["micro_batch"])]
             width = int(lengths[part].max())
             ids = batch["input_ids"][part, :width].to(self.device)
-            attention = batch["attention_mask"][part, :width].to(self.device)
             mask = batch["loss_mask"][part, :width - 1].to(self.device)
-            logits = self.model(input_ids=ids, attention_mask=attention).logits[:, :-1]
+            # Right padding under causal attention: no real token sees a pad, so no attention mask is
+            # needed, and without one SDPA takes its faster causal path (the same logits).
+            logits = self.model(input_ids=ids).logits[:, :-1]
             logprobs = token_logprobs(logits, ids[:, 1:])
             with torch.no_grad():
-                ref_logits = self.reference(input_ids=ids, attention_mask=attention).logits[:, :-1]
+                ref_logits = self.reference(input_ids=ids).logits[:, :-1]
                 ref_logprobs = token_logprobs(ref_logits.float(), ids[:, 1:])
             pg, info = policy_gradient_loss(logprobs, batch["behaviour"][part, :width - 1].to(self.device),
                                             advantages[part].to(self.device), mask, level=s["is_level"],
