@@ -52,6 +52,12 @@ def sections(args) -> list[dict]:
                      "--rounds", str(args.trl_rounds), "--eval-prompts", "96", "--profile", *threads]
          if trl_python else None,
          "skip": "no interpreter with `trl` found (pass --trl-python; see bench_vs_trl.py for the environment)"},
+        {"name": "vs_trl_bf16", "title": "ablate with its reference in bf16 (stage.reference_dtype) vs TRL",
+         "markdown": True,
+         "command": [trl_python, "bench/bench_vs_trl.py", "--steps", str(args.trl_steps), "--warmup", "2",
+                     "--rounds", str(args.trl_rounds), "--eval-prompts", "96", *threads,
+                     "--ablate", "stage.reference_dtype=bfloat16"] if trl_python else None,
+         "skip": "no interpreter with `trl` found (pass --trl-python; see bench_vs_trl.py for the environment)"},
         {"name": "rl_step", "title": "Seconds per RL step by phase, rollout=hf and rollout=vllm", "markdown": False,
          "command": [py, "bench/bench_rl_step.py", "--steps", "6", "--warmup", "2", "--",
                      f"trainer.num_threads={args.threads}"] if (HERE / "bench_rl_step.py").is_file() else None,
