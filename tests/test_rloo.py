@@ -13,7 +13,7 @@ from ablate.models import encode_prompt, prompt_text
 from ablate.objectives import token_logprobs
 from ablate.rollout import Rollouts
 from ablate.tasks.countdown import Problem, Reward
-from crash import run_crashing_at_step
+from crash import assert_resume_reproduces
 
 
 
@@ -171,9 +171,5 @@ def test_rloo_smoke_run_and_resume_continue_exactly(tmp_path, monkeypatch, varia
     assert (straight / "eval" / "tool" / "summary.json").is_file()  # a run that used the tool: both regimes
 
     resumed = tmp_path / "resumed"
-    run_crashing_at_step(RLOOModule, 3, lambda: run(cfg(), resumed), monkeypatch)
-    run(cfg(), resumed)
-    again = pd.read_csv(resumed / "metrics.csv")
-    assert again["step"].tolist() == [0, 1, 2, 3]
-    for column in ("train/loss", "train/response_length", "train/entropy", "tool/available_frac"):
-        assert again[column].tolist() == pytest.approx(metrics[column].tolist(), rel=1e-5), column
+    assert_resume_reproduces(RLOOModule, 3, lambda: run(cfg(), resumed), resumed, metrics,
+                             ("train/loss", "train/response_length", "train/entropy", "tool/available_frac"), monkeypatch)

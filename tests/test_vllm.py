@@ -15,7 +15,7 @@ from ablate.objectives import token_logprobs
 from ablate.rollout import SamplingParams
 from ablate.rollout.hf import HFEngine
 from ablate.rollout.tools import Calculator
-from crash import run_crashing_at_step
+from crash import assert_resume_reproduces
 
 pytestmark = [
     pytest.mark.vllm,
@@ -270,9 +270,5 @@ def test_rloo_with_vllm_resumes_exactly(tmp_path, monkeypatch):
     assert metrics["train/is_weight_mean"].tolist() == pytest.approx([1.0] * 4, abs=1e-3)
 
     resumed = tmp_path / "resumed"
-    run_crashing_at_step(RLOOModule, 3, lambda: run(cfg(), resumed), monkeypatch)
-    run(cfg(), resumed)
-    again = pd.read_csv(resumed / "metrics.csv")
-    assert again["step"].tolist() == [0, 1, 2, 3]
-    for column in ("train/loss", "train/response_length", "train/entropy", "train/is_weight_mean"):
-        assert again[column].tolist() == pytest.approx(metrics[column].tolist(), rel=1e-5), column
+    assert_resume_reproduces(RLOOModule, 3, lambda: run(cfg(), resumed), resumed, metrics,
+                             ("train/loss", "train/response_length", "train/entropy", "train/is_weight_mean"), monkeypatch)
