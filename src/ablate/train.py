@@ -243,7 +243,7 @@ def _vllm_cpu_head_sizes() -> list[int]:
     return CPUAttentionBackend.get_supported_head_sizes()
 
 
-def check_rollout(r: DictConfig, model_cfg: DictConfig | None = None) -> None:
+def check_rollout(r: DictConfig, model_cfg: DictConfig) -> None:
     _require(r.name in ROLLOUTS, f"rollout={r.name!r}: expected one of {ROLLOUTS}")
     if r.name == "hf":
         _require(int(r.batch_size) >= 1, f"rollout.batch_size={r.batch_size} must be >= 1")
@@ -269,7 +269,7 @@ def check_rollout(r: DictConfig, model_cfg: DictConfig | None = None) -> None:
                                      "the training process to push weights in place; unset it or set it to 0")
     import torch
 
-    head_dim = _local_head_dim(model_cfg) if model_cfg is not None else None
+    head_dim = _local_head_dim(model_cfg)
     if head_dim is not None and not torch.cuda.is_available():
         sizes = _vllm_cpu_head_sizes()
         _require(head_dim in sizes,

@@ -73,8 +73,10 @@ class HFEngine:
             logp = torch.log_softmax(scaled, dim=-1)
             probs = torch.softmax(filter_logits(scaled, params.top_k, params.top_p), dim=-1)
             token = torch.multinomial(probs.cpu(), 1, generator=generator).squeeze(-1).to(device)
-            live = rows.tolist()
-            forced = torch.tensor([bool(queues[i]) for i in live], device=device)
+            forced = torch.zeros_like(token, dtype=torch.bool)
+            if tool is not None:  # tool output waiting to be spliced in replaces the sample
+                live = rows.tolist()
+                forced = torch.tensor([bool(queues[i]) for i in live], device=device)
             if bool(forced.any()):
                 token = torch.where(forced, torch.tensor([queues[i][0] if queues[i] else 0 for i in live],
                                                          device=device), token)
