@@ -71,7 +71,8 @@ def test_static_thirds_preset_is_not_cumulative():
 
 
 def test_threshold_moves_down_below_low_up_above_high_and_holds_between():
-    sampler = ThresholdSampler(levels_of(0, 0, 1, 1, 2, 2, names=("e", "m", "h")), seed=0, window=10,
+    # window = 2 groups: the mean of the last two groups' success rates
+    sampler = ThresholdSampler(levels_of(0, 0, 1, 1, 2, 2, names=("e", "m", "h")), seed=0, window=2,
                                low=0.24, high=0.30)
     assert sampler.sample(4, 0) and sampler.level == 0  # empty window: no move
     sampler.update([0], group_rewards([1.0], k=10))       # window mean 1.0 > high
@@ -83,15 +84,56 @@ def test_threshold_moves_down_below_low_up_above_high_and_holds_between():
     sampler.update([4], group_rewards([1.0], k=10))
     sampler.sample(4, 3)
     assert sampler.level == 2                             # clamped at the hardest level
-    sampler.update([4], group_rewards([0.3], k=10))       # window = last 10 samples: 3/10 = 0.30, not > 0.30
+    sampler.update([4, 5], group_rewards([0.3, 0.3], k=10))  # last two groups: 0.30, not > 0.30
     sampler.sample(4, 4)
     assert sampler.level == 2 and sampler.window_mean() == pytest.approx(0.3)
-    sampler.update([4], group_rewards([0.2], k=10))       # 0.2 < 0.24: one level down
+    sampler.update([4], group_rewards([0.1], k=10))       # (0.3 + 0.1) / 2 = 0.2 < 0.24: one level down
     sampler.sample(4, 5)
-    assert sampler.level == 1
+    assert sampler.level == 1 and sampler.window_mean() == pytest.approx(0.2)
     # format credit (reward 0.1) is not success
-    sampler.update([2], torch.full((1, 10), 0.1))
+    sampler.update([2, 3], torch.full((2, 10), 0.1))
     assert sampler.window_mean() == 0.0
+
+
+def test_threshold_window_counts_groups_not_samples():
+    """Paper 001 counted 10 samples; one group of k = 8 would then fill most of the window. Here one
+    window entry is one prompt's success rate, however many samples the group has."""
+    sampler = ThresholdSampler(levels_of(0, 1, 2, names=("e", "m", "h")), seed=0, window=3, low=0.2, high=0.3)
+    sampler.update([0, 1], group_rewards([1.0, 0.0], k=8))
+    assert len(sampler.window) == 2 and sampler.window_mean() == pytest.approx(0.5)
+    sampler.update([2], group_rewards([0.25], k=8))
+    assert len(sampler.window) == 3 and sampler.window_mean() == pytest.approx(1.25 / 3)
+
+
+def test_samplers_that_end_as_uniform_are_flagged():
+    import pandas as pd
+
+    from ablate.curriculum import engagement_warnings
+
+    steps = pd.DataFrame({"step": range(40), "curriculum/explore_frac": [1.0] * 30 + [0.95] * 10})
+    assert "frontier" in engagement_warnings("frontier", steps)[0]
+    engaged = steps.assign(**{"curriculum/explore_frac": [1.0] * 20 + [0.1] * 20})
+    assert engagement_warnings("frontier_replay", engaged) == []
+    assert engagement_warnings("frontier", steps.head(8)) == []  # too short to judge
+    flipping = pd.DataFrame({"step": range(40), "curriculum/level": [0, 1] * 20})
+    assert "flips" in engagement_warnings("threshold", flipping)[0]
+    tracking = flipping.assign(**{"curriculum/level": [0] * 10 + [1] * 20 + [2] * 10})
+    assert engagement_warnings("threshold", tracking) == []
+    assert engagement_warnings("none", steps) == []
+
+
+def test_frontier_logs_the_fraction_of_never_seen_prompts_it_draws():
+    problems = generate(40, seed=1)
+    sampler = build_sampler({"kind": "frontier", "floor": 0.05, "w_explore": 4.0, "ema": 0.5}, problems, 0, 10)
+    first = sampler.sample(8, 0)
+    assert sampler.metrics()["curriculum/explore_frac"] == 1.0
+    sampler.update(first, torch.ones(8, 4))
+    # every unseen prompt outweighs a solved one (4 vs 0.05): all 8 draws are new while 32 remain
+    sampler.sample(8, 1)
+    assert sampler.metrics()["curriculum/explore_frac"] == 1.0
+    sampler.update(list(range(40)), torch.ones(40, 4))  # all 40 seen
+    sampler.sample(8, 2)
+    assert sampler.metrics()["curriculum/explore_frac"] == 0.0
 
 
 def test_threshold_falls_back_to_the_whole_pool_on_an_empty_level():

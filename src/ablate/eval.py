@@ -86,7 +86,8 @@ def summarize(rows: Sequence[Mapping[str, Any]], ks: Sequence[int]) -> dict[str,
 
 def evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problems: Sequence[Problem], template: str,
              reward: Reward, eval_cfg: Mapping[str, Any], seed: int, tool: Tool | None = None, *,
-             prompt_mode: str = "when_available", oracle: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+             prompt_mode: str = "when_available", oracle: bool = False,
+             progress: bool = True) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Sample `eval.n` completions per problem (with `tool` answering when one is given: the `tool`
     regime) and score them: (summary, per-prompt rows). `prompt_mode` (`tool.prompt`) decides the
     calculator preamble given the regime; `oracle` prompts in paper 004's search format."""
@@ -99,7 +100,7 @@ def evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problem
     prompts_per_call = max(1, int(eval_cfg["batch_size"]) // n)
     keep = int(eval_cfg.get("save_completions", 4))
     rows = []
-    for start in tqdm(range(0, len(problems), prompts_per_call), desc="evaluating", unit="batch"):
+    for start in tqdm(range(0, len(problems), prompts_per_call), desc="evaluating", unit="batch", disable=not progress):
         chunk = problems[start:start + prompts_per_call]
         prompts = [encode_prompt(prompt_text(p, template, tokenizer, calculator=preamble, oracle=oracle), tokenizer)
                    for p in chunk]

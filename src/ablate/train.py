@@ -18,7 +18,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
@@ -92,6 +92,8 @@ def check_config(cfg: DictConfig) -> None:
         for key in ("batch_prompts", "max_steps", "micro_batch", "pool_size", "checkpoint_every"):
             _require(int(s[key]) >= 1, f"stage.{key}={s[key]} must be >= 1")
         _require(int(s.k) >= 2, f"stage.k={s.k}: RLOO needs at least 2 samples per prompt")
+        _require(0 <= int(s.warmup_steps) < int(s.max_steps),
+                 f"stage.warmup_steps={s.warmup_steps} must be in [0, stage.max_steps={s.max_steps})")
         _require(s.advantage in ("rloo", "grpo"), f"stage.advantage={s.advantage!r}: expected rloo or grpo")
         _require(s.is_level in ("sequence", "token"), f"stage.is_level={s.is_level!r}: expected sequence or token")
         _require(s.aggregation in AGGREGATIONS, f"stage.aggregation={s.aggregation!r}: expected one of {AGGREGATIONS}")
@@ -140,6 +142,12 @@ def check_config(cfg: DictConfig) -> None:
     _require(float(e.temperature) > 0, f"eval.temperature={e.temperature} must be > 0 (sampling)")
     _require(0 < float(e.top_p) <= 1, f"eval.top_p={e.top_p} must be in (0, 1]")
     _require(int(e.max_new_tokens) >= 1 and int(e.batch_size) >= 1, "eval.max_new_tokens and eval.batch_size must be >= 1")
+    if e.get("every") is not None:
+        _require(int(e.every) >= 1, f"eval.every={e.every} must be >= 1 (steps between held-out evaluations) or null")
+        _require(int(e.val_n) >= 1, f"eval.val_n={e.val_n} must be >= 1")
+        room = int(cfg.task.test_pool) - int(cfg.task.test_size)
+        _require(1 <= int(e.val_size) < room, f"eval.val_size={e.val_size} must be in [1, {room}) (task.test_pool minus "
+                                              "task.test_size: the validation split is drawn from what the test leaves)")
 
     check_tool_config(cfg)
 
@@ -285,8 +293,9 @@ def _precision(trainer_cfg: DictConfig) -> str:
     return "bf16-mixed" if torch.cuda.is_available() else "32-true"
 
 
-def _fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=None, gradient_clip: float | None = None):
-    """Lightning fit with the run directory's CSV log, checkpoints and resume."""
+def _fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=None, gradient_clip: float | None = None,
+         callbacks: Sequence[Any] = ()):
+    """Lightning fit with the run directory's CSV log, checkpoints and resume (`callbacks`: e.g. validation)."""
     import lightning as L
     from lightning.pytorch.callbacks import ModelCheckpoint
     from lightning.pytorch.loggers import CSVLogger
@@ -303,8 +312,9 @@ def _fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=Non
         max_steps=int(cfg.stage.max_steps), max_epochs=-1, accelerator=cfg.trainer.accelerator,
         devices=cfg.trainer.devices, strategy=cfg.trainer.strategy, num_nodes=int(cfg.trainer.num_nodes),
         precision=_precision(cfg.trainer), gradient_clip_val=gradient_clip, logger=loggers,
-        callbacks=[ModelCheckpoint(dirpath=str(checkpoints), save_last=True,
-                                   every_n_train_steps=int(cfg.stage.checkpoint_every))],
+        # Lightning runs checkpoint callbacks last: a step's validation is logged before its checkpoint.
+        callbacks=[*callbacks, ModelCheckpoint(dirpath=str(checkpoints), save_last=True,
+                                               every_n_train_steps=int(cfg.stage.checkpoint_every))],
         log_every_n_steps=int(cfg.trainer.log_every_n_steps), enable_model_summary=False, num_sanity_val_steps=0,
         limit_val_batches=0, default_root_dir=str(run_dir),
     )
@@ -343,7 +353,7 @@ def build_engine(cfg: DictConfig, model, tokenizer, tool):
     return HFEngine(model, tokenizer, batch_size=int(r.batch_size), tool=tool)
 
 
-def fit_rloo(cfg: DictConfig, model, tokenizer, train_problems, reward, run_dir: Path) -> None:
+def fit_rloo(cfg: DictConfig, model, tokenizer, train_problems, reward, run_dir: Path, callbacks=()) -> None:
     from torch.utils.data import DataLoader
 
     from ablate.curriculum import ReplayBuffer, build_sampler
@@ -364,7 +374,7 @@ def fit_rloo(cfg: DictConfig, model, tokenizer, train_problems, reward, run_dir:
     # One item per optimizer step: prompts come from the sampler inside training_step.
     steps = DataLoader(range(int(s.max_steps)), batch_size=None)
     try:
-        _fit(cfg, module, run_dir, dataloader=steps)
+        _fit(cfg, module, run_dir, dataloader=steps, callbacks=callbacks)
     finally:  # rollout=vllm holds a vLLM engine: release it before a sweep's next job builds one
         getattr(engine, "close", lambda: None)()
 
@@ -399,7 +409,8 @@ def build_pairs(cfg: DictConfig, model, tokenizer, train_problems, reward) -> li
                          chunk=max(1, int(cfg.rollout.batch_size) // int(q.n)), progress=True)
 
 
-def fit_preference(cfg: DictConfig, model, tokenizer, train_problems, reward, run_dir: Path, status=None) -> None:
+def fit_preference(cfg: DictConfig, model, tokenizer, train_problems, reward, run_dir: Path, status=None,
+                   callbacks=()) -> None:
     """DPO/IPO: build the pairs (or reload them on resume), compute the reference log-probs once,
     save both to <run>/pairs.jsonl, then fit."""
     import json
@@ -454,7 +465,7 @@ def fit_preference(cfg: DictConfig, model, tokenizer, train_problems, reward, ru
                               OmegaConf.to_container(s, resolve=True), tokenizer.pad_token_id)
     # One item per optimizer step: the module takes its pairs from the schedule by global step.
     _fit(cfg, module, run_dir, dataloader=DataLoader(range(int(s.max_steps)), batch_size=None),
-         gradient_clip=float(s.grad_clip))
+         gradient_clip=float(s.grad_clip), callbacks=callbacks)
 
 
 def pair_stages(curriculum: dict, problems) -> list[dict]:
@@ -497,7 +508,7 @@ def sft_tool_inputs(stage: DictConfig, tool: DictConfig) -> dict[str, Any]:
     return inputs
 
 
-def fit_sft(cfg: DictConfig, model, tokenizer, train_problems, run_dir: Path) -> None:
+def fit_sft(cfg: DictConfig, model, tokenizer, train_problems, run_dir: Path, callbacks=()) -> None:
     from ablate.lit.sft import SFTModule
     from ablate.lit.sft_data import SFTDataModule
 
@@ -508,7 +519,7 @@ def fit_sft(cfg: DictConfig, model, tokenizer, train_problems, run_dir: Path) ->
                          int(s.max_length), preamble=inputs.get("preamble", False), oracle=oracle)
     module = SFTModule(model, lr=float(s.lr), weight_decay=float(s.weight_decay), warmup_steps=int(s.warmup_steps),
                        total_steps=int(s.max_steps), min_lr_ratio=float(s.min_lr_ratio))
-    _fit(cfg, module, run_dir, datamodule=data, gradient_clip=float(s.grad_clip))
+    _fit(cfg, module, run_dir, datamodule=data, gradient_clip=float(s.grad_clip), callbacks=callbacks)
 
 
 def starting_model_config(cfg: DictConfig) -> DictConfig:
@@ -525,6 +536,33 @@ def starting_model_config(cfg: DictConfig) -> DictConfig:
     elif cfg.stage.init in UPSTREAM_STAGES:
         model.name_or_path = upstream_model(cfg, cfg.stage.init)
     return model
+
+
+def validation_callbacks(cfg: DictConfig, val_problems, tokenizer, reward, run_dir: Path) -> list:
+    """`eval.every=N`: held-out evaluation every N steps (ablate.validation); none otherwise."""
+    if not cfg.eval.get("every"):
+        return []
+    from ablate.validation import ValidationCallback
+
+    keep = run_dir / "checkpoints" if cfg.checkpoint.keep_evaluated else None
+    return [ValidationCallback(val_problems, tokenizer, cfg.model.template, reward,
+                               OmegaConf.to_container(cfg.eval, resolve=True), int(cfg.seed), int(cfg.eval.every),
+                               int(cfg.stage.max_steps), keep, prompt_mode=cfg.tool.prompt,
+                               oracle=cfg.tool.kind == "oracle")]
+
+
+def record_engagement(cfg: DictConfig, run_dir: Path, status) -> None:
+    """Warn (log, status.json `warnings`) when the curriculum ended the run behaving as uniform sampling."""
+    if not cfg.get("curriculum") or cfg.stage.name != "rloo" or not (run_dir / "metrics.csv").is_file():
+        return
+    import pandas as pd
+
+    from ablate.curriculum import engagement_warnings
+
+    found = engagement_warnings(cfg.curriculum.kind, pd.read_csv(run_dir / "metrics.csv"))
+    for warning in found:
+        log.warning("%s", warning)
+    status.update(warnings=found)
 
 
 def run(cfg: DictConfig, run_dir: Path) -> Path:
@@ -559,7 +597,8 @@ def run(cfg: DictConfig, run_dir: Path) -> Path:
         status.timing("upstream_s", time.monotonic() - clock)
         L.seed_everything(int(cfg.seed), workers=True, verbose=False)
         clock = time.monotonic()
-        splits = build_splits(cfg.task, pool_size=int(cfg.stage.pool_size))
+        splits = build_splits(cfg.task, pool_size=int(cfg.stage.pool_size),
+                              val_size=int(cfg.eval.val_size) if cfg.eval.get("every") else 0)
         status.timing("data_s", time.monotonic() - clock)
         tokenizer = load_tokenizer(start)
         reward = Reward.from_config(OmegaConf.to_container(cfg.reward, resolve=True))
@@ -571,13 +610,16 @@ def run(cfg: DictConfig, run_dir: Path) -> Path:
             status.update(parameters=parameter_count(model), train_problems=len(splits.train),
                           test_problems=len(splits.test), init=start.get("name_or_path"))
             clock = time.monotonic()
+            callbacks = validation_callbacks(cfg, splits.val, tokenizer, reward, run_dir)
             if cfg.stage.name == "sft":
-                fit_sft(cfg, model, tokenizer, splits.train, run_dir)
+                fit_sft(cfg, model, tokenizer, splits.train, run_dir, callbacks)
             elif cfg.stage.name in PREFERENCE:
-                fit_preference(cfg, model, tokenizer, splits.train, reward, run_dir, status)
+                fit_preference(cfg, model, tokenizer, splits.train, reward, run_dir, status, callbacks)
             else:
-                fit_rloo(cfg, model, tokenizer, splits.train, reward, run_dir)
+                fit_rloo(cfg, model, tokenizer, splits.train, reward, run_dir, callbacks)
             status.timing("train_s", time.monotonic() - clock)
+            if not worker:
+                record_engagement(cfg, run_dir, status)
             if worker:
                 return run_dir
             model.save_pretrained(str(model_dir))
@@ -627,5 +669,13 @@ def main(cfg: DictConfig) -> None:
         log.exception("job %s failed (see %s/status.json); the sweep continues", run_dir.name, run_dir)
 
 
+def drop_multirun_when_printing(argv: list[str]) -> list[str]:
+    """`-m experiment=<study> --cfg hydra` shows a study's grid (hydra.sweeper): Hydra refuses --cfg
+    with -m, and printing a config needs no sweep, so -m is dropped there."""
+    printing = any(a == "--cfg" or a.startswith("--cfg=") or a in ("-c", "--info") for a in argv)
+    return [a for a in argv if a not in ("-m", "--multirun")] if printing else argv
+
+
 if __name__ == "__main__":
+    sys.argv[1:] = drop_multirun_when_printing(sys.argv[1:])
     main()

@@ -24,11 +24,20 @@ from .replay import ReplayBuffer, ReplayGroup
 from .samplers import (FrontierReplaySampler, FrontierSampler, Sampler, StaticSampler, ThresholdSampler,
                        success_rates)
 
-CURRICULA = ("none", "static", "threshold", "frontier", "frontier_replay", "dots")
+SAMPLERS: dict[str, type[Sampler]] = {"none": Sampler, "static": StaticSampler, "threshold": ThresholdSampler,
+                                       "frontier": FrontierSampler, "frontier_replay": FrontierReplaySampler,
+                                       "dots": DotsSampler}
+CURRICULA = tuple(SAMPLERS)
 
 __all__ = ["CURRICULA", "FIELDS", "DotsSampler", "FrontierReplaySampler", "FrontierSampler", "Levels", "ReplayBuffer",
            "ReplayGroup", "Sampler", "StaticSampler", "ThresholdSampler", "build_sampler", "check_curriculum",
-           "difficulty_levels", "success_rates"]
+           "difficulty_levels", "engagement_warnings", "success_rates"]
+
+
+def engagement_warnings(kind: str, metrics) -> list[str]:
+    """The sampler's warnings about a finished run (its metrics.csv as a DataFrame): see `Sampler.engagement`."""
+    warning = SAMPLERS[kind].engagement(metrics)
+    return [warning] if warning else []
 
 
 def check_curriculum(c: Mapping[str, Any]) -> None:

@@ -13,6 +13,7 @@ import math
 from collections import deque
 from typing import Any, Mapping, Sequence
 
+import pandas as pd
 import torch
 
 from .difficulty import Levels
@@ -61,6 +62,20 @@ class Sampler:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.generator.set_state(state["generator"])
 
+    @staticmethod
+    def engagement(metrics: pd.DataFrame) -> str | None:
+        """A warning when a finished run's metrics.csv shows the sampler ended up doing what uniform
+        sampling does (its mechanism never engaged); None when it engaged or has nothing to engage."""
+        return None
+
+
+def last_quarter(metrics: pd.DataFrame, column: str) -> pd.Series:
+    """`column` over the last quarter of the logged steps (at least one row), NaNs dropped."""
+    if column not in metrics:
+        return pd.Series(dtype=float)
+    rows = metrics.dropna(subset=[column]).sort_values("step")
+    return rows[column].iloc[-max(1, len(rows) // 4):]
+
 
 class StaticSampler(Sampler):
     """Paper 000 V1 (and paper 001's thirds): stages on a fixed clock, each a set of levels sampled
@@ -93,8 +108,10 @@ class StaticSampler(Sampler):
 
 
 class ThresholdSampler(Sampler):
-    """Paper 001: the mean of the last `window` sample rewards (successes) moves the level one down below
-    `low`, one up above `high`; an empty level falls back to the whole pool."""
+    """Paper 001: the mean success rate of the last `window` groups (prompts; each group's rate is the
+    fraction of its k samples that succeed) moves the level one down below `low`, one up above `high`;
+    an empty level falls back to the whole pool. Paper 001's window counted samples (W = 10 of 256 per
+    step), which makes the level a function of a handful of rollouts: it flips step to step."""
 
     name = "threshold"
 
@@ -122,7 +139,18 @@ class ThresholdSampler(Sampler):
         return self.last
 
     def update(self, indices: Sequence[int], rewards: torch.Tensor) -> None:
-        self.window.extend((rewards >= self.success_reward).float().flatten().tolist())
+        self.window.extend(success_rates(rewards, self.success_reward).tolist())
+
+    @staticmethod
+    def engagement(metrics: pd.DataFrame) -> str | None:
+        level = last_quarter(metrics, "curriculum/level")
+        if len(level) < 4:
+            return None
+        flips = float((level.diff().iloc[1:] != 0).mean())
+        if flips > 0.5:
+            return (f"threshold: the level changed at {flips:.0%} of the steps of the last quarter of training: the "
+                    "controller flips instead of tracking (a longer curriculum.window or a wider low..high band)")
+        return None
 
     def metrics(self) -> dict[str, float]:
         return {**super().metrics(), "curriculum/level": float(self.level),
@@ -149,6 +177,7 @@ class FrontierSampler(Sampler):
         super().__init__(levels, seed, success_reward)
         self.floor, self.w_explore, self.ema = floor, w_explore, ema
         self.p_hat = torch.full((self.n,), math.nan)
+        self.explored = math.nan  # fraction of the last batch never rolled out before
 
     def weights(self) -> torch.Tensor:
         seen = ~torch.isnan(self.p_hat)
@@ -156,7 +185,11 @@ class FrontierSampler(Sampler):
 
     def sample(self, batch: int, step: int) -> list[int]:
         self.last = self._draw(self.weights(), batch)
+        self._note_explored()
         return self.last
+
+    def _note_explored(self) -> None:
+        self.explored = torch.isnan(self.p_hat[self.last]).float().mean().item() if self.last else math.nan
 
     def update(self, indices: Sequence[int], rewards: torch.Tensor) -> None:
         observed = success_rates(rewards, self.success_reward)
@@ -167,7 +200,17 @@ class FrontierSampler(Sampler):
     def metrics(self) -> dict[str, float]:
         seen = ~torch.isnan(self.p_hat)
         return {**super().metrics(), "curriculum/seen_frac": seen.float().mean().item(),
-                "curriculum/mean_p_hat": self.p_hat[seen].mean().item() if seen.any() else math.nan}
+                "curriculum/mean_p_hat": self.p_hat[seen].mean().item() if seen.any() else math.nan,
+                "curriculum/explore_frac": self.explored}
+
+    @staticmethod
+    def engagement(metrics: pd.DataFrame) -> str | None:
+        explore = last_quarter(metrics, "curriculum/explore_frac")
+        if len(explore) >= 4 and float(explore.mean()) > 0.9:  # shorter runs are too short to judge
+            return (f"frontier: {explore.mean():.0%} of the prompts drawn over the last quarter of training had never "
+                    "been rolled out: the sampler behaved as uniform sampling without repeats and its weights never "
+                    "engaged (a smaller stage.pool_size or curriculum.w_explore engages them)")
+        return None
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "p_hat": self.p_hat.clone()}
@@ -198,6 +241,7 @@ class FrontierReplaySampler(FrontierSampler):
         weights[rehearse] = 0.0
         self.rehearsed = n_rehearse
         self.last = rehearse + self._draw(weights, batch - n_rehearse)
+        self._note_explored()
         return self.last
 
     def metrics(self) -> dict[str, float]:

@@ -59,6 +59,22 @@ def pad_rollouts(rollouts: Rollouts, pad_id: int) -> dict[str, torch.Tensor]:
     return {"input_ids": ids, "attention_mask": attention, "loss_mask": loss_mask, "behaviour": behaviour}
 
 
+def operand_metrics(problems: Sequence[Problem], rewards: torch.Tensor, verdicts: Sequence[str],
+                    n_numbers_values: Sequence[int]) -> dict[str, float]:
+    """Training reward and verdict rates per operand count (`train/by_operands/3/reward_mean`,
+    `train/by_operands/3/verdict/correct`, ...); NaN for an operand count the batch did not draw, so a mean over
+    steps is a mean over the steps that trained on it. `rewards` is [prompts, k], verdicts prompt-major."""
+    k = rewards.shape[1]
+    out: dict[str, float] = {}
+    for n in n_numbers_values:
+        rows = [i for i, p in enumerate(problems) if p.n_numbers == n]
+        mine = [v for i in rows for v in verdicts[i * k:(i + 1) * k]]
+        out[f"train/by_operands/{n}/reward_mean"] = rewards[rows].mean().item() if rows else float("nan")
+        for verdict in VERDICTS:
+            out[f"train/by_operands/{n}/verdict/{verdict}"] = sum(v == verdict for v in mine) / len(mine) if mine else float("nan")
+    return out
+
+
 class RLOOModule(L.LightningModule):
     def __init__(self, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problems: Sequence[Problem],
                  template: str, engine: Any, reward: Callable, sampler: Any, stage: Mapping[str, Any], seed: int,
@@ -105,8 +121,13 @@ class RLOOModule(L.LightningModule):
 
     def configure_optimizers(self):
         s = self.stage
-        return torch.optim.AdamW(self.model.parameters(), lr=float(s["lr"]), weight_decay=float(s["weight_decay"]),
-                                 betas=(0.9, 0.999))
+        optimizer = torch.optim.AdamW(self.model.parameters(), lr=float(s["lr"]), weight_decay=float(s["weight_decay"]),
+                                      betas=(0.9, 0.999))
+        warmup = int(s.get("warmup_steps", 0))
+        if warmup <= 0:  # constant lr: no scheduler at all
+            return optimizer
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
+        return [optimizer], [schedule]
 
     def _score(self, problems: Sequence[Problem], rollouts: Rollouts) -> tuple[torch.Tensor, list[str]]:
         rewards, verdicts = [], []
@@ -206,6 +227,8 @@ class RLOOModule(L.LightningModule):
         lr = optimizer.param_groups[0]["lr"]
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+        if int(s.get("warmup_steps", 0)) > 0:
+            self.lr_schedulers().step()
         learn_s = time.monotonic() - clock
         clock = time.monotonic()
         self.engine.sync(self.model)
@@ -239,6 +262,7 @@ class RLOOModule(L.LightningModule):
         })
         for verdict in VERDICTS:  # correct rate, no-answer rate, ... (fractions of samples)
             metrics[f"train/verdict/{verdict}"] = sum(v == verdict for v in verdicts) / len(verdicts)
+        metrics.update(operand_metrics(problems, fresh_rewards, verdicts, self.n_numbers_values))
         self.log_dict(metrics, prog_bar=False, on_step=True)
         self.log("reward", metrics["train/reward_mean"], prog_bar=True, logger=False)
 

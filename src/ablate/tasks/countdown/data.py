@@ -18,7 +18,7 @@ import logging
 import os
 import random
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -35,6 +35,7 @@ SOURCES = ("generated", "hub", "file")
 class Splits:
     train: list[Problem]
     test: list[Problem]
+    val: list[Problem] = field(default_factory=list)  # held out from training, disjoint from test (eval.every)
 
 
 def problems_from_rows(rows: Iterable[Mapping[str, Any]], numbers_column: str = "nums",
@@ -183,9 +184,13 @@ def load_pool(task: Mapping[str, Any], size: int) -> list[Problem]:
     raise ValueError(f"task.source={source!r} is not one of {SOURCES}")
 
 
-def build_splits(task: Mapping[str, Any], pool_size: int | None = None, label_test: bool = True) -> Splits:
+def build_splits(task: Mapping[str, Any], pool_size: int | None = None, label_test: bool = True,
+                 val_size: int = 0) -> Splits:
     """The training pool and the held-out test split described by a `conf/task/` config
-    (`pool_size` overrides `task.pool_size`; the test split does not depend on it)."""
+    (`pool_size` overrides `task.pool_size`; the test split does not depend on it). `val_size` > 0 also
+    holds out a validation split for evaluation during training: stratified by operand count like the
+    test, drawn from the same first `test_pool` problems minus the test (so it depends on neither
+    `pool_size` nor the run's seed) with seed `test_seed + 1`, and removed from the training pool."""
     pool_size = int(task["pool_size"] if pool_size is None else pool_size)
     test_pool = int(task["test_pool"])
     problems = load_pool(task, max(pool_size, test_pool))
@@ -201,8 +206,13 @@ def build_splits(task: Mapping[str, Any], pool_size: int | None = None, label_te
     held_out = split_test([p for p in problems[:test_pool] if id(p) in keep], int(task["test_size"]),
                           int(task["test_seed"])).test
     test_keys = {p.key for p in held_out}
-    train = deduplicate(p for p in problems[:pool_size] if id(p) in keep and p.key not in test_keys)
+    val: list[Problem] = []
+    if val_size > 0:
+        rest = [p for p in problems[:test_pool] if id(p) in keep and p.key not in test_keys]
+        val = [p.labelled() for p in split_test(rest, val_size, int(task["test_seed"]) + 1).test]
+    held_keys = test_keys | {p.key for p in val}
+    train = deduplicate(p for p in problems[:pool_size] if id(p) in keep and p.key not in held_keys)
     if not train:
         raise ValueError(f"no training problems left: task.pool_size={pool_size} holds only test problems")
     test = [p.labelled() for p in held_out] if label_test else held_out
-    return Splits(train=train, test=test)
+    return Splits(train=train, test=test, val=val)

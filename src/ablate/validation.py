@@ -1,0 +1,87 @@
+"""Held-out evaluation during training (`eval.every=N`): `val/*` columns in metrics.csv.
+
+Every N optimizer steps the policy samples `eval.val_n` completions for each prompt of the validation
+split (`eval.val_size` prompts, stratified by operand count, disjoint from the test split and from
+training: `build_splits(val_size=...)`) with the run's eval sampling, and the step's metrics.csv row
+gets `val/pass@1`, `val/coverage`, `val/no_answer_rate`, ... overall and per operand count
+(`val/by_operands/<n>/...`), plus `time/val_s`. The row of step t describes the policy after step t's
+update (t + 1 updates), evaluated when t + 1 is a multiple of N and at the last step.
+
+Sampling draws from a generator seeded by (run seed, step), so the numbers do not depend on what
+ran before: a resumed run logs the same `val/*` rows as an uninterrupted one. With
+`checkpoint.keep_evaluated=true` each evaluated step's Lightning checkpoint is kept as
+`checkpoints/val-step=<updates>.ckpt` (resume still uses last.ckpt).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import lightning as L
+import numpy as np
+
+from ablate.tasks.countdown import Problem, Reward
+
+log = logging.getLogger(__name__)
+
+# summary.json keys logged as val/<key> (and val/by_operands/<n>/<key>)
+VAL_KEYS = ("pass@1", "exact_pass@1", "coverage", "no_answer_rate", "mean_response_length")
+
+
+def val_metrics(summary: Mapping[str, Any]) -> dict[str, float]:
+    """The `val/*` columns of one evaluation summary (`ablate.eval.summarize`)."""
+    def block(b: Mapping[str, Any], prefix: str) -> dict[str, float]:
+        out = {f"{prefix}{key}": float(b[key]) for key in VAL_KEYS if key in b}
+        out[f"{prefix}no_answer_rate"] = 1.0 - float(b["coverage"])
+        return out
+
+    metrics = block(summary, "val/")
+    for n, b in summary["by_operands"].items():
+        metrics.update(block(b, f"val/by_operands/{n}/"))
+    return metrics
+
+
+def val_generator_seed(seed: int, step: int) -> int:
+    """The validation sampler's seed at a step: a function of (seed, step) only, never of the run's history."""
+    return int(np.random.SeedSequence([seed, 17, step]).generate_state(1)[0])
+
+
+class ValidationCallback(L.Callback):
+    def __init__(self, problems: Sequence[Problem], tokenizer, template: str, reward: Reward,
+                 eval_cfg: Mapping[str, Any], seed: int, every: int, max_steps: int, keep_checkpoints: Path | None = None,
+                 prompt_mode: str = "when_available", oracle: bool = False):
+        self.problems = list(problems)
+        self.tokenizer = tokenizer
+        self.template = template
+        self.reward = reward
+        self.eval_cfg = {**dict(eval_cfg), "n": int(eval_cfg["val_n"]), "ks": [1], "save_completions": 0}
+        self.seed, self.every, self.max_steps = seed, every, max_steps
+        self.keep_checkpoints = keep_checkpoints
+        self.prompt_mode, self.oracle = prompt_mode, oracle
+
+    def due(self, updates: int) -> bool:
+        return updates % self.every == 0 or updates == self.max_steps
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx) -> None:
+        from ablate.eval import evaluate
+
+        updates = trainer.global_step  # optimizer steps so far, this batch's included
+        if not self.due(updates):
+            return
+        clock = time.monotonic()
+        model = pl_module.model
+        was_training = model.training
+        summary, _ = evaluate(model, self.tokenizer, self.problems, self.template, self.reward, self.eval_cfg,
+                              val_generator_seed(self.seed, updates), None, prompt_mode=self.prompt_mode,
+                              oracle=self.oracle, progress=False)
+        model.train(was_training)
+        metrics = val_metrics(summary)
+        metrics["time/val_s"] = time.monotonic() - clock
+        pl_module.log_dict(metrics, on_step=True, on_epoch=False)
+        log.info("val @ %d updates: pass@1 %.3f, no answer %.3f (%.1f s)", updates, metrics["val/pass@1"],
+                 metrics["val/no_answer_rate"], metrics["time/val_s"])
+        if self.keep_checkpoints is not None:  # every rank calls it; Lightning writes once
+            trainer.save_checkpoint(str(self.keep_checkpoints / f"val-step={updates}.ckpt"))
