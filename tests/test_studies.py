@@ -1,0 +1,119 @@
+"""The study presets (conf/experiment/*_study.yaml): one command runs a paper's study, one reports it."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from ablate.config import CONF_DIR
+
+STUDIES = {  # preset -> the jobs of one seed (overrides besides experiment= and seed=)
+    "curriculum_study": [
+        {"curriculum=none", "stage.pool_size=500"}, {"curriculum=static", "stage.pool_size=500"},
+        {"curriculum=frontier", "stage.pool_size=500"}, {"curriculum=frontier_replay", "stage.pool_size=500"},
+        {"stage=ipo", "stage.pairs.order=none"}, {"stage=ipo", "stage.pairs.order=static"}],
+    "threshold_study": [{"curriculum=none"}, {"curriculum=threshold"}, {"curriculum=static_thirds"}],
+    "dots_replay_study": [{"curriculum=none", "replay.enabled=false"}, {"curriculum=none", "replay.enabled=true"},
+                          {"curriculum=dots", "replay.enabled=false"}, {"curriculum=dots", "replay.enabled=true"}],
+    "tool_annealing_study": [{f"tool={t}"} for t in ("off", "on", "anneal_linear", "anneal_step", "anneal_log")],
+    "oracle_tool_study": [
+        {"stage=sft"}, {"stage=dpo"},
+        {"stage=sft", "stage.trace=oracle", "tool=oracle", "stage.max_length=480",
+         "model.arch.max_position_embeddings=512", "eval.max_new_tokens=460", "eval.batch_size=256"}],
+}
+# what a study's smoke run needs besides smoke_study (its preset header says so too)
+SMOKE_EXTRA = {"tool_annealing_study": ["upstream.sft.max_steps=4", "upstream.sft.warmup_steps=1"]}
+
+
+def compose_study(name, *overrides):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name="config", overrides=[f"experiment={name}", *overrides], return_hydra_config=True)
+
+
+def sweep_jobs(name, *command_line):
+    """The overrides of every job `python -m ablate.train -m experiment=<name> <command_line>` launches."""
+    from hydra_plugins.ablate_sweeper.grid_sweeper import GridSweeper
+
+    sweeper_cfg = compose_study(name).hydra.sweeper
+    # without `grids` (the basic sweeper's presets) the grid sweeper makes the basic sweeper's product
+    sweeper = GridSweeper(None, OmegaConf.to_container(sweeper_cfg.params), sweeper_cfg.get("grids"))
+    sweeper.hydra_context = SimpleNamespace(config_loader=None)
+    return sweeper.jobs(list(command_line))
+
+
+@pytest.mark.parametrize("name", sorted(STUDIES))
+def test_each_study_preset_describes_itself_and_carries_its_grid(name):
+    header = (CONF_DIR / "experiment" / f"{name}.yaml").read_text().split("defaults:")[0]
+    for part in ("Question:", "Paper", "Conditions:", "Deciding metrics:", "Scale:", "python -m ablate.stats"):
+        assert part in header, f"{name}.yaml header lacks {part!r}"
+    cfg = compose_study(name)
+    study = cfg.study
+    assert study.name == name and study.question and study.metrics[0] == "pass@1" and float(study.effect) > 0
+    assert cfg.eval.every and cfg.trainer.num_threads == 1
+    jobs = sweep_jobs(name)
+    seeds = sorted({o for job in jobs for o in job if o.startswith("seed=")})
+    assert len(seeds) >= 3, "a study runs several seeds by default"
+    # (Hydra renders a swept false as False)
+    first_seed = [{o.replace("=False", "=false").replace("=True", "=true") for o in job} - {seeds[0]}
+                  for job in jobs if seeds[0] in job]
+    assert sorted(map(sorted, first_seed)) == sorted(map(sorted, STUDIES[name]))
+    assert len(jobs) == len(seeds) * len(STUDIES[name])
+    # every baseline rule names a condition the grid runs
+    for rule in study.baselines:
+        matches = [job for job in first_seed if all(
+            OmegaConf.select(compose_study(name, *sorted(job)), key) == value
+            for key, value in rule.baseline.items())]
+        assert len(matches) == 1, (rule, matches)
+
+
+def test_the_grid_sweeper_unions_its_grids_and_the_command_line_wins():
+    jobs = sweep_jobs("curriculum_study", "seed=0,1")
+    assert len(jobs) == 12 and len({tuple(j) for j in jobs}) == 12
+    ipo = [j for j in jobs if "stage=ipo" in j]
+    assert len(ipo) == 4 and not any("stage.pool_size=500" in j for j in ipo)  # a grid's keys stay in it
+    # a command-line value of a key a grid sets replaces it in that grid, and duplicates collapse
+    jobs = sweep_jobs("curriculum_study", "seed=0", "curriculum=static")
+    assert sorted(map(sorted, jobs)) == sorted(map(sorted, [
+        ["seed=0", "curriculum=static", "stage.pool_size=500"],
+        ["seed=0", "stage=ipo", "stage.pairs.order=none", "curriculum=static"],
+        ["seed=0", "stage=ipo", "stage.pairs.order=static", "curriculum=static"]]))
+
+
+def test_cfg_hydra_with_multirun_prints_the_study_grid(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "ablate.train", "-m", "experiment=curriculum_study", "--cfg", "hydra"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "grids:" in out.stdout and "curriculum: none,static,frontier,frontier_replay" in out.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(STUDIES))
+def test_each_study_runs_end_to_end_at_smoke_scale(name, tmp_path):
+    sweep = tmp_path / "sweep"
+    out = subprocess.run([sys.executable, "-m", "ablate.train", "-m", f"experiment=[{name},smoke_study]",
+                          f"hydra.sweep.dir={sweep}", *SMOKE_EXTRA.get(name, [])],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    runs = sorted(p.parent.parent for p in sweep.glob("*/.hydra/config.yaml"))
+    assert len(runs) == len(STUDIES[name])
+    for run in runs:
+        status = json.loads((run / "status.json").read_text())
+        assert status["state"] == "completed", (run, status.get("error"))
+        assert (run / "eval" / "no_tool" / "summary.json").is_file()
+        assert OmegaConf.load(run / ".hydra" / "config.yaml").study.name == name
+        metrics = pd.read_csv(run / "metrics.csv")
+        assert metrics["val/pass@1"].notna().sum() == 2  # eval.every=2 over 4 steps
+        assert "val/by_operands/4/no_answer_rate" in metrics
+
+
+@pytest.mark.parametrize("stage", ["rloo", "ipo"])
+def test_a_smoke_study_trains_no_upstream_for_stages_that_start_from_the_shipped_sft(stage):
+    from ablate.upstream import is_shipped
+
+    assert is_shipped(compose_study("[curriculum_study,smoke_study]", f"stage={stage}"), "sft")
