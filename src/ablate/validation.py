@@ -65,11 +65,18 @@ class ValidationCallback(L.Callback):
     def due(self, updates: int) -> bool:
         return updates % self.every == 0 or updates == self.max_steps
 
+    def columns(self) -> list[str]:
+        blocks = ["val/"] + [f"val/by_operands/{n}/" for n in sorted({p.n_numbers for p in self.problems})]
+        return [f"{b}{key}" for b in blocks for key in VAL_KEYS] + ["time/val_s"]
+
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx) -> None:
         from ablate.eval import evaluate
 
         updates = trainer.global_step  # optimizer steps so far, this batch's included
         if not self.due(updates):
+            # Lightning re-logs a value logged from a hook until that hook logs again: NaN keeps the
+            # columns sparse (one row per step, values only where evaluated).
+            pl_module.log_dict({key: float("nan") for key in self.columns()}, on_step=True, on_epoch=False)
             return
         clock = time.monotonic()
         model = pl_module.model
