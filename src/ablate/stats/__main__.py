@@ -39,9 +39,9 @@ overrides all of this. Runs of different studies need --baseline or --metric.
 
 power: under each comparison not significant across seeds the report prints e.g.
   inconclusive: 3 seeds detect >= 0.058; 11 seeds would detect 0.030
-the minimum detectable difference (80% power, two-sided t-test on per-seed values, at alpha/m for
-m comparisons: Holm's first step) and the seeds per condition needed for --effect, from the seeds'
-own variance. --power also writes power.csv with every metric.
+the minimum detectable difference (80% power of the report's seed-level Welch test, at alpha/m
+for m comparisons: Holm's first step) and the seeds per condition needed for --effect, from the
+seeds' own variance. --power also writes power.csv with every metric.
 
 outputs (in --out, default ./stats/<sweep dir name>/):
   report.md        tables to read first, comparisons, figures   (--format md, default)
