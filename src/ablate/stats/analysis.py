@@ -210,8 +210,10 @@ class Analysis:
     families: list[dict] = field(default_factory=list)  # the study's rules as resolved, for the header
     power: pd.DataFrame | None = None  # every metric's plan (--power)
 
-    def baselines_in(self, regime: str | None) -> set:
-        return {b for (c, r), b in self.baseline_for.items() if r == regime and b is not None}
+    def baselines_in(self, regime: str) -> set:
+        """The conditions some condition evaluated in this regime is compared with."""
+        return {b for (c, r), b in self.baseline_for.items() if r == regime and b is not None
+                and (c, r) in self.groups}
 
     @property
     def n_ok(self) -> int:
