@@ -142,17 +142,18 @@ def test_run_warnings_are_shown(tmp_path, capsys):
     root = write_conditions(tmp_path / "s", specs, seeds=(0, 1), n_prompts=30)
     status = root / "3" / "status.json"  # frontier, seed 1
     data = json.loads(status.read_text())
-    status.write_text(json.dumps({**data, "warnings": [text, "replay: buffer never filled"]}))
+    status.write_text(json.dumps({**data, "warnings": [text, "replay: buffer never filled [uniform]"]}))
     out = tmp_path / "out"
     assert main([str(root), "--out", str(out), "--resamples", "200", "--no-plots"]) == 0
     printed = capsys.readouterr().out
     assert "explore fraction 0.97" in printed and "curriculum=frontier" in printed
+    assert "never filled [uniform]" in printed  # printed as text, not read as console markup
     runs = pd.read_csv(out / "runs.csv", keep_default_na=False).set_index("run")
-    assert runs.loc[3, "warnings"] == f"{text} | replay: buffer never filled" and runs.loc[2, "warnings"] == ""
+    assert runs.loc[3, "warnings"] == f"{text} | replay: buffer never filled [uniform]" and runs.loc[2, "warnings"] == ""
     report = (out / "report.md").read_text()
     section = report[report.index("## Warnings"):report.index("## Results")]
     assert "**curriculum=frontier**" in section and f"`3`: {text}" in section
-    assert "`3`: replay: buffer never filled" in section
+    assert "`3`: replay: buffer never filled [uniform]" in section
     status.write_text(json.dumps(data))
     assert main([str(root), "--out", str(out), "--resamples", "200", "--no-plots", "--quiet"]) == 0
     assert "## Warnings" not in (out / "report.md").read_text()

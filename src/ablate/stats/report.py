@@ -151,7 +151,7 @@ def make_figures(a: Analysis, out: Path) -> list[tuple[str, str]]:
         held_out = [m for m in metrics if m.startswith("val/")]
         training = [m for m in metrics if not m.startswith("val/")]
         if held_out:
-                figures.append(_curve_figure(a, out, plt, held_out[:CURVES_PER_FIGURE], "val_curves",
+            figures.append(_curve_figure(a, out, plt, held_out[:CURVES_PER_FIGURE], "val_curves",
                                          "held-out evaluation during training", order))
         chunks = [training[i:i + CURVES_PER_FIGURE] for i in range(0, len(training), CURVES_PER_FIGURE)]
         for n, chunk in enumerate(chunks[:MAX_CURVE_FIGURES], 1):
@@ -429,7 +429,7 @@ def report_json(a: Analysis, figures: list[tuple[str, str]], command: str = "") 
         "command": command,
         "settings": {"resamples": a.settings.resamples, "confidence": a.settings.confidence,
                      "alpha": a.settings.alpha, "seed": a.settings.seed, "metrics": list(a.settings.metrics),
-                     "smooth": a.settings.smooth},
+                     "smooth": a.settings.smooth, "effect": a.settings.effect},
         "baseline": None if a.baseline is None else {"condition": a.labels[a.baseline],
                                                      "overrides": list(a.baseline), "rule": a.baseline_rule},
         "common_overrides": a.common,
@@ -481,12 +481,13 @@ def write_report(a: Analysis, out: Path, formats: Iterable[str] = ("md",), plots
 
 def print_summary(a: Analysis, written: dict[str, Path], console=None) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = console or Console()
     metric = a.settings.metrics[0]
     if a.study is not None:
-        console.print(f"Study {a.study.name}" + (f": {a.study.question}" if a.study.question else ""),
+        console.print(escape(f"Study {a.study.name}" + (f": {a.study.question}" if a.study.question else "")),
                       highlight=False, soft_wrap=True)
     table = Table(title=f"{a.sweep.name}: {metric}, mean over seeds [{_pct(a)} CI]")
     for col, justify in [("condition", "left"), ("runs ok", "right"), ("regime", "left"), (metric, "right"),
@@ -524,7 +525,8 @@ def print_summary(a: Analysis, written: dict[str, Path], console=None) -> None:
                       "listed in the report.[/yellow]")
     found = run_warnings(a)
     for cond, run, text in found[:MAX_CONSOLE_WARNINGS]:
-        console.print(f"[yellow]warning[/yellow] {cond} ({run}): {text}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]warning[/yellow] {escape(f'{cond} ({run}): {text}')}", highlight=False,
+                      soft_wrap=True)
     if len(found) > MAX_CONSOLE_WARNINGS:
         console.print(f"[yellow]... and {len(found) - MAX_CONSOLE_WARNINGS} more run warning(s); listed in the "
                       "report.[/yellow]")
