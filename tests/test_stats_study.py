@@ -18,13 +18,13 @@ import yaml
 from ablate.stats import Settings, analyze, load_sweep
 from ablate.stats.__main__ import main
 from ablate.stats.analysis import TRAIN_CAVEAT
-from ablate.stats.power import mdd, pooled_sd, seeds_needed, standard_mdd
+from ablate.stats.power import mdd, pooled_sd, power_line, seeds_needed, standard_mdd
 from ablate.stats.runs import StatsInputError
 from ablate.stats.study import lookup, matches, parse_study, same
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # works whether or not tests/ is a package
 from stats_fixtures import (  # noqa: E402
-    CURRICULUM_STUDY, RunSpec, study_specs, write_conditions, write_run, write_sweep,
+    CURRICULUM_STUDY, RunSpec, study_specs, write_conditions, write_sweep,
 )
 
 FAST = Settings(resamples=500)
@@ -149,7 +149,8 @@ def test_run_warnings_are_shown(tmp_path, capsys):
     assert "explore fraction 0.97" in printed and "curriculum=frontier" in printed
     assert "never filled [uniform]" in printed  # printed as text, not read as console markup
     runs = pd.read_csv(out / "runs.csv", keep_default_na=False).set_index("run")
-    assert runs.loc[3, "warnings"] == f"{text} | replay: buffer never filled [uniform]" and runs.loc[2, "warnings"] == ""
+    assert runs.loc[3, "warnings"] == f"{text} | replay: buffer never filled [uniform]"
+    assert runs.loc[2, "warnings"] == ""
     report = (out / "report.md").read_text()
     section = report[report.index("## Warnings"):report.index("## Results")]
     assert "**curriculum=frontier**" in section and f"`3`: {text}" in section
@@ -253,6 +254,18 @@ def test_planner_edges_and_large_seed_counts():
     assert standard_mdd(3, 3, 0.01) > standard_mdd(3, 3, 0.05)  # Holm's alpha/m costs power
     assert np.isnan(mdd(0.0, 3, 3, 0.05)) and np.isnan(mdd(0.1, 1, 3, 0.05))
     assert seeds_needed(0.001, 1.0, 0.05) == 2 and seeds_needed(1.0, 1e-4, 0.05) == np.inf
+
+    def fmt(v):
+        return f"{v:.3f}"
+
+    assert power_line(3, 3, 0.02, 0.058, 11, 0.03, fmt) == \
+        "inconclusive: 3 seeds detect >= 0.058; 11 seeds would detect 0.030"
+    assert power_line(3, 2, 0.02, 0.07, 11, 0.03, fmt).startswith("inconclusive: 3 vs 2 seeds detect >= 0.070")
+    assert power_line(1, 3, 0.02, np.nan, 11, 0.03, fmt) == (
+        "inconclusive: the seed-level test needs >= 2 seeds per condition (have 1 and 3); "
+        "11 seeds would detect 0.030")
+    assert power_line(3, 3, 0.0, np.nan, np.nan, 0.03, fmt).endswith("power cannot be planned")
+    assert "more than 10000 seeds" in power_line(3, 3, 1.0, 3.5, np.inf, 1e-4, fmt)
 
 
 def test_power_lines_and_power_csv(tmp_path):

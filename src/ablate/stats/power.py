@@ -97,28 +97,19 @@ def seeds_needed(sd: float, effect: float, alpha: float, power: float = POWER) -
     return float(hi)
 
 
-def seeds_text(n1: int, n2: int) -> str:
-    return f"{n1} seeds" if n1 == n2 else f"{n1} vs {n2} seeds"
-
-
-def power_line(n1: int, n2: int, sd: float, mdd_value: float, needed: float, effect: float,
-               fmt) -> str:
+def power_line(n1: int, n2: int, sd: float, mdd_value: float, needed: float, effect: float, fmt) -> str:
     """The line under a comparison that is not significant across seeds."""
-    if n1 < 2 or n2 < 2:
+    if not (np.isfinite(sd) and sd > 0):
+        why = "no seed-to-seed variation in either condition" if sd == 0 else "no seed variance to plan from"
+        return f"inconclusive: {why}; power cannot be planned"
+    if min(n1, n2) < 2:
         head = f"inconclusive: the seed-level test needs >= 2 seeds per condition (have {n1} and {n2})"
-    elif not np.isfinite(sd):
-        return "inconclusive: no seed variance to plan from"
-    elif sd == 0:
-        return "inconclusive: no seed-to-seed variation in either condition; power cannot be planned"
     else:
-        head = f"inconclusive: {seeds_text(n1, n2)} detect >= {fmt(mdd_value)}"
-    if not np.isfinite(sd) or sd == 0:
-        return head
+        seeds = f"{n1} seeds" if n1 == n2 else f"{n1} vs {n2} seeds"
+        head = f"inconclusive: {seeds} detect >= {fmt(mdd_value)}"
     if math.isinf(needed):
         return f"{head}; more than {MAX_SEEDS} seeds would be needed to detect {fmt(effect)}"
-    if np.isfinite(needed):
-        return f"{head}; {int(needed)} seeds would detect {fmt(effect)}"
-    return head
+    return f"{head}; {int(needed)} seeds would detect {fmt(effect)}"
 
 
-__all__ = ["POWER", "mdd", "pooled_sd", "power_line", "seeds_needed", "seeds_text", "standard_mdd"]
+__all__ = ["POWER", "mdd", "pooled_sd", "power_line", "seeds_needed", "standard_mdd"]
