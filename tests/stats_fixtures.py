@@ -6,6 +6,7 @@ computed here with the brute-force combinatorial pass@k, independently of ablate
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
@@ -95,6 +96,25 @@ def summary_for(records: list[dict], regime: str, tool: bool = False) -> dict:
     return out
 
 
+VAL_COLUMNS = ["val/pass@1", "val/exact_pass@1", "val/coverage", "val/no_answer_rate", "val/by_operands/3/pass@1",
+               "val/by_operands/4/pass@1", "val/by_operands/3/no_answer_rate", "val/by_operands/4/no_answer_rate"]
+
+
+def make_val_metrics(rng: np.random.Generator, final: float, every: int, steps: int = 40) -> str:
+    """metrics.csv as a run with eval.every=`every` logs it: train/ and time/elapsed_s every step,
+    the held-out val/ columns on their own rows every `every` steps (NaN elsewhere)."""
+    lines = ["epoch,step,train/loss,train/reward_mean,time/elapsed_s," + ",".join(VAL_COLUMNS)]
+    empty_val = "," * (len(VAL_COLUMNS) - 1)
+    for s in range(steps):
+        reward = final * (1 - math.exp(-s / (steps / 5))) + rng.normal(0, 0.01)
+        lines.append(f"0,{s},{1.0 / (1 + s):.6f},{reward:.6f},{2.0 * (s + 1):.3f},{empty_val}")
+        if s % every == every - 1:
+            acc = final * (1 - math.exp(-(s + 1) / (steps / 4))) + rng.normal(0, 0.01)
+            vals = [acc, acc, 0.9, 0.1, acc + 0.05, acc - 0.05, 0.08, 0.12]
+            lines.append(f"0,{s},,,," + ",".join(f"{v:.6f}" for v in vals))
+    return "\n".join(lines) + "\n"
+
+
 def make_metrics(rng: np.random.Generator, final: float, steps: int = 40, sparse: bool = True) -> str:
     """metrics.csv text: train/* every step, val/score every 10 steps on its own row (sparse)."""
     lines = ["epoch,step,train/loss,train/reward_mean,train/effective_prompt_frac,val/score"]
@@ -119,6 +139,9 @@ class RunSpec:
     tool: bool = False
     corrupt_line: bool = False
     summary_patch: dict = field(default_factory=dict)
+    config: dict = field(default_factory=dict)  # merged into .hydra/config.yaml (e.g. a study block)
+    warnings: Sequence[str] = ()  # status.json "warnings"
+    val_every: int = 0  # >0: metrics.csv with held-out val/ columns every val_every steps
 
 
 def write_run(job_dir: Path, spec: RunSpec, rng: np.random.Generator, *, n_prompts: int = 200,
@@ -130,15 +153,19 @@ def write_run(job_dir: Path, spec: RunSpec, rng: np.random.Generator, *, n_promp
     hydra.mkdir(exist_ok=True)
     (hydra / "overrides.yaml").write_text(yaml.safe_dump(list(spec.overrides)))
     seed = next((o.split("=", 1)[1] for o in spec.overrides if o.lstrip("+").startswith("seed=")), "0")
-    (hydra / "config.yaml").write_text(yaml.safe_dump({"seed": int(seed), "trainer": {"max_steps": 40}}))
+    (hydra / "config.yaml").write_text(yaml.safe_dump({"seed": int(seed), "trainer": {"max_steps": 40},
+                                                       **spec.config}))
     status = {
         "state": spec.state, "started_at": "2025-01-01T00:00:00", "duration_s": None, "git_sha": None,
         "finished_at": None if spec.state == "running" else "2025-01-01T01:00:00", "versions": {},
         "error": "RuntimeError: CUDA out of memory" if spec.state == "failed" else None,
     }
+    if spec.warnings:
+        status["warnings"] = list(spec.warnings)
     (job_dir / "status.json").write_text(json.dumps(status))
     if spec.with_metrics:
-        (job_dir / "metrics.csv").write_text(make_metrics(rng, spec.p))
+        text = make_val_metrics(rng, spec.p, spec.val_every) if spec.val_every else make_metrics(rng, spec.p)
+        (job_dir / "metrics.csv").write_text(text)
     written: dict[str, list[dict]] = {}
     if spec.with_eval and spec.state != "running":
         for regime in spec.regimes:
@@ -186,3 +213,53 @@ def write_sweep(root: Path, conditions: dict[str, float], *, seeds: Sequence[int
         task = [f"{key}={','.join(conditions)}", f"seed={','.join(map(str, seeds))}", *extra]
         (root / "multirun.yaml").write_text(yaml.safe_dump({"hydra": {"overrides": {"task": task}}}))
     return root
+
+
+def write_conditions(root: Path, specs: Sequence[RunSpec], *, seeds: Sequence[int] = (0, 1, 2), n_prompts: int = 60,
+                     seed: int = 0) -> Path:
+    """One run directory per (spec, seed): `root/<job>/`, the spec's overrides plus seed=<s>. Every
+    condition shares the prompts' difficulty, so paired tests are informative."""
+    root.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    difficulty = np.random.default_rng(seed + 1000).normal(0, 1.0, n_prompts)
+    job = 0
+    for spec in specs:
+        for s in seeds:
+            run = dataclasses.replace(spec, overrides=[*spec.overrides, f"seed={s}"])
+            write_run(root / str(job), run, rng, n_prompts=n_prompts, difficulty=difficulty)
+            job += 1
+    return root
+
+
+CURRICULUM_STUDY = {
+    "name": "curriculum_study",
+    "question": "Does a static easy->hard curriculum help RLOO; does the frontier sampler forget 3-number prompts?",
+    "metrics": ["pass@1", "by_operands/3/pass@1", "by_operands/4/pass@1", "coverage"],
+    "effect": 0.05,
+    "baselines": [
+        {"family": {"stage.name": "rloo"}, "baseline": {"curriculum.name": "none"}},
+        {"family": {"stage.name": "ipo"}, "baseline": {"stage.name": "ipo", "curriculum": None}},
+        {"family": {"stage.name": "sft"}, "regime": "tool", "baseline": {"tool.name": "on"}},
+    ],
+}
+
+
+def study_specs(study: dict | None = CURRICULUM_STUDY, val_every: int = 10) -> list[RunSpec]:
+    """Seven conditions of three families (rloo: none/static/frontier; ipo without and with a
+    curriculum; sft with the tool on/off, evaluated with and without it), as a study preset would
+    compose them: stage/curriculum/tool nodes in the config and the study block in every run."""
+
+    def spec(overrides, p, stage, curriculum, tool="off", regimes=("default",)):
+        cfg = {"stage": {"name": stage}, "curriculum": None if curriculum is None else {"name": curriculum},
+               "tool": {"name": tool}, "study": study}
+        return RunSpec(overrides, p, regimes=regimes, config=cfg, val_every=val_every)
+
+    return [
+        spec(["stage=rloo", "curriculum=none"], 0.40, "rloo", "none"),
+        spec(["stage=rloo", "curriculum=static"], 0.42, "rloo", "static"),
+        spec(["stage=rloo", "curriculum=frontier"], 0.60, "rloo", "frontier"),
+        spec(["stage=ipo"], 0.30, "ipo", None),
+        spec(["stage=ipo", "curriculum=static"], 0.33, "ipo", "static"),
+        spec(["stage=sft", "tool=on"], 0.50, "sft", None, "on", ("default", "tool")),
+        spec(["stage=sft", "tool=off"], 0.35, "sft", None, "off", ("default", "tool")),
+    ]

@@ -22,21 +22,37 @@ conditions (their overrides minus seed=..., order-insensitive), and reports per 
 eval regime (eval/<regime>/) the mean over seeds of every metric with confidence intervals, then
 compares each condition with the baseline. Failed, running and eval-less runs are listed with
 their path and reason, never dropped silently.
+
+Runs of a study preset (`python -m ablate.train -m experiment=curriculum_study`) carry a `study:`
+block in .hydra/config.yaml: the report then states the study's question, compares its deciding
+metrics (study.metrics) and compares each condition with its family's baseline (study.baselines),
+so `python -m ablate.stats` answers the study without flags.
 """
 
 EPILOG = """\
-baseline rule (without --baseline): the condition whose overrides are a subset of every other
-condition's (e.g. the run with no extra override); else the one condition whose distinguishing
-overrides all have values like none/off/uniform/baseline; else the first condition in sorted order.
+baseline rule (without --baseline): with a study block, the baseline of the first study.baselines
+entry whose `family` (dotted config paths, e.g. stage.name: rloo; and `regime`, if given) matches the
+condition; otherwise the condition whose overrides are a subset of every other condition's (e.g.
+the run with no extra override); else the one condition whose distinguishing overrides all have
+values like none/off/uniform/baseline; else the first condition in sorted order. --baseline
+overrides all of this. Runs of different studies need --baseline or --metric.
+
+power: under each comparison not significant across seeds the report prints e.g.
+  inconclusive: 3 seeds detect >= 0.058; 11 seeds would detect 0.030
+the minimum detectable difference (80% power of the report's seed-level Welch test, at alpha/m
+for m comparisons: Holm's first step) and the seeds per condition needed for --effect, from the
+seeds' own variance. --power also writes power.csv with every metric.
 
 outputs (in --out, default ./stats/<sweep dir name>/):
   report.md        tables to read first, comparisons, figures   (--format md, default)
   report.json      the same content, machine readable            (--format json)
   summary.csv      per condition and per run: metric, mean, CI, Wilson CI, summary.json value
   comparisons.csv  each condition vs the baseline: difference, paired and seed-level p-values
-                   (raw and Holm-corrected), probability of improvement
-  runs.csv         every run found: condition, seed, state, outcome, reason
-  curves.csv, reach.csv, *.png   training curves, steps to reach a threshold, figures
+                   (raw and Holm-corrected), probability of improvement, power plan
+  runs.csv         every run found: condition, seed, state, outcome, reason, and the warnings the
+                   run wrote into status.json (also in report.md and printed)
+  curves.csv, reach.csv, *.png   training and held-out (val/) curves, steps/seconds to reach, figures
+  power.csv        every metric: MDD at the current seeds, seeds needed for --effect  (--power)
 
 exit status: 0 report written; 1 nothing to report (no runs, or no completed run with eval;
 the run inventory is still written when runs exist); 2 usage error (bad path or option).
@@ -45,6 +61,7 @@ examples:
   python -m ablate.stats                                   # newest sweep under ./multirun/
   python -m ablate.stats multirun/curriculum --baseline curriculum=none --metric pass@1,exact_pass@1
   python -m ablate.stats multirun/2025-01-01/12-00-00 --reach train/reward_mean>=0.4 --format both
+  python -m ablate.stats multirun/curriculum_study --power --effect 0.05
 """
 
 
@@ -58,8 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the condition to compare against: the one whose overrides include all of these "
                         "(default: see 'baseline rule' below)")
     p.add_argument("--metric", action="append", metavar="NAME",
-                   help="metric(s) to compare, repeatable or comma-separated (default: pass@1). "
-                        "Any metric in summary.csv works, e.g. exact_pass@1, by_operands/4/pass@1")
+                   help="metric(s) to compare, repeatable or comma-separated (default: the study's "
+                        "study.metrics, else pass@1). Any metric in summary.csv works, e.g. exact_pass@1, "
+                        "by_operands/4/pass@1")
     p.add_argument("--out", type=Path, metavar="DIR", help="report directory (default ./stats/<sweep name>/)")
     p.add_argument("--format", choices=["md", "json", "both"], default="md",
                    help="write report.md, report.json or both (csv and png are always written)")
@@ -68,10 +86,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--alpha", type=float, default=0.05, metavar="A", help="significance level after Holm correction (default 0.05)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="seed of every resampling generator (default 0)")
     p.add_argument("--reach", action="append", default=[], metavar="METRIC>=VALUE",
-                   help="steps until a metrics.csv column reaches a value (>=, <=, or = meaning >=); "
-                        "repeatable. Default: the baseline's final train/reward_mean, if logged")
+                   help="steps (and seconds) until a metrics.csv column reaches a value (>=, <=, or = "
+                        "meaning >=); repeatable. Default: the baseline's final held-out val/pass@1 (runs "
+                        "trained with eval.every; each study family's own baseline), else its final "
+                        "train/reward_mean, which is labelled as training reward, not a skill measure")
     p.add_argument("--smooth", type=int, default=5, metavar="W",
-                   help="running-mean window (logged values) for --reach and the default threshold (default 5)")
+                   help="running-mean window (logged values) for --reach and the default threshold on "
+                        "per-step columns; held-out val/ columns are never smoothed (default 5)")
+    p.add_argument("--effect", type=float, metavar="D",
+                   help="difference (in the metric's units) the seeds-needed plan is for (default: the "
+                        "study's study.effect, else 0.03)")
+    p.add_argument("--power", action="store_true",
+                   help="also write power.csv: for every metric and comparison, the minimum detectable "
+                        "difference at the current seeds and the seeds needed to detect --effect")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
     p.add_argument("--quiet", action="store_true", help="print only the report path")
     return p
@@ -88,7 +115,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--alpha must be in (0, 1)")
     if args.smooth < 1:
         parser.error("--smooth must be at least 1")
-    metrics = [m.strip() for item in (args.metric or ["pass@1"]) for m in item.split(",") if m.strip()]
+    if args.effect is not None and not (args.effect > 0 and args.effect < float("inf")):
+        parser.error("--effect must be a positive number")
+    metrics = [m.strip() for item in args.metric for m in item.split(",") if m.strip()] if args.metric else None
 
     from rich.console import Console
 
@@ -114,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
             parse_reach(spec)
         settings = Settings(resamples=args.resamples, confidence=args.confidence, alpha=args.alpha,
                             seed=args.seed, metrics=metrics, baseline=args.baseline, reach=args.reach,
-                            smooth=args.smooth)
+                            smooth=args.smooth, effect=args.effect, power=args.power)
         analysis = analyze(sweep, settings)
     except StatsInputError as exc:
         err.print(f"[red]error:[/red] {exc}", highlight=False)

@@ -3,6 +3,7 @@ with the baseline, training curves and steps-to-threshold. Plain data in, pandas
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import zlib
@@ -24,11 +25,18 @@ from ablate.stats.intervals import (
     t_interval,
     wilson_interval,
 )
+from ablate.stats.power import POWER, mdd, pooled_sd, power_line, seeds_needed
 from ablate.stats.runs import PromptTable, Run, StatsInputError, Sweep, condition_label, normalise_override
+from ablate.stats.study import Study, matches, sweep_study
 
 KS = (1, 2, 4, 8, 16)
 BASELINE_VALUES = {"none", "off", "uniform", "baseline", "default", "false", "null", "no"}
 DEFAULT_REACH_METRIC = "train/reward_mean"
+# held-out pass@1 on the fixed validation subset, logged every eval.every steps
+VAL_REACH_METRIC = "val/pass@1"
+DEFAULT_METRICS = ("pass@1",)
+DEFAULT_EFFECT = 0.03
+TRAIN_CAVEAT = "training reward: not a skill measure (easier batches reach it sooner)"
 # summary.json numbers that equal a recomputed metric, or are bookkeeping, not results
 _NOT_SUMMARY_METRICS = re.compile(
     r"^(regime|n_prompts|n_samples|verdicts/.*|verdict_rate/.*|by_operands/[^/]+/(n_prompts|n_samples))$")
@@ -41,10 +49,12 @@ class Settings:
     confidence: float = 0.95
     alpha: float = 0.05
     seed: int = 0
-    metrics: Sequence[str] = ("pass@1",)
+    metrics: Sequence[str] | None = None  # None: the study's metrics, else pass@1
     baseline: str | None = None
     reach: Sequence[str] = ()
     smooth: int = 5
+    effect: float | None = None  # None: the study's effect, else DEFAULT_EFFECT
+    power: bool = False  # also plan every metric (power.csv)
 
 
 @dataclass
@@ -194,6 +204,16 @@ class Analysis:
     problems: list[str]
     notes: list[str]
     groups: dict[tuple[tuple[str, ...], str], Group] = field(default_factory=dict)
+    study: Study | None = None
+    # (condition, regime) -> the condition it is compared with; regime None: for steps to reach
+    baseline_for: dict = field(default_factory=dict)
+    families: list[dict] = field(default_factory=list)  # the study's rules as resolved, for the header
+    power: pd.DataFrame | None = None  # every metric's plan (--power)
+
+    def baselines_in(self, regime: str) -> set:
+        """The conditions some condition evaluated in this regime is compared with."""
+        return {b for (c, r), b in self.baseline_for.items() if r == regime and b is not None
+                and (c, r) in self.groups}
 
     @property
     def n_ok(self) -> int:
@@ -273,6 +293,9 @@ def analyze(sweep: Sweep, settings: Settings) -> Analysis:
         for issue in run.issues:
             problems.append(f"{run.rel}: {issue}")
 
+    explicit = settings.baseline is not None or settings.metrics is not None
+    study = sweep_study(sweep.runs, explicit, problems)
+
     inventory = _inventory(sweep, labels)
     conditions_table = _condition_counts(cond_runs, sweep, labels)
 
@@ -282,7 +305,15 @@ def analyze(sweep: Sweep, settings: Settings) -> Analysis:
     regimes = sorted({name for runs in usable.values() for r in runs
                       for name, ev in r.evals.items() if ev.usable})
 
-    _check_requested_metrics(settings, usable, regimes)
+    if settings.metrics is None:
+        metrics = _study_metrics(study, usable, regimes, problems)
+    else:
+        metrics = tuple(settings.metrics)
+        _check_requested_metrics(metrics, usable, regimes)
+    effect = settings.effect or (study.effect if study is not None else None) or DEFAULT_EFFECT
+    settings = dataclasses.replace(settings, metrics=metrics, effect=effect)
+    baseline_for, families = _assign_baselines(
+        cond_runs, usable_conds, regimes, None if settings.baseline else study, baseline, labels, problems)
     groups: dict[tuple[tuple[str, ...], str], Group] = {}
     summary_rows: list[dict] = []
     for regime in regimes:
@@ -295,13 +326,72 @@ def analyze(sweep: Sweep, settings: Settings) -> Analysis:
             summary_rows.extend(rows)
     summary = pd.DataFrame(summary_rows, columns=SUMMARY_COLUMNS)
 
-    comparisons = _compare(groups, baseline, labels, regimes, settings, problems, notes)
+    comparisons = _compare(groups, baseline_for, labels, regimes, settings, problems, notes)
+    power = _power_table(groups, baseline_for, labels, regimes, settings, len(comparisons)) \
+        if settings.power else None
     curves = _curves(usable, labels, settings)
-    reach = _reach(usable, labels, baseline, settings, notes)
+    reach = _reach(usable, labels, baseline_for, settings, notes)
     if baseline is not None and len(usable_conds) < 2:
         notes.append("Only one condition has usable runs: nothing to compare.")
     return Analysis(sweep, settings, labels, common, baseline, rule, regimes, inventory,
-                    conditions_table, summary, comparisons, curves, reach, problems, notes, groups)
+                    conditions_table, summary, comparisons, curves, reach, problems, notes, groups,
+                    study, baseline_for, families, power)
+
+
+def _study_metrics(study: Study | None, usable: dict, regimes: Sequence[str], problems: list[str]):
+    if study is None or not study.metrics:
+        return DEFAULT_METRICS
+    have = set(available_metrics(usable, regimes))
+    missing = [m for m in study.metrics if m not in have]
+    if missing and regimes:
+        problems.append(f"study {study.name}: metric(s) {', '.join(missing)} not found in any run; not compared")
+    kept = tuple(m for m in study.metrics if m in have)
+    return kept or DEFAULT_METRICS
+
+
+def _assign_baselines(cond_runs: dict, usable_conds, regimes, study: Study | None, global_base, labels,
+                      problems: list[str]) -> tuple[dict, list[dict]]:
+    """Map each (condition, regime) to its baseline: the first study rule whose family (and regime)
+    matches it, else the global baseline. Regime None stands for steps to reach (metrics.csv has no
+    eval regime), where only rules without `regime` apply."""
+    keys = [(c, r) for c in usable_conds for r in [*regimes, None]]
+    if study is None or not study.rules:
+        return {k: global_base for k in keys}, []
+    configs = {c: next((r.config for r in runs if r.config is not None), None) for c, runs in cond_runs.items()}
+    resolved, families = [], []
+    for rule in study.rules:
+        base = _rule_baseline(rule, configs, labels)
+        resolved.append(base)
+        families.append({"family": rule.describe(), "regime": rule.regime,
+                         "baseline": None if base is None else labels[base],
+                         "usable": base in usable_conds})
+        if base is None:
+            wanted = ", ".join(f"{k}={v}" for k, v in rule.baseline.items())
+            problems.append(f"study {study.name}: no condition's config matches the baseline ({wanted}) of "
+                            f"family {rule.describe()}; that family is not compared")
+    out, fallback = {}, False
+    for c, regime in keys:
+        hit = next((i for i, rule in enumerate(study.rules) if matches(configs.get(c), rule.family)
+                    and (rule.regime is None if regime is None else rule.regime in (None, regime))), None)
+        out[(c, regime)] = global_base if hit is None else resolved[hit]
+        fallback |= hit is None and c != global_base
+    if fallback and global_base is not None:
+        families.append({"family": "any other condition", "regime": None, "baseline": labels[global_base],
+                         "usable": True})
+    return out, families
+
+
+def _rule_baseline(rule, configs: dict, labels: dict):
+    hits = [c for c, cfg in configs.items() if matches(cfg, rule.baseline)]
+    if len(hits) > 1:  # prefer the one inside the family, then the one with the fewest overrides
+        hits = [c for c in hits if matches(configs[c], rule.family)] or hits
+        fewest = min(len(c) for c in hits)
+        hits = [c for c in hits if len(c) == fewest]
+    if len(hits) > 1:
+        wanted = ", ".join(f"{k}={v}" for k, v in rule.baseline.items())
+        raise StatsInputError(f"the study's baseline ({wanted}) for family {rule.describe()} matches several "
+                              f"conditions: {'; '.join(labels[c] for c in hits)}; pass --baseline to choose one")
+    return hits[0] if hits else None
 
 
 SUMMARY_COLUMNS = [
@@ -317,14 +407,14 @@ def _inventory(sweep: Sweep, labels: dict) -> pd.DataFrame:
             "run": run.rel, "path": str(run.path), "condition": labels.get(run.condition, run.label),
             "seed": run.seed, "state": run.state, "outcome": run.outcome, "reason": run.reason,
             "regimes": ",".join(k for k, v in run.evals.items() if v.usable),
-            "issues": len(run.issues),
+            "issues": len(run.issues), "warnings": " | ".join(run.warnings),
         })
     for cond, seed, why in sweep.never_started:
         rows.append({"run": "", "path": "", "condition": labels.get(cond, condition_label(cond)),
                      "seed": seed, "state": "never started", "outcome": "missing", "reason": why,
-                     "regimes": "", "issues": 0})
+                     "regimes": "", "issues": 0, "warnings": ""})
     return pd.DataFrame(rows, columns=["run", "path", "condition", "seed", "state", "outcome",
-                                       "reason", "regimes", "issues"])
+                                       "reason", "regimes", "issues", "warnings"])
 
 
 def _condition_counts(cond_runs: dict, sweep: Sweep, labels: dict) -> pd.DataFrame:
@@ -455,11 +545,11 @@ def available_metrics(usable: dict, regimes: Sequence[str]) -> list[str]:
     return sorted(names, key=metric_sort_key)
 
 
-def _check_requested_metrics(settings: Settings, usable: dict, regimes: Sequence[str]) -> None:
+def _check_requested_metrics(metrics: Sequence[str], usable: dict, regimes: Sequence[str]) -> None:
     if not regimes:
         return
     have = available_metrics(usable, regimes)
-    unknown = [m for m in settings.metrics if m not in have]
+    unknown = [m for m in metrics if m not in have]
     if unknown:
         raise StatsInputError(f"--metric {', '.join(unknown)}: not found in any run; available: "
                               + ", ".join(have))
@@ -470,23 +560,41 @@ COMPARISON_COLUMNS = [
     "diff", "diff_ci_low", "diff_ci_high", "n_shared_prompts", "paired_diff", "paired_ci_low",
     "paired_ci_high", "p_paired", "p_paired_holm", "significant_paired", "p_seed", "p_seed_holm",
     "significant_seed", "poi", "poi_ci_low", "poi_ci_high", "verdict", "note",
+    "sd_seeds_pooled", "alpha_power", "mdd", "effect", "seeds_needed", "power_note",
 ]
+POWER_COLUMNS = ["regime", "metric", "deciding", "condition", "baseline", "n_seeds", "n_seeds_baseline", "diff",
+                 "sd_seeds_pooled", "alpha_power", "power", "mdd", "effect", "seeds_needed"]
 
 
-def _compare(groups, baseline, labels, regimes, settings: Settings, problems, notes) -> pd.DataFrame:
+def _pairs(groups: dict, baseline_for: dict, regime: str, notes: list[str]) -> list[tuple]:
+    """(group, baseline group) for every condition of a regime that has a baseline other than itself."""
+    out, lacking = [], {}
+    for (c, r), g in groups.items():
+        b = baseline_for.get((c, r))
+        if r != regime or b is None or b == c:
+            continue
+        base = groups.get((b, regime))
+        if base is None:
+            lacking.setdefault(b, []).append(c)
+        else:
+            out.append((g, base))
+    if len({baseline_for.get((c, r)) for (c, r) in groups if r == regime}) <= 1:
+        if lacking:
+            notes.append(f"Regime `{regime}`: the baseline has no usable runs, no comparisons.")
+    else:
+        for b, conds in lacking.items():
+            notes.append(f"Regime `{regime}`: baseline {condition_label(b)} has no usable runs; "
+                         f"{len(conds)} condition(s) of its family not compared.")
+    return out
+
+
+def _compare(groups, baseline_for, labels, regimes, settings: Settings, problems, notes) -> pd.DataFrame:
     s = settings
     rows: list[dict] = []
-    if baseline is None:
-        return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
     for regime in regimes:
-        base = groups.get((baseline, regime))
-        others = [g for (c, r), g in groups.items() if r == regime and c != baseline]
-        if base is None:
-            if others:
-                notes.append(f"Regime `{regime}`: the baseline has no usable runs, no comparisons.")
-            continue
+        pairs = _pairs(groups, baseline_for, regime, notes)
         for metric in s.metrics:
-            for g in others:
+            for g, base in pairs:
                 row = _compare_one(g, base, metric, labels, s, problems)
                 if row is not None:
                     rows.append(row)
@@ -500,7 +608,56 @@ def _compare(groups, baseline, labels, regimes, settings: Settings, problems, no
             table[f"p_{test}_holm"] = adj
             table[f"significant_{test}"] = [bool(r) if np.isfinite(a) else None for r, a in zip(reject, adj)]
         table["verdict"] = [_verdict(r, s.alpha) for r in table.to_dict("records")]
+        _plan(table, s, len(table))
+        # the plan is for the seed-level test, so a comparison significant only on the shared
+        # prompts still gets its line: across seeds it is undecided
+        table["power_note"] = [
+            "" if r["significant_seed"] is True else
+            power_line(int(r["n_seeds"]), int(r["n_seeds_baseline"]), r["sd_seeds_pooled"], r["mdd"],
+                       r["seeds_needed"], r["effect"], _fmt3) for r in table.to_dict("records")]
     return table
+
+
+def _fmt3(v: float) -> str:
+    return f"{v:.3g}" if v != 0 and (abs(v) >= 1e4 or abs(v) < 1e-3) else f"{v:.3f}"
+
+
+def _plan(table: pd.DataFrame, s: Settings, m: int) -> None:
+    """MDD at the current seeds and seeds needed for the effect, at Holm's first step (alpha/m, the
+    bar the smallest p-value must clear: conservative for the later steps)."""
+    alpha = s.alpha / max(1, m)
+    table["alpha_power"] = alpha
+    table["effect"] = s.effect
+    table["mdd"] = [mdd(sd, int(n1), int(n2), alpha) for sd, n1, n2
+                    in zip(table["sd_seeds_pooled"], table["n_seeds"], table["n_seeds_baseline"])]
+    table["seeds_needed"] = [seeds_needed(sd, s.effect, alpha) for sd in table["sd_seeds_pooled"]]
+
+
+def _power_table(groups, baseline_for, labels, regimes, s: Settings, m: int) -> pd.DataFrame:
+    """Every metric both sides have, for every comparison the report makes (--power). alpha/m uses
+    the report's own number of comparisons m."""
+    rows = []
+    for regime in regimes:
+        for g, base in _pairs(groups, baseline_for, regime, []):
+            names = [n for n in g.names if n in base.names]
+            reported = [n for n in g.reported if n in base.reported and n not in names]
+            for name in names + reported:
+                if name in names:
+                    x, y = g.run_values[:, g.names.index(name)], base.run_values[:, base.names.index(name)]
+                else:
+                    x, y = g.reported[name], base.reported[name]
+                x, y = x[np.isfinite(x)], y[np.isfinite(y)]
+                if not (x.size and y.size):
+                    continue
+                rows.append({"regime": regime, "metric": name, "deciding": name in s.metrics,
+                             "condition": labels[g.condition], "baseline": labels[base.condition],
+                             "n_seeds": int(x.size), "n_seeds_baseline": int(y.size),
+                             "diff": float(x.mean() - y.mean()), "sd_seeds_pooled": pooled_sd(x, y)})
+    table = pd.DataFrame(rows, columns=POWER_COLUMNS)
+    if len(table):
+        _plan(table, s, m)
+        table["power"] = POWER
+    return table[POWER_COLUMNS]
 
 
 def _compare_one(g: Group, base: Group, metric: str, labels, s: Settings, problems) -> dict | None:
@@ -544,6 +701,7 @@ def _compare_one(g: Group, base: Group, metric: str, labels, s: Settings, proble
         reasons.append("only the runs' own summary numbers exist: seed-level test only")
     else:
         return None
+    row["sd_seeds_pooled"] = pooled_sd(x, y)
     st = seed_test(x, y)
     row["p_seed"] = st.p_value
     if st.note and not np.isfinite(st.p_value):
@@ -605,7 +763,8 @@ CURVE_COLUMNS = ["condition", "metric", "step", "mean", "ci_low", "ci_high", "n_
 
 def curve_columns(usable: dict) -> list[str]:
     cols = {c for runs in usable.values() for r in runs if r.metrics is not None for c in r.metrics.columns}
-    return sorted(cols, key=lambda c: (c != DEFAULT_REACH_METRIC, not c.startswith("train/"), c))
+    return sorted(cols, key=lambda c: (not c.startswith("val/"), c != VAL_REACH_METRIC, c != DEFAULT_REACH_METRIC,
+                                       not c.startswith("train/"), c))
 
 
 def _curves(usable: dict, labels: dict, s: Settings) -> pd.DataFrame:
@@ -634,7 +793,7 @@ def _curves(usable: dict, labels: dict, s: Settings) -> pd.DataFrame:
 
 
 REACH_COLUMNS = ["level", "condition", "run", "seed", "metric", "op", "threshold", "reached", "runs",
-                 "step", "step_ci_low", "step_ci_high", "time_s", "source"]
+                 "step", "step_ci_low", "step_ci_high", "time_s", "source", "caveat"]
 _REACH = re.compile(r"^\s*(.+?)\s*(>=|<=|=)\s*([-+0-9.eEinfINFnaN]+)\s*$")
 _TIME_COLUMNS = ("time/elapsed_s", "elapsed_s", "time/elapsed", "wall_time_s", "time_s")
 
@@ -672,50 +831,75 @@ def _time_column(frame: pd.DataFrame) -> str | None:
     return next((c for c in frame.columns if c.endswith("elapsed_s")), None)
 
 
-def _reach(usable: dict, labels: dict, baseline, s: Settings, notes: list[str]) -> pd.DataFrame:
-    specs: list[tuple[str, str, float, str]] = []
+def reach_window(metric: str, s: Settings) -> int:
+    """Running-mean window for steps to reach. val/ columns are not smoothed: each is an evaluation
+    of a fixed validation subset (already a mean over hundreds of samples, far less noisy than one
+    batch's training reward), and a window of W evaluations every N steps spans W*N steps, which
+    would delay every reached step by about (W-1)*N/2 steps: a bias as large as the effects the
+    study looks for. The threshold (the baseline's final value) is then unsmoothed too."""
+    return 1 if metric.startswith("val/") else s.smooth
+
+
+def _final(runs: Sequence[Run], metric: str, window: int) -> float | None:
+    ends = [smoothed(r.metrics[metric], window) for r in runs
+            if r.metrics is not None and metric in r.metrics.columns]
+    ends = [e.iloc[-1] for e in ends if len(e)]
+    return float(np.mean(ends)) if ends else None
+
+
+def _reach(usable: dict, labels: dict, baseline_for: dict, s: Settings, notes: list[str]) -> pd.DataFrame:
+    """Steps (and seconds) to a threshold. Default: held-out val/pass@1 when logged, else the training
+    reward, up to the final value of each condition's baseline (its study family's, with a study)."""
+    specs: list[tuple[str, str, float, str, list]] = []
     for spec in s.reach:
         metric, op, value = parse_reach(spec)
-        specs.append((metric, op, value, f"--reach {spec}"))
-    if not specs and baseline is not None:
-        frames = [r.metrics for r in usable.get(baseline, []) if r.metrics is not None
-                  and DEFAULT_REACH_METRIC in r.metrics.columns]
-        finals = [smoothed(f[DEFAULT_REACH_METRIC], s.smooth) for f in frames]
-        finals = [f.iloc[-1] for f in finals if len(f)]
-        if finals:
-            specs.append((DEFAULT_REACH_METRIC, ">=", float(np.mean(finals)),
-                          f"baseline's final {DEFAULT_REACH_METRIC} (mean of its seeds' last "
-                          f"{s.smooth}-step averages)"))
+        specs.append((metric, op, value, f"--reach {spec}", list(usable)))
+    if not specs:
+        logged = {c for runs in usable.values() for r in runs if r.metrics is not None for c in r.metrics.columns}
+        metric = VAL_REACH_METRIC if VAL_REACH_METRIC in logged else DEFAULT_REACH_METRIC
+        window = reach_window(metric, s)
+        bases = list(dict.fromkeys(b for (_, r), b in baseline_for.items() if r is None and b is not None))
+        for b in bases:
+            thr = _final(usable.get(b, []), metric, window)
+            if thr is None:
+                continue
+            whose = "baseline's" if len(bases) == 1 else f"baseline {labels[b]}'s"
+            how = (f"last {s.smooth}-step averages" if window > 1 else "last evaluations")
+            members = [c for c in usable if c == b or baseline_for.get((c, None)) == b]
+            specs.append((metric, ">=", thr, f"{whose} final {metric} (mean of its seeds' {how})", members))
     rows = []
-    for metric, op, thr, source in specs:
+    for metric, op, thr, source, members in specs:
         seen_metric = False
-        for cond, runs in usable.items():
-            steps = []
-            for run in runs:
+        caveat = TRAIN_CAVEAT if metric.startswith("train/") else ""
+        window = reach_window(metric, s)
+        for cond in members:
+            steps, times = [], []
+            for run in usable[cond]:
                 f = run.metrics
                 if f is None or metric not in f.columns:
                     continue
                 seen_metric = True
-                step = first_reach(f[metric], op, thr, s.smooth)
+                step = first_reach(f[metric], op, thr, window)
                 tcol = _time_column(f)
                 t = np.nan
                 if step is not None and tcol is not None:
                     t = float(f[tcol].loc[:step].dropna().iloc[-1]) if f[tcol].loc[:step].notna().any() else np.nan
                 steps.append(np.nan if step is None else float(step))
+                times.append(t)
                 rows.append({"level": "run", "condition": labels[cond], "run": run.rel, "seed": run.seed,
                              "metric": metric, "op": op, "threshold": thr, "reached": step is not None,
                              "runs": 1, "step": np.nan if step is None else float(step),
-                             "step_ci_low": np.nan, "step_ci_high": np.nan, "time_s": t, "source": source})
+                             "step_ci_low": np.nan, "step_ci_high": np.nan, "time_s": t, "source": source,
+                             "caveat": caveat})
             if steps:
                 arr = np.asarray(steps)
                 got = arr[np.isfinite(arr)]
                 lo, hi = t_interval(got, s.confidence) if got.size else (np.nan, np.nan)
-                times = [r["time_s"] for r in rows if r["level"] == "run" and r["condition"] == labels[cond]
-                         and r["metric"] == metric and r["threshold"] == thr]
                 rows.append({"level": "condition", "condition": labels[cond], "run": "", "seed": "",
                              "metric": metric, "op": op, "threshold": thr, "reached": int(got.size),
                              "runs": int(arr.size), "step": float(got.mean()) if got.size else np.nan,
-                             "step_ci_low": lo, "step_ci_high": hi, "time_s": _nanmean(times), "source": source})
+                             "step_ci_low": lo, "step_ci_high": hi, "time_s": _nanmean(times), "source": source,
+                             "caveat": caveat})
         if not seen_metric:
             notes.append(f"Steps to reach {metric} {op} {thr:g}: no run logs `{metric}` in metrics.csv.")
     return pd.DataFrame(rows, columns=REACH_COLUMNS)

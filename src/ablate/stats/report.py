@@ -15,6 +15,7 @@ from ablate.stats.analysis import Analysis
 
 HEADLINE = ["pass@1", "pass@16", "exact_pass@1", "coverage", "precision"]
 CURVES_PER_FIGURE = 12
+MAX_CONSOLE_WARNINGS = 20
 MAX_CURVE_FIGURES = 3
 
 
@@ -136,7 +137,9 @@ def make_figures(a: Analysis, out: Path) -> list[tuple[str, str]]:
             ax.errorbar(d, y, xerr=np.clip(err, 0, None), fmt="o", capsize=3)
             ax.axvline(0, color="grey", lw=1)
             ax.set_yticks(y, [f"{c} · {m}" for c, m in zip(cmp["condition"], cmp["metric"])])
-            ax.set_xlabel(f"difference from baseline ({a.labels.get(a.baseline, '')})")
+            bases = sorted(set(cmp["baseline"]))
+            ax.set_xlabel(f"difference from baseline ({bases[0]})" if len(bases) == 1
+                          else "difference from each family's baseline")
             ax.set_title(f"differences, regime {regime} ({_pct(a)} CI)")
             ax.grid(alpha=0.3, axis="x")
             name = f"differences_{slug(regime)}.png"
@@ -145,30 +148,41 @@ def make_figures(a: Analysis, out: Path) -> list[tuple[str, str]]:
 
     if len(a.curves):
         metrics = list(dict.fromkeys(a.curves["metric"]))
-        chunks = [metrics[i:i + CURVES_PER_FIGURE] for i in range(0, len(metrics), CURVES_PER_FIGURE)]
+        held_out = [m for m in metrics if m.startswith("val/")]
+        training = [m for m in metrics if not m.startswith("val/")]
+        if held_out:
+            figures.append(_curve_figure(a, out, plt, held_out[:CURVES_PER_FIGURE], "val_curves",
+                                         "held-out evaluation during training", order))
+        chunks = [training[i:i + CURVES_PER_FIGURE] for i in range(0, len(training), CURVES_PER_FIGURE)]
         for n, chunk in enumerate(chunks[:MAX_CURVE_FIGURES], 1):
-            cols = min(3, len(chunk))
-            nrows = math.ceil(len(chunk) / cols)
-            fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 2.8 * nrows), squeeze=False)
-            for ax, metric in zip(axes.ravel(), chunk):
-                sub = a.curves[a.curves["metric"] == metric]
-                for label in [c for c in order if c in set(sub["condition"])]:
-                    r = sub[sub["condition"] == label]
-                    line, = ax.plot(r["step"], r["mean"], lw=1.2, label=label)
-                    ax.fill_between(r["step"], r["ci_low"], r["ci_high"], color=line.get_color(), alpha=0.2,
-                                    lw=0)
-                ax.set_title(metric, fontsize=9)
-                ax.set_xlabel("step", fontsize=8)
-                ax.tick_params(labelsize=7)
-                ax.grid(alpha=0.3)
-            for ax in axes.ravel()[len(chunk):]:
-                ax.axis("off")
-            axes.ravel()[0].legend(fontsize=7)
-            fig.suptitle(f"training curves (mean over seeds, {_pct(a)} t-interval band)", fontsize=10)
-            name = "curves.png" if len(chunks) == 1 else f"curves_{n}.png"
-            _save(fig, out / name, plt)
-            figures.append(("training curves" + ("" if len(chunks) == 1 else f" ({n})"), name))
+            name = "curves" if len(chunks) == 1 else f"curves_{n}"
+            title = "training curves" + ("" if len(chunks) == 1 else f" ({n})")
+            figures.append(_curve_figure(a, out, plt, chunk, name, title, order))
     return figures
+
+
+def _curve_figure(a: Analysis, out: Path, plt, chunk: list[str], name: str, title: str,
+                  order: list[str]) -> tuple[str, str]:
+    cols = min(3, len(chunk))
+    nrows = math.ceil(len(chunk) / cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 2.8 * nrows), squeeze=False)
+    for ax, metric in zip(axes.ravel(), chunk):
+        sub = a.curves[a.curves["metric"] == metric]
+        for label in [c for c in order if c in set(sub["condition"])]:
+            r = sub[sub["condition"] == label]
+            sparse = metric.startswith("val/")
+            line, = ax.plot(r["step"], r["mean"], lw=1.2, label=label, marker="o" if sparse else None, ms=3)
+            ax.fill_between(r["step"], r["ci_low"], r["ci_high"], color=line.get_color(), alpha=0.2, lw=0)
+        ax.set_title(metric, fontsize=9)
+        ax.set_xlabel("step", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    for ax in axes.ravel()[len(chunk):]:
+        ax.axis("off")
+    axes.ravel()[0].legend(fontsize=7)
+    fig.suptitle(f"{title} (mean over seeds, {_pct(a)} t-interval band)", fontsize=10)
+    _save(fig, out / f"{name}.png", plt)
+    return title, f"{name}.png"
 
 
 def _true(x) -> bool:
@@ -197,10 +211,32 @@ def _save(fig, path: Path, plt) -> None:
 # markdown
 
 
+def run_warnings(a: Analysis) -> list[tuple[str, str, str]]:
+    """(condition, run, text) for every warning a run wrote into its status.json."""
+    return [(r.condition, r.run, w) for r in a.inventory.itertuples() if r.warnings
+            for w in r.warnings.split(" | ")]
+
+
+def _warnings_section(a: Analysis) -> list[str]:
+    found = run_warnings(a)
+    if not found:
+        return []
+    out = ["## Warnings\n",
+           "Written by the runs themselves (status.json), e.g. a curriculum that never engaged: a "
+           "condition whose mechanism did not run says nothing about that mechanism.\n"]
+    for cond in dict.fromkeys(c for c, _, _ in found):
+        out.append(f"- **{cond}**")
+        out.extend(f"  - `{run}`: {text}" for c, run, text in found if c == cond)
+    out.append("")
+    return out
+
+
 def render_markdown(a: Analysis, figures: list[tuple[str, str]], command: str = "") -> str:
     s = a.settings
     out: list[str] = []
     out.append(f"# Stats report — {a.sweep.name}\n")
+    if a.study is not None:
+        out.append(f"Study: **{a.study.name}**" + (f" — {a.study.question}" if a.study.question else "") + "  ")
     out.append("Sweep: " + ", ".join(f"`{p}`" for p in a.sweep.roots) + "  ")
     if command:
         out.append(f"Command: `{command}`  ")
@@ -208,7 +244,16 @@ def render_markdown(a: Analysis, figures: list[tuple[str, str]], command: str = 
                f"seed {s.seed}.  ")
     if a.common:
         out.append("Overrides shared by every condition: " + ", ".join(f"`{c}`" for c in a.common) + "  ")
-    if a.baseline is not None:
+    if a.families:
+        out.append("Baselines (the study's; each condition is compared with the baseline of the first "
+                   "family that matches it):\n")
+        for f in a.families:
+            base = f"**{f['baseline']}**" if f["baseline"] else "no matching condition: not compared"
+            if f["baseline"] and not f["usable"]:
+                base += " (no usable runs: not compared)"
+            rule = " (global rule: " + a.baseline_rule + ")" if f["family"] == "any other condition" else ""
+            out.append(f"- {f['family']} → {base}{rule}")
+    elif a.baseline is not None:
         out.append(f"Baseline: **{a.labels[a.baseline]}** ({a.baseline_rule}).")
     else:
         out.append("Baseline: none (no condition has usable runs).")
@@ -233,11 +278,13 @@ def render_markdown(a: Analysis, figures: list[tuple[str, str]], command: str = 
         out.append(f"- `{r.run}`: {r.reason}")
     if len(noted):
         out.append("")
+    out.extend(_warnings_section(a))
 
     cond_rows = a.summary[a.summary["level"] == "condition"]
     for regime in a.regimes:
         rows = cond_rows[cond_rows["regime"] == regime]
         metrics = headline_metrics(a, regime)
+        base_labels = {a.labels[b] for b in a.baselines_in(regime)}
         out.append(f"## Results — regime `{regime}`\n")
         out.append(f"Mean over seeds [{_pct(a)} CI: hierarchical bootstrap, seeds then prompts]. "
                    "All metrics, per-run values, Wilson intervals: `summary.csv`.\n")
@@ -247,8 +294,7 @@ def render_markdown(a: Analysis, figures: list[tuple[str, str]], command: str = 
             if not len(r):
                 continue
             n_seeds = int(r["n_seeds"].max())
-            cells = [label + (" (baseline)" if a.baseline is not None and label == a.labels[a.baseline] else ""),
-                     n_seeds]
+            cells = [label + (" (baseline)" if label in base_labels else ""), n_seeds]
             for m in metrics:
                 x = r[r["metric"] == m]
                 cells.append(fmt_ci(*x[["value", "ci_low", "ci_high"]].iloc[0]) if len(x) else "–")
@@ -294,7 +340,14 @@ def render_markdown(a: Analysis, figures: list[tuple[str, str]], command: str = 
             if r.note:
                 sentence += f" _{r.note}._"
             out.append(sentence)
+            if r.power_note:
+                out.append(f"  - {r.power_note}")
         out.append("")
+        if (cmp["power_note"] != "").any():
+            out.append(f"_inconclusive_ lines (comparisons not significant across seeds): the smallest difference "
+                       "the seed-level test detects with 80% power at the current seeds, and the seeds per "
+                       f"condition that would detect {fmt(s.effect)}; at α={s.alpha:g}/{len(cmp)} (Holm's first "
+                       "step), from the seeds' own variance.\n")
     for note in a.notes:
         if len(cmp):
             out.append(f"- {note}")
@@ -302,9 +355,17 @@ def render_markdown(a: Analysis, figures: list[tuple[str, str]], command: str = 
     if len(a.reach):
         out.append("\n## Steps to reach a threshold\n")
         cond = a.reach[a.reach["level"] == "condition"]
-        out.append("Training steps until the running mean (window "
-                   f"{s.smooth} logged values) of the metric first reaches the threshold; mean over the seeds "
-                   f"that reached it [{_pct(a)} t-interval].\n")
+        if cond["metric"].str.startswith("val/").any():
+            out.append("Training steps until the metric first reaches the threshold: held-out `val/` metrics as "
+                       "evaluated every `eval.every` steps (not smoothed), other columns as a running mean of "
+                       f"{s.smooth} logged values; mean over the seeds that reached it [{_pct(a)} t-interval].\n")
+        else:
+            out.append("Training steps until the running mean (window "
+                       f"{s.smooth} logged values) of the metric first reaches the threshold; mean over the seeds "
+                       f"that reached it [{_pct(a)} t-interval].\n")
+        for metric, caveat in dict(zip(cond["metric"], cond["caveat"])).items():
+            if caveat:
+                out.append(f"**`{metric}`: {caveat}.**\n")
         timed = bool(np.isfinite(cond["time_s"].astype(float)).any())
         out.append(md_table(
             ["condition", "metric", "threshold", "reached", "steps [CI]"] + (["time (s)"] if timed else [])
@@ -368,7 +429,7 @@ def report_json(a: Analysis, figures: list[tuple[str, str]], command: str = "") 
         "command": command,
         "settings": {"resamples": a.settings.resamples, "confidence": a.settings.confidence,
                      "alpha": a.settings.alpha, "seed": a.settings.seed, "metrics": list(a.settings.metrics),
-                     "smooth": a.settings.smooth},
+                     "smooth": a.settings.smooth, "effect": a.settings.effect},
         "baseline": None if a.baseline is None else {"condition": a.labels[a.baseline],
                                                      "overrides": list(a.baseline), "rule": a.baseline_rule},
         "common_overrides": a.common,
@@ -382,6 +443,10 @@ def report_json(a: Analysis, figures: list[tuple[str, str]], command: str = "") 
         "figures": [{"title": t, "file": f} for t, f in figures],
         "problems": a.problems,
         "notes": a.notes,
+        **({} if a.study is None else {"study": {
+            "name": a.study.name, "question": a.study.question, "metrics": list(a.study.metrics),
+            "effect": a.study.effect, "baselines": a.families}}),
+        **({} if a.power is None else {"power": _records(a.power)}),
     })
 
 
@@ -392,6 +457,8 @@ def write_report(a: Analysis, out: Path, formats: Iterable[str] = ("md",), plots
     written: dict[str, Path] = {}
     tables = {"summary.csv": a.summary, "comparisons.csv": a.comparisons, "runs.csv": a.inventory,
               "curves.csv": a.curves, "reach.csv": a.reach}
+    if a.power is not None:
+        tables["power.csv"] = a.power
     for name, df in tables.items():
         path = out / name
         df.to_csv(path, index=False)
@@ -414,24 +481,28 @@ def write_report(a: Analysis, out: Path, formats: Iterable[str] = ("md",), plots
 
 def print_summary(a: Analysis, written: dict[str, Path], console=None) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = console or Console()
     metric = a.settings.metrics[0]
+    if a.study is not None:
+        console.print(escape(f"Study {a.study.name}" + (f": {a.study.question}" if a.study.question else "")),
+                      highlight=False, soft_wrap=True)
     table = Table(title=f"{a.sweep.name}: {metric}, mean over seeds [{_pct(a)} CI]")
     for col, justify in [("condition", "left"), ("runs ok", "right"), ("regime", "left"), (metric, "right"),
                          ("Δ vs baseline", "right"), ("", "left")]:
         table.add_column(col, justify=justify)
     rows = a.summary[(a.summary["level"] == "condition") & (a.summary["metric"] == metric)]
     cmp = a.comparisons[a.comparisons["metric"] == metric] if len(a.comparisons) else a.comparisons
-    base = a.labels.get(a.baseline) if a.baseline is not None else None
     for r in a.conditions.itertuples():
         first = True
         for regime in a.regimes or [""]:
             x = rows[(rows["condition"] == r.condition) & (rows["regime"] == regime)]
             value = fmt_ci(*x[["value", "ci_low", "ci_high"]].iloc[0]) if len(x) else "–"
             delta, verdict = "", ""
-            if r.condition == base:
+            if r.condition in {a.labels[b] for b in a.baselines_in(regime)} and not (
+                    len(cmp) and ((cmp["condition"] == r.condition) & (cmp["regime"] == regime)).any()):
                 verdict = "baseline"
             elif len(cmp):
                 c = cmp[(cmp["condition"] == r.condition) & (cmp["regime"] == regime)]
@@ -452,6 +523,13 @@ def print_summary(a: Analysis, written: dict[str, Path], console=None) -> None:
     if left_out:
         console.print(f"[yellow]{left_out} run(s) not included (failed, running or missing); "
                       "listed in the report.[/yellow]")
+    found = run_warnings(a)
+    for cond, run, text in found[:MAX_CONSOLE_WARNINGS]:
+        console.print(f"[yellow]warning[/yellow] {escape(f'{cond} ({run}): {text}')}", highlight=False,
+                      soft_wrap=True)
+    if len(found) > MAX_CONSOLE_WARNINGS:
+        console.print(f"[yellow]... and {len(found) - MAX_CONSOLE_WARNINGS} more run warning(s); listed in the "
+                      "report.[/yellow]")
     if a.problems:
         console.print(f"[yellow]{len(a.problems)} data problem(s); listed in the report.[/yellow]")
     report = written.get("report.md") or written.get("report.json")

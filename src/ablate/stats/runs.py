@@ -80,6 +80,13 @@ class Run:
     issues: list[str] = field(default_factory=list)
     outcome: str = "missing"  # ok / failed / running / missing
     reason: str = ""
+    config: dict | None = None  # the composed .hydra/config.yaml
+    warnings: list[str] = field(default_factory=list)  # status.json "warnings" (e.g. a sampler that never engaged)
+
+    @property
+    def study(self) -> dict | None:
+        block = (self.config or {}).get("study")
+        return block if isinstance(block, dict) else None
 
     @property
     def ok(self) -> bool:
@@ -404,14 +411,27 @@ def _read_overrides(path: Path, issues: list[str]) -> tuple[str, ...] | None:
     return tuple(str(x) for x in data)
 
 
-def _config_seed(path: Path) -> str | None:
+def _read_config(path: Path, issues: list[str]) -> dict | None:
     try:
         cfg = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+    except FileNotFoundError:
         return None
-    if isinstance(cfg, dict) and cfg.get("seed") is not None:
-        return str(cfg["seed"])
-    return None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        issues.append(f".hydra/config.yaml unreadable ({_short(exc)})")
+        return None
+    return cfg if isinstance(cfg, dict) else None
+
+
+def _status_warnings(status: dict | None, issues: list[str]) -> list[str]:
+    raw = (status or {}).get("warnings")
+    if raw is None:
+        return []
+    if isinstance(raw, str):
+        raw = [raw]
+    if not isinstance(raw, list):
+        issues.append("status.json: `warnings` is not a list of strings; ignored")
+        return []
+    return [str(w) for w in raw if str(w).strip()]
 
 
 def load_run(path: Path, root: Path | None = None) -> Run:
@@ -423,12 +443,14 @@ def load_run(path: Path, root: Path | None = None) -> Run:
     issues: list[str] = []
     overrides = _read_overrides(path.joinpath(*RUN_MARKER), issues)
     condition, seed = split_overrides(overrides or ())
-    if seed is None:
-        seed = _config_seed(path / ".hydra" / "config.yaml")
+    config = _read_config(path / ".hydra" / "config.yaml", issues)
+    if seed is None and config is not None and config.get("seed") is not None:
+        seed = str(config["seed"])
     status = _read_json(path / "status.json", issues, "status.json")
     if status is not None and not isinstance(status, dict):
         issues.append("status.json is not a JSON object")
         status = None
+    warnings = _status_warnings(status, issues)
     state = str(status.get("state", "unknown")) if status else "unknown"
 
     evals: dict[str, RegimeEval] = {}
@@ -440,7 +462,8 @@ def load_run(path: Path, root: Path | None = None) -> Run:
             issues.extend(regime.issues)
     metrics = load_metrics_csv(path / "metrics.csv", issues, "metrics.csv")
 
-    run = Run(path, rel, overrides or (), condition, seed, state, status, evals, metrics, issues)
+    run = Run(path, rel, overrides or (), condition, seed, state, status, evals, metrics, issues,
+              config=config, warnings=warnings)
     usable = [r for r in evals.values() if r.usable]
     if overrides is None:
         run.outcome, run.reason = "missing", "unreadable .hydra/overrides.yaml"

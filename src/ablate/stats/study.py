@@ -1,0 +1,155 @@
+"""The `study:` block a study preset writes into every run's composed config (`.hydra/config.yaml`):
+the question, the deciding metrics, the effect it wants to detect, and which baseline each condition
+is compared with. Runs without the block (`study: null` or no key) are reported as before."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from ablate.stats.runs import Run, StatsInputError
+
+_MISSING = object()
+_YAML_TRUE = {"true", "yes", "on"}
+_YAML_FALSE = {"false", "no", "off"}
+
+
+@dataclass
+class Rule:
+    """Conditions whose config matches `family` are compared with the condition matching `baseline`."""
+
+    family: dict[str, Any]
+    baseline: dict[str, Any]
+    regime: str | None = None
+
+    def describe(self) -> str:
+        text = ", ".join(f"{k}={_show(v)}" for k, v in self.family.items()) or "(every condition)"
+        return text + (f" [regime `{self.regime}`]" if self.regime else "")
+
+
+@dataclass
+class Study:
+    name: str
+    question: str = ""
+    metrics: tuple[str, ...] = ()
+    effect: float | None = None
+    rules: list[Rule] = field(default_factory=list)
+
+
+def _show(v) -> str:
+    return "null" if v is None else str(v)
+
+
+def lookup(cfg: Mapping | None, dotted: str):
+    """The node at a dotted path (`stage.name`) of a config, or _MISSING."""
+    node: Any = cfg
+    for part in str(dotted).split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+def _scalar(x):
+    # YAML 1.1 reads an unquoted `on`/`off` as a boolean; a rule written `tool.name: on` must still
+    # match a config whose OmegaConf dump quoted it ('on'), so both sides go through the same table.
+    if isinstance(x, bool):
+        return ("bool", x)
+    if isinstance(x, (int, float)):
+        return ("num", float(x))
+    text = str(x).strip()
+    if text.lower() in _YAML_TRUE | _YAML_FALSE:
+        return ("bool", text.lower() in _YAML_TRUE)
+    try:
+        return ("num", float(text))
+    except ValueError:
+        return ("str", text)
+
+
+def same(want, have) -> bool:
+    """Does config value `have` satisfy rule value `want`? null matches a missing or null node."""
+    if want is None:
+        return have is _MISSING or have is None
+    if have is _MISSING or have is None:
+        return False
+    if isinstance(want, Mapping):
+        return isinstance(have, Mapping) and all(same(v, lookup(have, k)) for k, v in want.items())
+    if isinstance(want, (list, tuple)):
+        return (isinstance(have, (list, tuple)) and len(want) == len(have)
+                and all(same(w, h) for w, h in zip(want, have)))
+    if isinstance(have, (Mapping, list, tuple)):
+        return False
+    return _scalar(want) == _scalar(have)
+
+
+def matches(cfg: Mapping | None, where: Mapping) -> bool:
+    if cfg is None:
+        return False
+    return all(same(v, lookup(cfg, k)) for k, v in where.items())
+
+
+def parse_study(block: Mapping, problems: list[str]) -> Study:
+    """A Study from a config's `study:` mapping; malformed parts are named in `problems` and skipped."""
+    name = str(block.get("name") or "unnamed study")
+    metrics = block.get("metrics") or []
+    if isinstance(metrics, str):
+        metrics = [m.strip() for m in metrics.split(",")]
+    if not isinstance(metrics, (list, tuple)):
+        problems.append(f"study {name}: `metrics` is not a list; ignored")
+        metrics = []
+    effect = block.get("effect")
+    if effect is not None:
+        try:
+            effect = float(effect)
+        except (TypeError, ValueError):
+            effect = math.nan
+        if not (math.isfinite(effect) and effect > 0):
+            problems.append(f"study {name}: `effect` {block.get('effect')!r} is not a positive number; ignored")
+            effect = None
+    rules = []
+    for i, raw in enumerate(block.get("baselines") or [], 1):
+        family = raw.get("family") if isinstance(raw, Mapping) else None
+        base = raw.get("baseline") if isinstance(raw, Mapping) else None
+        if family is None:
+            family = {}
+        if not isinstance(family, Mapping) or not isinstance(base, Mapping) or not base:
+            problems.append(f"study {name}: baselines entry {i} needs `family` and `baseline` mappings; ignored")
+            continue
+        regime = raw.get("regime")
+        rules.append(Rule(dict(family), dict(base), None if regime is None else str(regime)))
+    return Study(name, str(block.get("question") or ""), tuple(str(m) for m in metrics if str(m).strip()),
+                 effect, rules)
+
+
+def sweep_study(runs: Sequence[Run], explicit: bool, problems: list[str]) -> Study | None:
+    """The one study the sweep's runs belong to, or None.
+
+    Runs of different studies have different deciding metrics and baselines, so pooling them is an
+    error unless the user said what to compare (`explicit`: --baseline or --metric given); then the
+    study blocks are ignored. Runs without a block don't count against a study.
+    """
+    by_name: dict[str, list[Run]] = {}
+    for run in sorted(runs, key=lambda r: r.rel):
+        if run.study is not None:
+            by_name.setdefault(str(run.study.get("name") or "unnamed study"), []).append(run)
+    if not by_name:
+        return None
+    if len(by_name) > 1:
+        listing = "; ".join(f"{name} ({len(rs)} run(s), e.g. {rs[0].rel})" for name, rs in by_name.items())
+        if not explicit:
+            raise StatsInputError(
+                f"the runs belong to different studies: {listing}. Report each study's sweep separately, "
+                "or pass --baseline and/or --metric to compare them anyway (the study blocks are then ignored)")
+        problems.append(f"runs belong to different studies ({listing}); study blocks ignored")
+        return None
+    ((name, members),) = by_name.items()
+    first = members[0].study
+    differing = [r.rel for r in members[1:] if r.study != first]
+    if differing:
+        problems.append(f"study {name}: the study block differs between runs (e.g. {members[0].rel} vs "
+                        f"{differing[0]}); using {members[0].rel}'s")
+    return parse_study(first, problems)
+
+
+__all__ = ["Rule", "Study", "lookup", "matches", "parse_study", "same", "sweep_study"]
