@@ -52,7 +52,12 @@ def check_config(cfg: DictConfig) -> None:
     from ablate.tasks.countdown.generator import check_generator_args
     from ablate.tasks.countdown.traces import TRACE_STYLES
 
+    from ablate import config_checks
+
     _require(cfg.resume in ("auto", "never"), f"resume={cfg.resume!r}: use resume=auto or resume=never")
+    for error in (config_checks.seed_error(cfg), config_checks.eval_ks_error(cfg.eval),
+                  config_checks.task_file_error(cfg.task)):
+        _require(error is None, str(error))
     m = cfg.model
     _require(m.kind in MODEL_KINDS, f"model.kind={m.kind!r}: expected one of {MODEL_KINDS}")
     if m.kind == "hf":
@@ -62,6 +67,9 @@ def check_config(cfg: DictConfig) -> None:
              f"model.template={m.template!r}: expected compact, tinyzero or calculator")
     _require(m.kind != "tiny" or m.template == "compact",
              f"model.template={m.template!r} needs a chat template, which the tiny tokenizer lacks; use compact")
+    if m.get("name_or_path") and not (cfg.stage.name != "sft" and cfg.stage.get("init") == "scratch"):
+        error = config_checks.model_source_error(m.name_or_path)
+        _require(error is None, str(error))
 
     t = cfg.task
     _require(t.source in SOURCES, f"task.source={t.source!r}: expected one of {SOURCES}")
@@ -609,9 +617,15 @@ def main(cfg: DictConfig) -> None:
 
     from ablate.run_dir import RunStatus
 
+    from ablate.config import CONF_DIR
+    from ablate.config_checks import added_keys_error
+
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     sweeping = HydraConfig.get().mode == RunMode.MULTIRUN
     try:
+        error = added_keys_error(HydraConfig.get().overrides.task, CONF_DIR)
+        if error:
+            raise ConfigError(error)
         run(cfg, run_dir)
     except ConfigError as err:
         print(f"config error: {err}", file=sys.stderr)

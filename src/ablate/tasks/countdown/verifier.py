@@ -67,15 +67,21 @@ else:  # pragma: no cover
 
 def _last_in_line(text: str, line: int, close: int) -> str | None:
     """The last match ending at or before the CLOSE at `close`, all in the line that starts at `line`
-    (no newline in text[line:close]). The last OPEN before `close` lies in the last match (or starts
-    it), which ends at the first CLOSE after that OPEN and starts at the first OPEN after the CLOSE
-    before it: a few `find`s, however many tags the line has."""
-    opening = text.rfind(OPEN, line, close)
-    if opening < 0:
-        return None
-    close = text.find(CLOSE, opening + len(OPEN))
+    (no newline in text[line:close]), with a few `find`s however many tags the line has: a match
+    ends at the first CLOSE after its OPEN, so when an OPEN follows the CLOSE before `close`, the
+    first such OPEN starts the last match; otherwise the last OPEN before that CLOSE lies in the last
+    match, which ends at the first CLOSE after it and starts at the first OPEN after the CLOSE before."""
     previous = text.rfind(CLOSE, line, close)
     first = text.find(OPEN, previous + len(CLOSE) if previous >= 0 else line, close)
+    if first < 0:
+        if previous < 0:
+            return None
+        opening = text.rfind(OPEN, line, previous)
+        if opening < 0:
+            return None
+        close = text.find(CLOSE, opening + len(OPEN))
+        previous = text.rfind(CLOSE, line, close)
+        first = text.find(OPEN, previous + len(CLOSE) if previous >= 0 else line, close)
     return text[first + len(OPEN):close].strip()
 
 
