@@ -55,8 +55,7 @@ def check_config(cfg: DictConfig) -> None:
     from ablate import config_checks
 
     _require(cfg.resume in ("auto", "never"), f"resume={cfg.resume!r}: use resume=auto or resume=never")
-    for error in (config_checks.seed_error(cfg), config_checks.eval_ks_error(cfg.eval),
-                  config_checks.task_file_error(cfg.task)):
+    for error in (config_checks.seed_error(cfg), config_checks.eval_ks_error(cfg.eval)):
         _require(error is None, str(error))
     m = cfg.model
     _require(m.kind in MODEL_KINDS, f"model.kind={m.kind!r}: expected one of {MODEL_KINDS}")
@@ -150,6 +149,8 @@ def check_config(cfg: DictConfig) -> None:
     _require(int(e.max_new_tokens) >= 1 and int(e.batch_size) >= 1, "eval.max_new_tokens and eval.batch_size must be >= 1")
 
     check_tool_config(cfg)
+    error = config_checks.task_file_error(cfg.task)  # reads the file: after the checks that read only the config
+    _require(error is None, str(error))
 
     if cfg.logger.wandb:
         try:
@@ -299,6 +300,7 @@ def _fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=Non
     from lightning.pytorch.callbacks import ModelCheckpoint
     from lightning.pytorch.loggers import CSVLogger
 
+    from ablate.atomic import checkpoint_io
     from ablate.run_dir import merge_metrics, stash_metrics
 
     loggers: list[Any] = [CSVLogger(save_dir=str(run_dir), name="", version="", flush_logs_every_n_steps=10)]
@@ -314,7 +316,7 @@ def _fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=Non
         callbacks=[ModelCheckpoint(dirpath=str(checkpoints), save_last=True,
                                    every_n_train_steps=int(cfg.stage.checkpoint_every))],
         log_every_n_steps=int(cfg.trainer.log_every_n_steps), enable_model_summary=False, num_sanity_val_steps=0,
-        limit_val_batches=0, default_root_dir=str(run_dir),
+        limit_val_batches=0, default_root_dir=str(run_dir), plugins=[checkpoint_io()],
     )
     # RLOO and DPO step their optimizer inside training_step, before Lightning saves: the checkpoint
     # holds the post-step state a resume needs (the resume tests check it), so Lightning's warning about
@@ -541,6 +543,7 @@ def run(cfg: DictConfig, run_dir: Path) -> Path:
     import torch
     from transformers import AutoModelForCausalLM
 
+    from ablate.atomic import export_model, model_exported
     from ablate.eval import evaluate, format_summary, write_eval
     from ablate.models import load_model, load_tokenizer, parameter_count
     from ablate.rollout.tools import build_tool
@@ -548,11 +551,18 @@ def run(cfg: DictConfig, run_dir: Path) -> Path:
     from ablate.tasks.countdown import Reward, build_splits
 
     check_config(cfg)
+    if global_rank() == 0:
+        from ablate.atomic import remove_orphans
+        from ablate.run_record import record_config
+
+        record_config(cfg, run_dir)  # what this directory holds, out of Hydra's reach (ablate.run_record)
+        for folder in (run_dir, run_dir / "checkpoints", run_dir / "eval" / REGIME_NO_TOOL, run_dir / "eval" / REGIME_TOOL):
+            remove_orphans(folder)  # temporary files of a killed attempt
     model_dir = run_dir / "model"
     # A run that used a tool (any schedule but off) is evaluated without and with it.
     regimes = ([REGIME_NO_TOOL] + ([REGIME_TOOL] if cfg.tool.schedule != "off" else [])) if cfg.eval.enabled else []
     done = (read_status(run_dir) or {}).get("state") == "completed"
-    if done and cfg.resume == "auto" and (model_dir / "config.json").is_file() and all(
+    if done and cfg.resume == "auto" and model_exported(model_dir) and all(
             (run_dir / "eval" / r / "summary.json").is_file() for r in regimes):
         print(f"run already completed, nothing to do: {run_dir}")
         return run_dir
@@ -571,7 +581,7 @@ def run(cfg: DictConfig, run_dir: Path) -> Path:
         status.timing("data_s", time.monotonic() - clock)
         tokenizer = load_tokenizer(start)
         reward = Reward.from_config(OmegaConf.to_container(cfg.reward, resolve=True))
-        if (model_dir / "config.json").is_file() and cfg.resume == "auto":
+        if model_exported(model_dir) and cfg.resume == "auto":
             log.info("stage already exported to %s; loading it", model_dir)
             model = AutoModelForCausalLM.from_pretrained(str(model_dir))
         else:
@@ -588,8 +598,7 @@ def run(cfg: DictConfig, run_dir: Path) -> Path:
             status.timing("train_s", time.monotonic() - clock)
             if worker:
                 return run_dir
-            model.save_pretrained(str(model_dir))
-            tokenizer.save_pretrained(str(model_dir))
+            export_model(model, tokenizer, model_dir)  # all or nothing: a kill never leaves half a model/
         device = "cuda" if torch.cuda.is_available() and cfg.trainer.accelerator != "cpu" else "cpu"
         model.to(device)
         for regime in regimes:
@@ -619,6 +628,7 @@ def main(cfg: DictConfig) -> None:
 
     from ablate.config import CONF_DIR
     from ablate.config_checks import added_keys_error
+    from ablate.run_record import check_run_dir
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     sweeping = HydraConfig.get().mode == RunMode.MULTIRUN
@@ -626,6 +636,12 @@ def main(cfg: DictConfig) -> None:
         error = added_keys_error(HydraConfig.get().overrides.task, CONF_DIR)
         if error:
             raise ConfigError(error)
+        conflict = check_run_dir(cfg, run_dir) if global_rank() == 0 else None
+        if conflict:
+            print(f"config error: {conflict}", file=sys.stderr)
+            if not sweeping:
+                sys.exit(2)
+            return  # the directory is another run's: no status of this job goes there
         run(cfg, run_dir)
     except ConfigError as err:
         print(f"config error: {err}", file=sys.stderr)
