@@ -301,6 +301,7 @@ def _fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=Non
     from lightning.pytorch.loggers import CSVLogger
 
     from ablate.atomic import checkpoint_io
+    from ablate.console import progress_bars, progress_log
     from ablate.run_dir import merge_metrics, stash_metrics
 
     loggers: list[Any] = [CSVLogger(save_dir=str(run_dir), name="", version="", flush_logs_every_n_steps=10)]
@@ -317,7 +318,10 @@ def _fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=Non
                                    every_n_train_steps=int(cfg.stage.checkpoint_every))],
         log_every_n_steps=int(cfg.trainer.log_every_n_steps), enable_model_summary=False, num_sanity_val_steps=0,
         limit_val_batches=0, default_root_dir=str(run_dir), plugins=[checkpoint_io()],
+        enable_progress_bar=progress_bars(),
     )
+    if not progress_bars():  # not watched (a sweep job, a log file): a line every tenth of the run instead
+        trainer.callbacks.append(progress_log())
     # RLOO and DPO step their optimizer inside training_step, before Lightning saves: the checkpoint
     # holds the post-step state a resume needs (the resume tests check it), so Lightning's warning about
     # manual optimization and step-based checkpoints, a page of sample code per run, is noise here.
@@ -626,12 +630,16 @@ def main(cfg: DictConfig) -> None:
 
     from ablate.run_dir import RunStatus
 
+    from ablate import console
     from ablate.config import CONF_DIR
     from ablate.config_checks import added_keys_error
     from ablate.run_record import check_run_dir
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     sweeping = HydraConfig.get().mode == RunMode.MULTIRUN
+    console.setup(console.interactive(sweeping))
+    overrides = [o for o in HydraConfig.get().overrides.task]
+    log.info("run: %s -> %s", " ".join(overrides) or "(defaults)", run_dir)
     try:
         error = added_keys_error(HydraConfig.get().overrides.task, CONF_DIR)
         if error:
