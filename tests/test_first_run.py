@@ -86,3 +86,28 @@ def test_parallel_local_sweep_after_the_plain_install(tmp_path):
                   "experiment=smoke", "trainer.num_threads=1", f"hydra.sweep.dir={sweep}"], tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert [json.loads((sweep / str(job) / "status.json").read_text())["state"] for job in range(2)] == ["completed"] * 2
+
+
+def test_console_setup_quiets_lightning_and_bars(tmp_path):
+    script = """
+import logging, os, warnings
+from ablate import console
+console.setup(False)
+import lightning
+from lightning.pytorch.utilities import rank_zero_info
+assert not any(isinstance(h, logging.StreamHandler) for h in logging.getLogger("lightning").handlers)
+rank_zero_info("💡 Tip: install something")
+logging.getLogger("lightning.pytorch.x").info("GPU available: False")
+logging.getLogger("lightning.pytorch.x").warning("a real warning")
+warnings.warn("Experiment logs directory /x/ exists and is not empty. Previous log files will be deleted")
+from tqdm.auto import tqdm
+for _ in tqdm(range(3), desc="bar"):
+    pass
+assert os.environ["TQDM_DISABLE"] == "1" and not console.progress_bars()
+"""
+    result = run(["-c", script], tmp_path)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout + result.stderr
+    assert out.count("a real warning") == 1
+    for noise in ("Tip", "GPU available", "exists and is not empty", "bar", "\r"):
+        assert noise not in out, noise

@@ -9,7 +9,9 @@ person watches them.
 * Lightning's advertising tips (litlogger, litmodels) are dropped everywhere.
 * Warnings that say nothing to a user: the CSV logger's "Experiment logs directory ... exists and is
   not empty" (the run directory always exists, Hydra created it; a resumed run's rows are kept by
-  `ablate.run_dir.stash_metrics`) and torch's `LeafSpec` deprecation raised inside Lightning.
+  `ablate.run_dir.stash_metrics`), torch's `LeafSpec` deprecation raised inside Lightning, and on a
+  resume, "Checkpoint directory ... exists" and the dataloader-not-resumable note (ablate restores
+  its data order and sampler state itself; the resume tests check it).
 * transformers' per-file bars (loading weights, writing shards) are off. When the run is not
   interactive (stderr is not a terminal, or a `-m` sweep job), every tqdm bar is off (`TQDM_DISABLE`)
   and so is Lightning's; `ProgressLog` writes a log line every tenth of the steps instead.
@@ -28,6 +30,9 @@ log = logging.getLogger("ablate.train")
 QUIET_WARNINGS = (
     r"Experiment logs directory .* exists and is not empty",
     r".*isinstance\(treespec, LeafSpec\)` is deprecated",
+    # a resumed run: its checkpoints are there on purpose, and its data order is restored by ablate itself
+    r"Checkpoint directory .* exists and is not empty",
+    r"You're resuming from a checkpoint that ended before the epoch ended",
 )
 
 
