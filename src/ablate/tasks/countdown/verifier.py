@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Mapping, Sequence
 
-from .arith import ArithmeticFormatError, _evaluate_tokens, evaluate, numbers_in, tokenize
+from .arith import ArithmeticFormatError, _evaluate_tokens, tokenize
 from .solver import is_solvable
 
 OPEN, CLOSE = "<answer>", "</answer>"
@@ -140,10 +140,15 @@ def compute_score(solution_str: Any, ground_truth: Mapping[str, Any], method: st
     except (KeyError, TypeError, ValueError):
         return format_score
     try:
-        # The numbers first, as TinyZero does: a literal longer than MAX_DIGITS is refused unread.
-        if sorted(numbers_in(equation, limit=len(numbers))) != numbers:
+        # Any failure scores format_score, whether of the numbers or of the arithmetic, so the order
+        # of the checks does not change the score: tokenizing first stops at the first character
+        # that is not arithmetic (or past the bounds) instead of reading megabytes for digits.
+        tokens = tokenize(equation, allow_decimals=True)
+        # TinyZero's numbers: every run of digits (`2.5` uses 2 and 5)
+        used = sorted(int(run) for token in tokens if token[0] in "0123456789." for run in token.split(".") if run)
+        if used != numbers:
             return format_score
-        value = evaluate(equation, allow_decimals=True)
+        value = _evaluate_tokens(tokens)
         return score if abs(value - target) < Fraction(1, 100000) else format_score
     except (ArithmeticFormatError, ZeroDivisionError, TypeError, ValueError):
         return format_score
