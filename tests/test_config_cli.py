@@ -70,7 +70,8 @@ def test_model_hub_id_unknown_offline(monkeypatch):
 
 def test_keys_added_with_plus_are_refused():
     assert "stage.lrr" in added_keys_error(["+stage.lrr=1e-3", "seed=1"], CONF_DIR)
-    assert added_keys_error(["+experiment=smoke", "++stage.lr=1", "+tool.anneal_ratio=0.5", "seed=1"], CONF_DIR) is None
+    assert added_keys_error(["+experiment=smoke", "++stage.lr=1", "+tool.anneal_ratio=0.5", "seed=1",
+                             "+model.arch.rope_theta=1e4", "+rollout.engine_kwargs.swap_space=1"], CONF_DIR) is None
 
 
 @pytest.mark.slow

@@ -20,6 +20,10 @@ OPTIONAL_KEYS = {
 }
 
 
+# Free-form mappings passed on as keyword arguments: any key added there is read.
+OPEN_PREFIXES = ("model.arch.", "rollout.engine_kwargs.")
+
+
 def integer(value: Any) -> bool:
     if isinstance(value, bool):
         return False
@@ -178,7 +182,7 @@ def added_keys_error(overrides: Iterable[str], conf_dir: Path) -> str | None:
         key = text.lstrip("+").partition("=")[0].strip()
         if not key or "/" in key or "@" in key or key.startswith("hydra") or (conf_dir / key.replace(".", "/")).is_dir():
             continue
-        if key in OPTIONAL_KEYS:
+        if key in OPTIONAL_KEYS or key.startswith(OPEN_PREFIXES):
             continue
         unknown.append(key)
     if not unknown:

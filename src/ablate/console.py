@@ -119,6 +119,11 @@ def progress_bars() -> bool:
     return os.environ.get("TQDM_DISABLE", "") not in ("1", "true", "True")
 
 
+# shown first in the progress line, when the stage logs them
+PROGRESS_KEYS = ("train/loss", "train/reward_mean", "train/verdict/correct", "train/kl", "train/reward_accuracy",
+                 "train/margin", "train/lr")
+
+
 def progress_log(every: int | None = None):
     """A Lightning callback that logs `step s/N` and the step's train/* metrics every `every` steps
     (a tenth of the run by default) and at the end: the periodic line that replaces the bar."""
@@ -135,7 +140,9 @@ def progress_log(every: int | None = None):
                 return
             metrics = {k: float(v) for k, v in trainer.callback_metrics.items()
                        if k.startswith("train/") and getattr(v, "numel", lambda: 1)() == 1}
-            shown = "  ".join(f"{k.removeprefix('train/')} {v:.4g}" for k, v in sorted(metrics.items())[:6])
+            first = [k for k in PROGRESS_KEYS if k in metrics]
+            keys = (first + sorted(k for k in metrics if k not in first))[:6]
+            shown = "  ".join(f"{k.removeprefix('train/')} {metrics[k]:.4g}" for k in keys)
             log.info("step %d/%d  %s  (%.0f s)", step, total, shown, time.monotonic() - self.start)
 
     return ProgressLog()
