@@ -207,3 +207,22 @@ def test_rerun_with_another_config_is_refused_and_the_directory_untouched(tmp_pa
     assert {p: p.read_bytes() for p in snapshot} == snapshot
     same = _train(*args, "trainer.num_threads=2", cwd=tmp_path)  # a key that changes no result: the same run
     assert same.returncode == 0 and "already completed" in same.stdout
+
+
+@pytest.mark.slow
+def test_a_half_written_export_is_redone(tmp_path):
+    """What a kill between model/config.json and the weights left before exports were atomic: the
+    next attempt trains on from its checkpoint and exports again instead of failing forever."""
+    from test_train import compose_cfg
+
+    from ablate.train import run
+
+    run_dir = tmp_path / "run"
+    run(compose_cfg(), run_dir)
+    (run_dir / "model" / "model.safetensors").unlink()
+    status = json.loads((run_dir / "status.json").read_text())
+    (run_dir / "status.json").write_text(json.dumps({**status, "state": "running"}))
+    run(compose_cfg(), run_dir)
+    status = read_status(run_dir)
+    assert status["state"] == "completed" and status["attempts"] == 2 and model_exported(run_dir / "model")
+    assert status["history"][0]["state"] == "interrupted"

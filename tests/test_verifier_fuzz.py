@@ -124,3 +124,12 @@ def test_partial_reward_of_a_huge_wrong_value_is_finite():
     numbers = [9] * 200
     value, judgement = partial("<answer>" + "*".join(["9"] * 200) + "</answer>", numbers, 21)
     assert judgement.verdict.value == "wrong_value" and value == pytest.approx(0.1)
+
+
+def test_oracle_steps_with_numbers_of_any_length_are_unreadable_not_errors():
+    from ablate.tasks.countdown.prompts import OracleFormat, parse_oracle_try
+
+    big = "7" * 5000
+    assert parse_oracle_try(f"Available: [1, 2]. Right steps: []. Try: {big} + 1") is None
+    assert OracleFormat(compact=True).parse_try(f"1 2||{big}+1") is None
+    assert parse_oracle_try("Available: [1, 2]. Right steps: []. Try: 2 + 1") is not None
