@@ -46,13 +46,12 @@ def _require(ok: bool, message: str) -> None:
 
 def check_config(cfg: DictConfig) -> None:
     """Fail before any compute on values that cannot work."""
+    from ablate import config_checks
     from ablate.models import MODEL_KINDS
     from ablate.tasks.countdown import Reward
     from ablate.tasks.countdown.data import SOURCES
     from ablate.tasks.countdown.generator import check_generator_args
     from ablate.tasks.countdown.traces import TRACE_STYLES
-
-    from ablate import config_checks
 
     _require(cfg.resume in ("auto", "never"), f"resume={cfg.resume!r}: use resume=auto or resume=never")
     for error in (config_checks.seed_error(cfg), config_checks.eval_ks_error(cfg.eval)):
@@ -628,20 +627,19 @@ def main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    from ablate.run_dir import RunStatus
-
     from ablate import console
     from ablate.config import CONF_DIR
     from ablate.config_checks import added_keys_error
+    from ablate.run_dir import RunStatus
     from ablate.run_record import check_run_dir
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     sweeping = HydraConfig.get().mode == RunMode.MULTIRUN
     console.setup(console.interactive(sweeping))
-    overrides = [o for o in HydraConfig.get().overrides.task]
-    log.info("run: %s -> %s", " ".join(overrides) or "(defaults)", run_dir)
+    overrides = list(HydraConfig.get().overrides.task)
+    log.info("run: %s -> %s", " ".join(overrides) or "(defaults)", run_dir)  # the composed run in one line
     try:
-        error = added_keys_error(HydraConfig.get().overrides.task, CONF_DIR)
+        error = added_keys_error(overrides, CONF_DIR)
         if error:
             raise ConfigError(error)
         conflict = check_run_dir(cfg, run_dir) if global_rank() == 0 else None
