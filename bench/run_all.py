@@ -71,6 +71,8 @@ def sections(args) -> list[dict]:
          "command": [py, "bench/bench_stats.py", "--quick"]},
         {"name": "countdown", "title": "Countdown generator, solver and verifier", "markdown": False,
          "command": [py, "bench/bench_countdown.py", "--n", "5000"]},
+        {"name": "hostile", "title": "Verifier and calculator on hostile input (worst case per function, up to 5 MB)",
+         "markdown": False, "command": [py, "bench/bench_hostile.py"]},
     ]
 
 

@@ -46,3 +46,14 @@ def test_rloo_data_parallel_on_two_cpu_processes(tmp_path):
     assert pd.read_csv(run_dir / "metrics.csv")["step"].tolist() == [0, 1, 2]
     assert (run_dir / "eval" / "no_tool" / "summary.json").is_file() and (run_dir / "model" / "config.json").is_file()
     assert result.stdout.count("run directory:") == 1  # the worker process neither exports nor evaluates
+
+
+def test_local_launcher_comes_with_the_plain_install():
+    """hydra/launcher=local needs hydra-joblib-launcher: a core dependency, not an extra (issue 15)."""
+    from pathlib import Path
+
+    tomllib = pytest.importorskip("tomllib")
+
+    project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]
+    assert any(dep.startswith("hydra-joblib-launcher") for dep in project["dependencies"])
+    import hydra_plugins.hydra_joblib_launcher  # noqa: F401 - installed with the core dependencies

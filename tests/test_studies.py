@@ -28,7 +28,8 @@ STUDIES = {  # preset -> the jobs of one seed (overrides besides experiment= and
          "model.arch.max_position_embeddings=512", "eval.max_new_tokens=460", "eval.batch_size=256"}],
 }
 # what a study's smoke run needs besides smoke_study (its preset header says so too)
-SMOKE_EXTRA = {"tool_annealing_study": ["upstream.sft.max_steps=4", "upstream.sft.warmup_steps=1"]}
+SMOKE_EXTRA = {"tool_annealing_study": ["upstream.sft.max_steps=4", "upstream.sft.warmup_steps=1"],
+               "oracle_tool_study": ["eval.max_new_tokens=48"]}
 
 
 def compose_study(name, *overrides):

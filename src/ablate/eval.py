@@ -127,13 +127,13 @@ def evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problem
 
 
 def write_eval(run_dir: str | Path, regime: str, summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> Path:
+    from ablate.atomic import write_json, write_jsonl
+
     out = Path(run_dir) / "eval" / regime
     out.mkdir(parents=True, exist_ok=True)
-    with (out / "samples.jsonl").open("w") as f:
-        for row in rows:
-            f.write(json.dumps(row) + "\n")
-    # summary.json last: its presence marks a finished evaluation.
-    (out / "summary.json").write_text(json.dumps({"regime": regime, **summary}, indent=2) + "\n")
+    # Each file whole or absent (temp file + rename); summary.json last: its presence marks a finished evaluation.
+    write_jsonl(out / "samples.jsonl", rows)
+    write_json(out / "summary.json", {"regime": regime, **summary})
     return out
 
 

@@ -1,7 +1,8 @@
 """The run directory's `status.json`: running -> completed | failed, with timings and versions.
 
-Written atomically (temp file + rename) so a crash never leaves half a file; a run that died
-without reaching `fail` still reads `running`, which `ablate.stats` reports as incomplete.
+Written atomically (temp file + rename) so a crash never leaves half a file. A run that died
+without reaching `fail` still reads `running`; its pid, host and heartbeat tell `ablate.stats`
+that it was interrupted (`interrupted`), and its next attempt records it so in `history`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import os
 import platform
 import socket
 import subprocess
+import threading
 import time
 import traceback
 from datetime import datetime, timezone
@@ -55,8 +57,10 @@ def stash_metrics(run_dir: str | Path) -> None:
 
     frames = [pd.read_csv(p) for p in (stash, current) if p.is_file() and p.stat().st_size]
     if frames:
+        from ablate.atomic import write_with
+
         merged = pd.concat(frames, ignore_index=True).drop_duplicates(subset=["step"], keep="last")
-        merged.to_csv(stash, index=False)
+        write_with(stash, lambda f: merged.to_csv(f, index=False))
     current.unlink()
 
 
@@ -73,7 +77,10 @@ def merge_metrics(run_dir: str | Path) -> None:
         new = pd.read_csv(current)
         old = old[old["step"] < new["step"].min()] if len(new) else old
         old = pd.concat([old, new], ignore_index=True)
-    old.sort_values("step").to_csv(current, index=False)
+    from ablate.atomic import write_with
+
+    merged = old.sort_values("step")
+    write_with(current, lambda f: merged.to_csv(f, index=False))
     stash.unlink()
 
 
@@ -85,42 +92,123 @@ def read_status(run_dir: str | Path) -> dict[str, Any] | None:
         return None
 
 
-class RunStatus:
-    """`writer=False` (a data-parallel worker process) keeps the record in memory only: rank 0 owns the file."""
+HEARTBEAT_S = 30.0  # a running job rewrites heartbeat_at this often
+STALE_S = 600.0  # a heartbeat older than this means the job is gone (killed, machine lost)
+_ATTEMPT_KEYS = ("state", "started_at", "finished_at", "heartbeat_at", "duration_s", "timings", "error", "host",
+                 "pid", "git_sha")
 
-    def __init__(self, run_dir: str | Path, writer: bool = True):
+
+def interrupted(status: dict[str, Any], now: float | None = None, host: str | None = None) -> str | None:
+    """Why a status that says `running` is not running any more, or None when it may be: its process
+    is gone (same host, pid not alive), or its heartbeat is older than STALE_S."""
+    from ablate.atomic import pid_alive
+
+    if status.get("state") != "running":
+        return None
+    host = socket.gethostname() if host is None else host
+    pid = status.get("pid")
+    if status.get("host") == host and isinstance(pid, int) and not pid_alive(pid):
+        return f"interrupted: its process {pid} on {host} is gone"
+    beat = status.get("heartbeat_at")
+    if beat:
+        try:
+            age = (now if now is not None else time.time()) - datetime.fromisoformat(beat).timestamp()
+        except (TypeError, ValueError):
+            return None
+        if age > STALE_S:
+            return f"interrupted: no heartbeat for {age / 60:.0f} min (last {beat})"
+    return None
+
+
+class RunStatus:
+    """`writer=False` (a data-parallel worker process) keeps the record in memory only: rank 0 owns the file.
+
+    Every attempt is kept: `history` lists the earlier ones (state, start, end, duration, timings,
+    error; a killed one as `interrupted`), `timings_total` and `total_duration_s` add them up, and
+    the top-level fields describe the current attempt. While running, a background thread rewrites
+    `heartbeat_at` every HEARTBEAT_S seconds; with `pid` and `host` that lets `ablate.stats` tell a
+    killed job from a running one (`interrupted`)."""
+
+    def __init__(self, run_dir: str | Path, writer: bool = True, heartbeat_s: float = HEARTBEAT_S):
         self.path = Path(run_dir) / "status.json"
         self.data: dict[str, Any] = {}
         self.writer = writer
         self._start = time.monotonic()
+        self._heartbeat_s = heartbeat_s
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
     def _write(self) -> None:
         if not self.writer:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.data, indent=2) + "\n")
-        os.replace(tmp, self.path)
+        from ablate.atomic import write_json
+
+        with self._lock:
+            write_json(self.path, self.data)
 
     def start(self, **extra: Any) -> None:
         previous = read_status(self.path.parent) or {}
-        self.data = {"state": "running", "started_at": _now(), "finished_at": None, "duration_s": None,
-                     "attempts": int(previous.get("attempts", 0)) + 1, "git_sha": git_sha(), "versions": versions(),
-                     "host": socket.gethostname(), "error": None, "timings": {}, **extra}
+        history = [dict(h) for h in previous.get("history", []) if isinstance(h, dict)]
+        if previous.get("started_at"):
+            last = {key: previous.get(key) for key in _ATTEMPT_KEYS}
+            if last["state"] == "running":  # killed: it never wrote an end
+                last["state"] = "interrupted"
+                last["finished_at"] = previous.get("heartbeat_at") or previous.get("started_at")
+            history.append(last)
+        now = _now()
+        self.data = {"state": "running", "started_at": now, "finished_at": None, "heartbeat_at": now,
+                     "duration_s": None, "attempts": int(previous.get("attempts", 0)) + 1, "git_sha": git_sha(),
+                     "versions": versions(), "host": socket.gethostname(), "pid": os.getpid(), "error": None,
+                     "timings": {}, "history": history, **extra}
+        self._totals()
         self._write()
+        if self.writer and self._heartbeat_s > 0:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._beat, name="ablate-heartbeat", daemon=True)
+            self._thread.start()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self._heartbeat_s):
+            with self._lock:
+                if self.data.get("state") != "running":
+                    return
+                self.data["heartbeat_at"] = _now()
+                try:
+                    self._write()
+                except OSError:
+                    pass  # a full disk must not kill the job from this thread
+
+    def _totals(self) -> None:
+        totals: dict[str, float] = {}
+        duration = 0.0
+        for attempt in [*self.data.get("history", []), self.data]:
+            for phase, seconds in (attempt.get("timings") or {}).items():
+                if isinstance(seconds, (int, float)):
+                    totals[phase] = round(totals.get(phase, 0.0) + seconds, 3)
+            if isinstance(attempt.get("duration_s"), (int, float)):
+                duration += attempt["duration_s"]
+        self.data["timings_total"] = totals
+        self.data["total_duration_s"] = round(duration, 3)
 
     def timing(self, phase: str, seconds: float) -> None:
-        self.data.setdefault("timings", {})[phase] = round(seconds, 3)
-        self._write()
+        with self._lock:
+            self.data.setdefault("timings", {})[phase] = round(seconds, 3)
+            self._totals()
+            self._write()
 
     def update(self, **fields: Any) -> None:
-        self.data.update(fields)
-        self._write()
+        with self._lock:
+            self.data.update(fields)
+            self._write()
 
     def _finish(self, state: str, error: str | None) -> None:
-        self.data.update(state=state, finished_at=_now(), duration_s=round(time.monotonic() - self._start, 3),
-                         error=error)
-        self._write()
+        self._stop.set()
+        with self._lock:
+            self.data.update(state=state, finished_at=_now(), heartbeat_at=_now(),
+                             duration_s=round(time.monotonic() - self._start, 3), error=error)
+            self._totals()
+            self._write()
 
     def complete(self) -> None:
         self._finish("completed", None)

@@ -46,6 +46,7 @@ def _require(ok: bool, message: str) -> None:
 
 def check_config(cfg: DictConfig) -> None:
     """Fail before any compute on values that cannot work."""
+    from ablate import config_checks
     from ablate.models import MODEL_KINDS
     from ablate.tasks.countdown import Reward
     from ablate.tasks.countdown.data import SOURCES
@@ -53,6 +54,8 @@ def check_config(cfg: DictConfig) -> None:
     from ablate.tasks.countdown.traces import TRACE_STYLES
 
     _require(cfg.resume in ("auto", "never"), f"resume={cfg.resume!r}: use resume=auto or resume=never")
+    for error in (config_checks.seed_error(cfg), config_checks.eval_ks_error(cfg.eval)):
+        _require(error is None, str(error))
     m = cfg.model
     _require(m.kind in MODEL_KINDS, f"model.kind={m.kind!r}: expected one of {MODEL_KINDS}")
     if m.kind == "hf":
@@ -62,6 +65,9 @@ def check_config(cfg: DictConfig) -> None:
              f"model.template={m.template!r}: expected compact, tinyzero or calculator")
     _require(m.kind != "tiny" or m.template == "compact",
              f"model.template={m.template!r} needs a chat template, which the tiny tokenizer lacks; use compact")
+    if m.get("name_or_path") and not (cfg.stage.name != "sft" and cfg.stage.get("init") == "scratch"):
+        error = config_checks.model_source_error(m.name_or_path)
+        _require(error is None, str(error))
 
     t = cfg.task
     _require(t.source in SOURCES, f"task.source={t.source!r}: expected one of {SOURCES}")
@@ -150,6 +156,8 @@ def check_config(cfg: DictConfig) -> None:
                                               "task.test_size: the validation split is drawn from what the test leaves)")
 
     check_tool_config(cfg)
+    error = config_checks.task_file_error(cfg.task)  # reads the file: after the checks that read only the config
+    _require(error is None, str(error))
 
     if cfg.logger.wandb:
         try:
@@ -300,6 +308,8 @@ def _fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=Non
     from lightning.pytorch.callbacks import ModelCheckpoint
     from lightning.pytorch.loggers import CSVLogger
 
+    from ablate.atomic import checkpoint_io
+    from ablate.console import progress_bars, progress_log
     from ablate.run_dir import merge_metrics, stash_metrics
 
     loggers: list[Any] = [CSVLogger(save_dir=str(run_dir), name="", version="", flush_logs_every_n_steps=10)]
@@ -316,8 +326,11 @@ def _fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=Non
         callbacks=[*callbacks, ModelCheckpoint(dirpath=str(checkpoints), save_last=True,
                                                every_n_train_steps=int(cfg.stage.checkpoint_every))],
         log_every_n_steps=int(cfg.trainer.log_every_n_steps), enable_model_summary=False, num_sanity_val_steps=0,
-        limit_val_batches=0, default_root_dir=str(run_dir),
+        limit_val_batches=0, default_root_dir=str(run_dir), plugins=[checkpoint_io()],
+        enable_progress_bar=progress_bars(),
     )
+    if not progress_bars():  # not watched (a sweep job, a log file): a line every tenth of the run instead
+        trainer.callbacks.append(progress_log())
     # RLOO and DPO step their optimizer inside training_step, before Lightning saves: the checkpoint
     # holds the post-step state a resume needs (the resume tests check it), so Lightning's warning about
     # manual optimization and step-based checkpoints, a page of sample code per run, is noise here.
@@ -571,6 +584,7 @@ def run(cfg: DictConfig, run_dir: Path) -> Path:
     import torch
     from transformers import AutoModelForCausalLM
 
+    from ablate.atomic import export_model, model_exported
     from ablate.eval import evaluate, format_summary, write_eval
     from ablate.models import load_model, load_tokenizer, parameter_count
     from ablate.rollout.tools import build_tool
@@ -578,11 +592,18 @@ def run(cfg: DictConfig, run_dir: Path) -> Path:
     from ablate.tasks.countdown import Reward, build_splits
 
     check_config(cfg)
+    if global_rank() == 0:
+        from ablate.atomic import remove_orphans
+        from ablate.run_record import record_config
+
+        record_config(cfg, run_dir)  # what this directory holds, out of Hydra's reach (ablate.run_record)
+        for folder in (run_dir, run_dir / "checkpoints", run_dir / "eval" / REGIME_NO_TOOL, run_dir / "eval" / REGIME_TOOL):
+            remove_orphans(folder)  # temporary files of a killed attempt
     model_dir = run_dir / "model"
     # A run that used a tool (any schedule but off) is evaluated without and with it.
     regimes = ([REGIME_NO_TOOL] + ([REGIME_TOOL] if cfg.tool.schedule != "off" else [])) if cfg.eval.enabled else []
     done = (read_status(run_dir) or {}).get("state") == "completed"
-    if done and cfg.resume == "auto" and (model_dir / "config.json").is_file() and all(
+    if done and cfg.resume == "auto" and model_exported(model_dir) and all(
             (run_dir / "eval" / r / "summary.json").is_file() for r in regimes):
         print(f"run already completed, nothing to do: {run_dir}")
         return run_dir
@@ -602,7 +623,7 @@ def run(cfg: DictConfig, run_dir: Path) -> Path:
         status.timing("data_s", time.monotonic() - clock)
         tokenizer = load_tokenizer(start)
         reward = Reward.from_config(OmegaConf.to_container(cfg.reward, resolve=True))
-        if (model_dir / "config.json").is_file() and cfg.resume == "auto":
+        if model_exported(model_dir) and cfg.resume == "auto":
             log.info("stage already exported to %s; loading it", model_dir)
             model = AutoModelForCausalLM.from_pretrained(str(model_dir))
         else:
@@ -622,8 +643,7 @@ def run(cfg: DictConfig, run_dir: Path) -> Path:
                 record_engagement(cfg, run_dir, status)
             if worker:
                 return run_dir
-            model.save_pretrained(str(model_dir))
-            tokenizer.save_pretrained(str(model_dir))
+            export_model(model, tokenizer, model_dir)  # all or nothing: a kill never leaves half a model/
         device = "cuda" if torch.cuda.is_available() and cfg.trainer.accelerator != "cpu" else "cpu"
         model.to(device)
         for regime in regimes:
@@ -649,11 +669,27 @@ def main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
+    from ablate import console
+    from ablate.config import CONF_DIR
+    from ablate.config_checks import added_keys_error
     from ablate.run_dir import RunStatus
+    from ablate.run_record import check_run_dir
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     sweeping = HydraConfig.get().mode == RunMode.MULTIRUN
+    console.setup(console.interactive(sweeping))
+    overrides = list(HydraConfig.get().overrides.task)
+    log.info("run: %s -> %s", " ".join(overrides) or "(defaults)", run_dir)  # the composed run in one line
     try:
+        error = added_keys_error(overrides, CONF_DIR)
+        if error:
+            raise ConfigError(error)
+        conflict = check_run_dir(cfg, run_dir) if global_rank() == 0 else None
+        if conflict:
+            print(f"config error: {conflict}", file=sys.stderr)
+            if not sweeping:
+                sys.exit(2)
+            return  # the directory is another run's: no status of this job goes there
         run(cfg, run_dir)
     except ConfigError as err:
         print(f"config error: {err}", file=sys.stderr)

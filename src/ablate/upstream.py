@@ -104,7 +104,22 @@ def models_dir() -> Path:
 def _finished(folder: Path) -> bool:
     from ablate.run_dir import read_status
 
-    return (read_status(folder) or {}).get("state") == "completed" and (folder / "model" / "config.json").is_file()
+    from ablate.atomic import model_exported
+
+    return (read_status(folder) or {}).get("state") == "completed" and model_exported(folder / "model")
+
+
+def wait_for_lock(lock, message: str) -> None:
+    """Acquire `lock`, logging `message` (a warning: it reaches the console) when another process
+    holds it. FileLock's `is_locked` only tells whether this object holds it, so try first without
+    waiting."""
+    from filelock import Timeout
+
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        log.warning(message)
+        lock.acquire()
 
 
 def upstream_model(cfg: DictConfig, name: str) -> str:
@@ -122,15 +137,18 @@ def upstream_model(cfg: DictConfig, name: str) -> str:
         return str(folder / "model")
     folder.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(folder) + ".lock")
-    if lock.is_locked:
-        log.info("waiting for another job that is training upstream %s (%s)", name, folder)
-    with lock:
+    wait_for_lock(lock, f"waiting for another job that is training upstream {name} ({folder})")
+    try:
         if not _finished(folder):  # another job may have finished it while we waited
+            from ablate.atomic import write_text
+
             log.info("training upstream stage %s once, cached at %s", name, folder)
             folder.mkdir(parents=True, exist_ok=True)
             up = upstream_config(cfg, name)
-            (folder / "upstream.json").write_text(json.dumps(upstream_spec(cfg, name), indent=1, sort_keys=True))
-            (folder / "config.yaml").write_text(OmegaConf.to_yaml(up, resolve=True))
+            write_text(folder / "upstream.json", json.dumps(upstream_spec(cfg, name), indent=1, sort_keys=True))
+            write_text(folder / "config.yaml", OmegaConf.to_yaml(up, resolve=True))
             run(up, folder)
             shutil.rmtree(folder / "checkpoints", ignore_errors=True)  # optimizer state: only needed to resume
+    finally:
+        lock.release()
     return str(folder / "model")

@@ -251,13 +251,9 @@ def load_pairs(path: str | Path) -> list[Pair]:
 
 def save_pairs(path: str | Path, pairs: Sequence[Pair], extra: Sequence[Mapping[str, Any]] | None = None) -> Path:
     """Write pairs (plus per-pair `extra` fields) as jsonl, atomically."""
-    path = Path(path)
-    tmp = path.with_suffix(".tmp")
-    with tmp.open("w") as f:
-        for i, pair in enumerate(pairs):
-            f.write(json.dumps({**pair.to_row(), **(dict(extra[i]) if extra else {})}) + "\n")
-    tmp.replace(path)
-    return path
+    from ablate.atomic import write_jsonl
+
+    return write_jsonl(path, ({**pair.to_row(), **(dict(extra[i]) if extra else {})} for i, pair in enumerate(pairs)))
 
 
 # ---------------------------------------------------------------------------------------------

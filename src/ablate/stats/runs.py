@@ -434,6 +434,53 @@ def _status_warnings(status: dict | None, issues: list[str]) -> list[str]:
     return [str(w) for w in raw if str(w).strip()]
 
 
+def _config_value(path: Path, dotted: str):
+    try:
+        cfg = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    for part in dotted.split("."):
+        if not isinstance(cfg, dict):
+            return None
+        cfg = cfg.get(part)
+    return cfg
+
+
+def _coverage_gap(run: "Run", expected: int | None) -> str | None:
+    """Why a run's evaluation does not cover its test prompts: fewer usable samples.jsonl lines than
+    its summary.json declares, or than the run's config holds out (`task.test_size`)."""
+    for name, regime in sorted(run.evals.items()):
+        if not regime.usable:
+            continue
+        have = len(regime.prompts)
+        declared = _whole((regime.summary or {}).get("n_prompts"))
+        want = max(v for v in (declared, expected, 0) if v is not None)
+        if have < want:
+            return f"incomplete: eval/{name}/samples.jsonl covers {have} of {want} test prompts; left out"
+    return None
+
+
+def mark_incomplete(runs: Sequence["Run"]) -> None:
+    """Within a condition, every run should be evaluated on the same prompts (the test split does not
+    depend on the seed): a run covering fewer prompts of a regime than another is left out."""
+    by_condition: dict[tuple[str, ...], list[Run]] = {}
+    for run in runs:
+        if run.ok:
+            by_condition.setdefault(run.condition, []).append(run)
+    for group in by_condition.values():
+        regimes = {name for run in group for name, ev in run.evals.items() if ev.usable}
+        for name in sorted(regimes):
+            sizes = {id(run): len(run.evals[name].prompts) for run in group
+                     if name in run.evals and run.evals[name].usable}
+            most = max(sizes.values(), default=0)
+            for run in group:
+                have = sizes.get(id(run))
+                if have is not None and have < most and run.ok:
+                    run.outcome = "missing"
+                    run.reason = (f"incomplete: eval/{name}/samples.jsonl covers {have} prompts, other seeds of "
+                                  f"the condition {most}; left out")
+
+
 def load_run(path: Path, root: Path | None = None) -> Run:
     path = Path(path)
     try:
@@ -471,6 +518,9 @@ def load_run(path: Path, root: Path | None = None) -> Run:
         err = (status or {}).get("error")
         run.outcome = "failed"
         run.reason = "failed" + (f": {_short(Exception(str(err)), 200)}" if err else " (no error recorded)")
+    elif state == "running" and _interrupted(status):
+        run.state = "interrupted"  # killed: its process is gone or its heartbeat stopped
+        run.outcome, run.reason = "failed", _interrupted(status)
     elif state == "running":
         started = (status or {}).get("started_at")
         run.outcome = "running"
@@ -487,7 +537,18 @@ def load_run(path: Path, root: Path | None = None) -> Run:
         run.outcome = "ok"
         if state == "unknown":
             run.reason = "no readable status.json; counted as completed because eval/ exists"
+        config = path / ".hydra" / "config.yaml"
+        expected = _whole(_config_value(config, "task.test_size")) if config.is_file() else None
+        gap = _coverage_gap(run, expected)
+        if gap:
+            run.outcome, run.reason = "missing", gap
     return run
+
+
+def _interrupted(status: dict | None) -> str | None:
+    from ablate.run_dir import interrupted
+
+    return interrupted(status or {})
 
 
 def _split_sweep_values(text: str) -> list[str] | None:
@@ -553,6 +614,7 @@ def load_sweep(paths: Path | str | Sequence[Path | str]) -> Sweep:
             seen.add(key)
             rel_root = root if len(roots) == 1 else root.parent
             sweep.runs.append(load_run(run_dir, rel_root))
+        mark_incomplete(sweep.runs)
         for yml in sorted({p for p in [root / "multirun.yaml"] if p.is_file()}):
             expected = _expected_jobs(yml, sweep.warnings)
             if expected is None:

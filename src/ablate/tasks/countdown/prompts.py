@@ -21,7 +21,7 @@ import re
 from fractions import Fraction
 from typing import Sequence
 
-from .arith import format_number
+from .arith import MAX_DIGITS, format_number
 from .solver import OracleAnswer, Step
 
 Messages = list[dict[str, str]]
@@ -118,7 +118,15 @@ def parse_oracle_try(text: str) -> tuple[Fraction, str, Fraction] | None:
     if match is None:
         return None
     left, op, right = match.groups()
+    if not _readable(left, right):
+        return None
     return Fraction(left), op, Fraction(right)
+
+
+def _readable(*numbers: str) -> bool:
+    """Numbers short enough to read (model output can hold any number of digits; Python refuses
+    to convert more than 4,300 and the solver has no use for more than a few)."""
+    return all(len(n) <= MAX_DIGITS + 3 and n.strip("()-/").replace("/", "").isascii() for n in numbers)
 
 
 CALC_MARK = "<calc>"  # the compact template's calculator preamble
@@ -215,6 +223,8 @@ class OracleFormat:
         if match is None:
             return None
         left, op, right = match.groups()
+        if not _readable(left, right):
+            return None
         return _read_number(left), op, _read_number(right)
 
     def answer(self, expression: str) -> str:

@@ -25,12 +25,14 @@ from __future__ import annotations
 import enum
 import itertools
 import math
+import re
+import sys
 from collections import Counter
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Mapping, Sequence
 
-from .arith import ArithmeticFormatError, evaluate, numbers_in
+from .arith import ArithmeticFormatError, _evaluate_tokens, tokenize
 from .solver import is_solvable
 
 OPEN, CLOSE = "<answer>", "</answer>"
@@ -55,26 +57,53 @@ class Judgement:
     value: Fraction | None = None  # its exact value, when it is arithmetic
 
 
-def last_answer(text: str) -> str | None:
-    """Content of the last `<answer>X</answer>` with no newline in X, as `re.finditer` over
-    `<answer>(.*?)</answer>` would pick it, but in linear time (the regex is quadratic on
-    text with many unclosed tags)."""
-    found = None
-    pos = 0
-    while True:
-        start = text.find(OPEN, pos)
-        if start < 0:
-            return found
-        end = text.find(CLOSE, start + len(OPEN))
-        if end < 0:
-            return found
-        newline = text.rfind("\n", start, end)
-        if newline >= 0:
-            # No match can start before this newline and end at `end`; resume after it.
-            pos = newline + 1
-            continue
-        found = text[start + len(OPEN):end].strip()
-        pos = end + len(CLOSE)
+# In the text reversed: a reversed CLOSE, then (leftwards in the text) neither a newline nor another
+# CLOSE, then an OPEN; possessive where Python has it, so a failed attempt never backtracks.
+if sys.version_info >= (3, 11):
+    _REVERSED_PAIR = re.compile(r">rewsna/<(?:[^\n>]++|>(?!rewsna/?<))*+>rewsna<")
+else:  # pragma: no cover
+    _REVERSED_PAIR = re.compile(r">rewsna/<[^\n>]*(?:>(?!rewsna/?<)[^\n>]*)*>rewsna<")
+
+
+def _last_in_line(text: str, line: int, close: int) -> str | None:
+    """The last match ending at or before the CLOSE at `close`, all in the line that starts at `line`
+    (no newline in text[line:close]), with a few `find`s however many tags the line has: a match
+    ends at the first CLOSE after its OPEN, so when an OPEN follows the CLOSE before `close`, the
+    first such OPEN starts the last match; otherwise the last OPEN before that CLOSE lies in the last
+    match, which ends at the first CLOSE after it and starts at the first OPEN after the CLOSE before."""
+    previous = text.rfind(CLOSE, line, close)
+    first = text.find(OPEN, previous + len(CLOSE) if previous >= 0 else line, close)
+    if first < 0:
+        if previous < 0:
+            return None
+        opening = text.rfind(OPEN, line, previous)
+        if opening < 0:
+            return None
+        close = text.find(CLOSE, opening + len(OPEN))
+        previous = text.rfind(CLOSE, line, close)
+        first = text.find(OPEN, previous + len(CLOSE) if previous >= 0 else line, close)
+    return text[first + len(OPEN):close].strip()
+
+
+def last_answer(text: str, start: int = 0) -> str | None:
+    """Content of the last `<answer>X</answer>` with no newline in X in `text[start:]`, as
+    `re.finditer` over `<answer>(.*?)</answer>` would pick it, in linear time whatever the text
+    (the regex is quadratic on text with many unclosed tags; a loop over matches is slow on
+    megabytes of them): the line of the last CLOSE is looked at with `find`s; only when it holds no
+    answer does a linear scan of the text before it, reversed, find the last line that does."""
+    close = text.rfind(CLOSE, start)
+    if close < 0:
+        return None
+    line = max(text.rfind("\n", start, close) + 1, start)
+    found = _last_in_line(text, line, close)
+    if found is not None or line == start or text.find(OPEN, start, line) < 0:
+        return found
+    reversed_head = text[line - 2:(start - 1 if start > 0 else None):-1]  # text[start:line - 1], reversed
+    match = _REVERSED_PAIR.search(reversed_head)
+    if match is None:
+        return None
+    close = line - 1 - match.start() - len(CLOSE)
+    return _last_in_line(text, max(text.rfind("\n", start, close) + 1, start), close)
 
 
 def _as_text(value: Any) -> str | None:
@@ -86,13 +115,16 @@ def _as_text(value: Any) -> str | None:
 
 
 def _tinyzero_extract(solution_str: str) -> str | None:
+    """TinyZero's answer: after the first assistant marker, on the last line, the last answer tag
+    (positions only: no copy of a long text)."""
     for marker in ("Assistant:", "<|im_start|>assistant"):
-        if marker in solution_str:
-            solution_str = solution_str.split(marker, 1)[1]
+        found = solution_str.find(marker)
+        if found >= 0:
+            start = found + len(marker)
             break
     else:
         return None
-    return last_answer(solution_str.rsplit("\n", 1)[-1])
+    return last_answer(solution_str, max(solution_str.rfind("\n", start) + 1, start))
 
 
 def compute_score(solution_str: Any, ground_truth: Mapping[str, Any], method: str = "strict",
@@ -104,31 +136,43 @@ def compute_score(solution_str: Any, ground_truth: Mapping[str, Any], method: st
         return 0
     try:
         numbers = sorted(int(n) for n in ground_truth["numbers"])
-        target = ground_truth["target"]
+        target = Fraction(ground_truth["target"])
     except (KeyError, TypeError, ValueError):
         return format_score
-    if sorted(numbers_in(equation, limit=len(numbers))) != numbers:
-        return format_score
     try:
-        value = evaluate(equation, allow_decimals=True)
-        return score if abs(value - Fraction(target)) < Fraction(1, 100000) else format_score
+        # Any failure scores format_score, whether of the numbers or of the arithmetic, so the order
+        # of the checks does not change the score: tokenizing first stops at the first character
+        # that is not arithmetic (or past the bounds) instead of reading megabytes for digits.
+        tokens = tokenize(equation, allow_decimals=True)
+        # TinyZero's numbers: every run of digits (`2.5` uses 2 and 5)
+        used = sorted(int(run) for token in tokens if token[0] in "0123456789." for run in token.split(".") if run)
+        if used != numbers:
+            return format_score
+        value = _evaluate_tokens(tokens)
+        return score if abs(value - target) < Fraction(1, 100000) else format_score
     except (ArithmeticFormatError, ZeroDivisionError, TypeError, ValueError):
         return format_score
+
+
+# An intermediate result stands for 2 or 3 given numbers: deciding that 4 or more make it takes the
+# solver milliseconds to seconds per group (6 numbers: ~2 s), too slow for a reward.
+MAX_SUBSTITUTED = 3
 
 
 def _is_substitution(used: Counter, given: Counter) -> bool:
     """Could each number used but not given have been made from the given numbers left unused?
 
-    The unused given numbers must split into one group per extra number, each group reaching
-    its extra with the exactly-once rule (`52 + 32 - 63` over [90, 63, 58, 52]: 32 = 90 - 58).
+    The unused given numbers must split into one group of 2 to MAX_SUBSTITUTED numbers per extra
+    number, each group reaching its extra with the exactly-once rule (`52 + 32 - 63` over [90, 63, 58, 52]: 32 = 90 - 58).
     """
     extras = list((used - given).elements())
     unused = list((given - used).elements())
-    if not extras or len(unused) < 2 * len(extras) or len(unused) > 8:
+    if not extras or not 2 * len(extras) <= len(unused) <= MAX_SUBSTITUTED * len(extras) or len(unused) > 8:
         return False
     for assignment in itertools.product(range(len(extras)), repeat=len(unused)):
         groups = [[unused[i] for i, g in enumerate(assignment) if g == k] for k in range(len(extras))]
-        if all(len(group) >= 2 and is_solvable(group, extra) for group, extra in zip(groups, extras)):
+        if all(2 <= len(group) <= MAX_SUBSTITUTED for group in groups) and all(
+                is_solvable(group, extra) for group, extra in zip(groups, extras)):
             return True
     return False
 
@@ -138,18 +182,20 @@ def judge(completion: Any, numbers: Sequence[int], target: int, *, last_line_onl
     text = _as_text(completion)
     if text is None:
         return Judgement(Verdict.NO_ANSWER)
-    if last_line_only:
-        text = text.rsplit("\n", 1)[-1]
-    answer = last_answer(text)
+    answer = last_answer(text, text.rfind("\n") + 1 if last_line_only else 0)
     if answer is None:
         return Judgement(Verdict.NO_ANSWER)
     try:
-        value = evaluate(answer, allow_decimals=False)
+        # Tokenizing bounds the work (tokens, digits per number and in all) before any number is
+        # converted or any fraction computed; the evaluation then takes time linear in the tokens.
+        tokens = tokenize(answer, allow_decimals=False)
+        value = _evaluate_tokens(tokens)
     except ArithmeticFormatError:
         return Judgement(Verdict.BAD_FORMAT, answer)
     except ZeroDivisionError:
         value = None
-    used, given = Counter(numbers_in(answer)), Counter(int(n) for n in numbers)
+    used = Counter(int(t) for t in tokens if t[0].isdigit())
+    given = Counter(int(n) for n in numbers)
     if used != given:
         if value is not None and value == target and _is_substitution(used, given):
             return Judgement(Verdict.SUBSTITUTION_ERROR, answer, value)
@@ -197,8 +243,9 @@ class Reward:
     def of(self, judgement: Judgement, target: int) -> float:
         reward = float(self.values[judgement.verdict.value])
         if judgement.verdict is Verdict.WRONG_VALUE and self.distance_credit and judgement.value is not None:
-            closeness = 1 - abs(float(judgement.value) - target) / max(abs(target), 1)
-            reward += self.distance_credit * max(0.0, closeness)
+            # exact: a value of hundreds of digits has no float
+            closeness = 1 - abs(judgement.value - target) / max(abs(Fraction(target)), 1)
+            reward += self.distance_credit * float(max(Fraction(0), closeness))
         return reward
 
     def __call__(self, completion: Any, numbers: Sequence[int], target: int) -> tuple[float, Judgement]:

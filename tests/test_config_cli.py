@@ -1,0 +1,90 @@
+"""Wrong invocations exit with code 2 and a message naming the key and the fix, before any data
+generation or model load (issue 15, "Config and CLI")."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from ablate.config import CONF_DIR
+from ablate.config_checks import added_keys_error, model_source_error, task_file_error
+from ablate.train import ConfigError, check_config
+
+
+def cfg_of(*overrides):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name="config", overrides=["experiment=smoke", *overrides])
+
+
+def refused(*overrides) -> str:
+    with pytest.raises(ConfigError) as err:
+        check_config(cfg_of(*overrides))
+    return str(err.value)
+
+
+def test_seed_must_be_an_integer():
+    assert "seed='abc'" in refused("seed=abc") and "seed=0" in refused("seed=abc")
+    assert "upstream.seed" in refused("upstream.seed=x1")
+    check_config(cfg_of("seed=7"))
+
+
+def test_pass_at_k_beyond_n_is_refused_not_dropped():
+    message = refused("eval.n=4", "eval.ks=[1,2,4,8]")
+    assert "eval.ks" in message and "eval.n=4" in message and "eval.ks=[1, 2, 4]" in message
+
+
+def test_task_file_missing_or_malformed(tmp_path):
+    assert "task.file.path" in refused("task.source=file")
+    assert "no such file" in refused("task.source=file", f"task.file.path={tmp_path / 'none.jsonl'}")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"nums": [1, 2], "target": 3}\n{"nums": [1, 2], "targ\n')
+    assert "line 2 is not valid JSON" in refused("task.source=file", f"task.file.path={bad}")
+    columns = tmp_path / "cols.jsonl"
+    columns.write_text('{"numbers": [1, 2], "target": 3}\n')
+    assert "'nums'" in refused("task.source=file", f"task.file.path={columns}")
+    good = tmp_path / "good.jsonl"
+    good.write_text('{"nums": [1, 2], "target": 3}\n')
+    assert task_file_error({"source": "file", "file": {"path": str(good)}}) is None
+    parquet = tmp_path / "bad.parquet"
+    parquet.write_text("not parquet")
+    assert "parquet" in task_file_error({"source": "file", "file": {"path": str(parquet)}})
+
+
+def test_model_path_must_exist(tmp_path):
+    message = refused("model=hf", f"model.name_or_path={tmp_path / 'no-model'}")
+    assert "model.name_or_path" in message and "no such directory" in message
+    (tmp_path / "empty").mkdir()
+    assert "no config.json" in model_source_error(str(tmp_path / "empty"))
+    assert "no such shipped checkpoint" in model_source_error("builtin:nope")
+    assert model_source_error("builtin:tiny-sft") is None
+    assert "valid Hub id" in model_source_error("bad id with spaces")
+
+
+def test_model_hub_id_unknown_offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert "HF_HUB_OFFLINE" in model_source_error("nobody-here/no-such-model-xyz")
+
+
+def test_keys_added_with_plus_are_refused():
+    assert "stage.lrr" in added_keys_error(["+stage.lrr=1e-3", "seed=1"], CONF_DIR)
+    assert added_keys_error(["+experiment=smoke", "++stage.lr=1", "+tool.anneal_ratio=0.5", "seed=1",
+                             "+model.arch.rope_theta=1e4", "+rollout.engine_kwargs.swap_space=1"], CONF_DIR) is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("override, message", [
+    ("seed=abc", "seed='abc'"),
+    ("+stage.lrr=1e-3", "stage.lrr"),
+    ("eval.ks=[1,8]", "eval.ks"),
+    ("task.source=file", "task.file.path"),
+])
+def test_cli_exits_2_naming_the_key(tmp_path, override, message):
+    run_dir = tmp_path / "run"
+    result = subprocess.run([sys.executable, "-m", "ablate.train", "experiment=smoke", override,
+                             f"hydra.run.dir={run_dir}"], capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert not (run_dir / "status.json").exists()

@@ -1,0 +1,113 @@
+"""A new user's first commands (issue 15, "First run"): `experiment=smoke` keeps its promise of
+seconds with any group, parallel local sweeps work after the plain install, and the console and the
+log file carry no noise."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from ablate.config import CONF_DIR
+from ablate.train import ConfigError, check_config
+
+GROUPS = [(), ("curriculum=static",), ("curriculum=frontier",), ("curriculum=none",), ("curriculum=threshold",),
+          ("curriculum=static_thirds",), ("curriculum=frontier_replay",), ("stage=rloo",), ("stage=dpo",),
+          ("stage=ipo",), ("stage=rloo", "stage.init=ipo"), ("stage=dpo", "stage.init=ipo"), ("tool=on",),
+          ("tool=anneal_linear", "stage=rloo"), ("stage=rloo", "replay.enabled=true")]
+
+
+def compose_cfg(*overrides):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+@pytest.mark.parametrize("preset", ["smoke", "smoke_rloo", "smoke_dpo"])
+@pytest.mark.parametrize("groups", GROUPS, ids=lambda g: ",".join(g) or "alone")
+def test_smoke_presets_size_every_stage_and_upstream(preset, groups):
+    cfg = compose_cfg(f"experiment={preset}", *groups)
+    rl_curriculum = any(g.startswith("curriculum=") and g != "curriculum=static" for g in groups)
+    if preset == "smoke_dpo" and rl_curriculum and "stage=rloo" not in groups:
+        with pytest.raises(ConfigError, match="chooses RL prompts"):  # the preset picks stage=dpo
+            check_config(cfg)
+        return
+    check_config(cfg)
+    stages = [cfg.stage, *(cfg.upstream[name] for name in ("sft", "dpo", "ipo"))]
+    for stage in stages:
+        assert int(stage.max_steps) <= 6 and int(stage.pool_size) <= 300, (stage.name, groups)
+        if stage.name in ("dpo", "ipo"):
+            assert stage.pairs.source == "solver" and int(stage.pairs.n_prompts) <= 16
+        if stage.name == "rloo":
+            assert int(stage.batch_prompts) * int(stage.k) <= 16 and int(stage.sampling.max_new_tokens) <= 16
+    assert int(cfg.task.test_size) <= 12 and int(cfg.eval.n) <= 4 and not cfg.upstream.eval
+
+
+def run(args, cwd, timeout=600):
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=cwd, timeout=timeout)
+
+
+NOISE = ("💡 Tip", "exists and is not empty", "LeafSpec", "Traceback")
+
+
+@pytest.mark.slow
+def test_headline_sweep_in_seconds_then_stats_quietly(tmp_path):
+    sweep = tmp_path / "sweep"
+    start = time.monotonic()
+    result = run(["-m", "ablate.train", "-m", "curriculum=static,frontier,none", "seed=0,1", "experiment=smoke",
+                  "trainer.num_threads=1", f"hydra.sweep.dir={sweep}"], tmp_path)
+    elapsed = time.monotonic() - start
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert elapsed < 180, f"the smoke sweep took {elapsed:.0f} s"
+    states = [json.loads((sweep / str(job) / "status.json").read_text())["state"] for job in range(6)]
+    assert states == ["completed"] * 6
+    console = result.stdout + result.stderr
+    for noise in NOISE:
+        assert noise not in console, noise
+    assert "\r" not in console  # no progress bars in a sweep job: log lines instead
+    assert console.count("GPU available") == 0 and "step 6/6" in console
+    for job in range(6):
+        log = (sweep / str(job) / "train.log").read_text()
+        fits = log.count("`Trainer.fit` stopped")  # job 0 also trains the (cached) upstream SFT
+        assert "\r" not in log and "💡" not in log and fits >= 1 and log.count("GPU available") == fits
+    stats = run(["-m", "ablate.stats", str(sweep), "--out", str(tmp_path / "report"), "--resamples", "200"], tmp_path)
+    assert stats.returncode == 0, stats.stderr[-3000:]
+    for noise in NOISE:
+        assert noise not in stats.stdout + stats.stderr
+
+
+@pytest.mark.slow
+def test_parallel_local_sweep_after_the_plain_install(tmp_path):
+    sweep = tmp_path / "sweep"
+    result = run(["-m", "ablate.train", "-m", "hydra/launcher=local", "hydra.launcher.n_jobs=2", "seed=0,1",
+                  "experiment=smoke", "trainer.num_threads=1", f"hydra.sweep.dir={sweep}"], tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert [json.loads((sweep / str(job) / "status.json").read_text())["state"] for job in range(2)] == ["completed"] * 2
+
+
+def test_console_setup_quiets_lightning_and_bars(tmp_path):
+    script = """
+import logging, os, warnings
+from ablate import console
+console.setup(False)
+import lightning
+from lightning.pytorch.utilities import rank_zero_info
+assert not any(isinstance(h, logging.StreamHandler) for h in logging.getLogger("lightning").handlers)
+rank_zero_info("💡 Tip: install something")
+logging.getLogger("lightning.pytorch.x").info("GPU available: False")
+logging.getLogger("lightning.pytorch.x").warning("a real warning")
+warnings.warn("Experiment logs directory /x/ exists and is not empty. Previous log files will be deleted")
+from tqdm.auto import tqdm
+for _ in tqdm(range(3), desc="bar"):
+    pass
+assert os.environ["TQDM_DISABLE"] == "1" and not console.progress_bars()
+"""
+    result = run(["-c", script], tmp_path)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout + result.stderr
+    assert out.count("a real warning") == 1
+    for noise in ("Tip", "GPU available", "exists and is not empty", "bar", "\r"):
+        assert noise not in out, noise
