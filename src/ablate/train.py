@@ -85,7 +85,7 @@ def check_config(cfg: DictConfig) -> None:
     elif s.name in PREFERENCE:
         _check_preference(cfg)
     else:
-        from ablate.objectives import AGGREGATIONS, KL_ESTIMATORS
+        from ablate.objectives import AGGREGATIONS, IS_LEVELS, IS_MODES, KL_ESTIMATORS
 
         _require(s.init in INITS, f"stage.init={s.init!r}: expected one of {INITS}")
         _require(s.init != "model" or bool(m.get("name_or_path")), "stage.init=model needs model.name_or_path")
@@ -95,7 +95,15 @@ def check_config(cfg: DictConfig) -> None:
         _require(0 <= int(s.warmup_steps) < int(s.max_steps),
                  f"stage.warmup_steps={s.warmup_steps} must be in [0, stage.max_steps={s.max_steps})")
         _require(s.advantage in ("rloo", "grpo"), f"stage.advantage={s.advantage!r}: expected rloo or grpo")
-        _require(s.is_level in ("sequence", "token"), f"stage.is_level={s.is_level!r}: expected sequence or token")
+        _require(s.is_level in IS_LEVELS, f"stage.is_level={s.is_level!r}: expected one of {IS_LEVELS}")
+        _require(s.is_mode in IS_MODES, f"stage.is_mode={s.is_mode!r}: expected one of {IS_MODES}")
+        _require(0 <= float(s.is_low) < float(s.is_clip),
+                 f"stage.is_low={s.is_low} must be in [0, stage.is_clip={s.is_clip}) (the importance weights kept or "
+                 "truncated lie in [is_low, is_clip])")
+        if s.dual_clip is not None:
+            _require(s.is_level == "token", f"stage.dual_clip={s.dual_clip} caps token-level PPO's loss on negative "
+                                            f"advantages; it needs stage.is_level=token, not {s.is_level}")
+            _require(float(s.dual_clip) > 1, f"stage.dual_clip={s.dual_clip} must be > 1 (3.0 in Ye et al. and verl)")
         _require(s.aggregation in AGGREGATIONS, f"stage.aggregation={s.aggregation!r}: expected one of {AGGREGATIONS}")
         _require(s.kl_estimator in KL_ESTIMATORS, f"stage.kl_estimator={s.kl_estimator!r}: expected one of {KL_ESTIMATORS}")
         _require(s.reference_dtype in ("float32", "bfloat16"),
@@ -135,6 +143,13 @@ def check_config(cfg: DictConfig) -> None:
         _require(s.name == "rloo", f"replay.enabled=true reuses RL rollouts; it needs stage=rloo, not stage={s.name}")
         _require(0 < float(r.fresh_fraction) <= 1, f"replay.fresh_fraction={r.fresh_fraction} must be in (0, 1]")
         _require(int(r.capacity) >= 1, f"replay.capacity={r.capacity} must be >= 1")
+
+    d = cfg.dynamic_sampling
+    if d.enabled:
+        _require(s.name == "rloo", f"dynamic_sampling.enabled=true filters RL rollout groups; it needs stage=rloo, not "
+                                   f"stage={s.name}")
+        _require(int(d.max_gen_batches) >= 1, f"dynamic_sampling.max_gen_batches={d.max_gen_batches} must be >= 1 "
+                                              "(generation batches per step, the first included)")
 
     e = cfg.eval
     _require(int(e.n) >= 1, f"eval.n={e.n} must be >= 1")
@@ -370,7 +385,8 @@ def fit_rloo(cfg: DictConfig, model, tokenizer, train_problems, reward, run_dir:
               if cfg.replay.enabled else None)
     module = RLOOModule(model, tokenizer, train_problems, cfg.model.template, engine, reward, sampler,
                         OmegaConf.to_container(s, resolve=True), int(cfg.seed), replay=replay,
-                        tool=OmegaConf.to_container(cfg.tool, resolve=True))
+                        tool=OmegaConf.to_container(cfg.tool, resolve=True),
+                        dynamic_sampling=OmegaConf.to_container(cfg.dynamic_sampling, resolve=True))
     # One item per optimizer step: prompts come from the sampler inside training_step.
     steps = DataLoader(range(int(s.max_steps)), batch_size=None)
     try:
