@@ -171,6 +171,16 @@ def check_config(cfg: DictConfig) -> None:
             import wandb  # noqa: F401
         except ImportError:
             raise ConfigError("logger=wandb needs the wandb extra: pip install -e '.[wandb]'") from None
+    if cfg.logger.get("tensorboard"):
+        import importlib.util
+
+        _require(any(importlib.util.find_spec(m) for m in ("tensorboard", "tensorboardX")),
+                 "logger=tensorboard needs the tensorboard extra: pip install -e '.[tensorboard]'")
+    if cfg.logger.get("mlflow"):
+        import importlib.util
+
+        _require(importlib.util.find_spec("mlflow") is not None,
+                 "logger=mlflow needs the mlflow extra: pip install -e '.[mlflow]'")
 
 
 def _check_preference(cfg: DictConfig) -> None:
@@ -322,6 +332,7 @@ def _fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=Non
         from lightning.pytorch.loggers import WandbLogger
 
         loggers.append(WandbLogger(project=cfg.logger.project, save_dir=str(run_dir), offline=cfg.logger.mode == "offline"))
+    loggers.extend(extra_loggers(cfg, run_dir))
     checkpoints = run_dir / "checkpoints"
     trainer = L.Trainer(
         max_steps=int(cfg.stage.max_steps), max_epochs=-1, accelerator=cfg.trainer.accelerator,
@@ -351,6 +362,52 @@ def _fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=Non
     finally:
         if global_rank() == 0:
             merge_metrics(run_dir)
+
+
+def mlflow_name(key: str) -> str:
+    """A metric name MLflow accepts (alphanumerics and `_ / . - space`): `@` -> `_at_`, `^` -> `_hat_`."""
+    return key.replace("@", "_at_").replace("^", "_hat_")
+
+
+def extra_loggers(cfg: DictConfig, run_dir: Path) -> list[Any]:
+    """Lightning's TensorBoard and MLflow loggers, as `logger.tensorboard` / `logger.mlflow` ask (the CSV
+    log is always there); each also gets the composed config as hyperparameters."""
+    out: list[Any] = []
+    params = OmegaConf.to_container(cfg, resolve=True)
+    overrides = _task_overrides()
+    if cfg.logger.get("tensorboard"):
+        from lightning.pytorch.loggers import TensorBoardLogger
+
+        tensorboard = TensorBoardLogger(save_dir=str(run_dir), name="tensorboard", version="", default_hp_metric=False)
+        tensorboard.log_hyperparams(params)
+        out.append(tensorboard)
+    if cfg.logger.get("mlflow"):
+        from lightning.pytorch.loggers import MLFlowLogger
+
+        class Logger(MLFlowLogger):
+            def log_metrics(self, metrics, step=None):
+                super().log_metrics({mlflow_name(k): v for k, v in metrics.items()}, step)
+
+        uri = cfg.logger.get("tracking_uri")
+        if not uri:  # the run directory's own file store; MLflow >= 3.x refuses one unless allowed
+            uri = (run_dir / "mlruns").resolve().as_uri()
+            os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+        mlflow = Logger(experiment_name=str(cfg.logger.get("experiment_name") or "ablate"), tracking_uri=uri,
+                        run_name=" ".join(overrides) or run_dir.name,
+                        tags={"run_dir": str(run_dir.resolve()), "overrides": " ".join(overrides)})
+        mlflow.log_hyperparams(params)
+        out.append(mlflow)
+    return out
+
+
+def _task_overrides() -> list[str]:
+    """The run's command-line overrides (Hydra's task overrides), or none outside a Hydra run."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return list(HydraConfig.get().overrides.task)
+    except (ImportError, ValueError):
+        return []
 
 
 def build_engine(cfg: DictConfig, model, tokenizer, tool):
