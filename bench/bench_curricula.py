@@ -8,6 +8,7 @@ first / middle / last third, with the reward and seconds per step.
     python bench/bench_curricula.py                                  # 7 curricula x 3 seeds x 30 steps
     python bench/bench_curricula.py --curricula none,frontier --steps 50 --seeds 0,1
     python bench/bench_curricula.py --runs multirun/headline         # summarise finished runs instead
+    python bench/bench_curricula.py --curricula none dynamic_sampling.enabled=true   # dynamic sampling (+dynamic)
 
 Runs go to --out (default: a temporary directory); evaluation is off (this measures training).
 """
@@ -46,7 +47,8 @@ def curriculum_of(run_dir: Path) -> str:
     cfg = OmegaConf.load(run_dir / ".hydra" / "config.yaml") if (run_dir / ".hydra").is_dir() else None
     if cfg is not None:
         name = OmegaConf.select(cfg, "curriculum.name") or "none"
-        return name + ("+replay" if OmegaConf.select(cfg, "replay.enabled") else "")
+        return (name + ("+replay" if OmegaConf.select(cfg, "replay.enabled") else "")
+                + ("+dynamic" if OmegaConf.select(cfg, "dynamic_sampling.enabled") else ""))
     return run_dir.name.rsplit("-seed", 1)[0]
 
 
@@ -60,7 +62,10 @@ def summarise(run_dirs: list[Path]) -> pd.DataFrame:
         rows.append({"curriculum": curriculum_of(run_dir), "run": str(run_dir), "steps": len(m),
                      "effective": m["train/effective_prompt_frac"].mean(), "first": thirds[0], "middle": thirds[1],
                      "last": thirds[2], "reward": m["train/reward_mean"].mean(),
-                     "s_per_step": m[[c for c in PHASES if c in m.columns]].sum(axis=1).median()})
+                     "s_per_step": m[[c for c in PHASES if c in m.columns]].sum(axis=1).median(),
+                     # dynamic sampling: informative share of the generated groups, generation batches per step
+                     "kept": m["dynamic/kept_frac"].mean() if "dynamic/kept_frac" in m else math.nan,
+                     "gen_batches": m["dynamic/gen_batches"].mean() if "dynamic/gen_batches" in m else math.nan})
     return pd.DataFrame(rows)
 
 
@@ -71,11 +76,14 @@ def mean_sd(values: pd.Series) -> str:
 
 def table(frame: pd.DataFrame) -> str:
     lines = ["| curriculum | seeds | steps | effective-prompt frac (mean ± sd over seeds) | first third | middle | "
-             "last third | train reward | s/step |", "|---|---|---|---|---|---|---|---|---|"]
+             "last third | train reward | s/step | kept frac (dynamic) | gen batches/step |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, group in frame.groupby("curriculum", sort=False):
         lines.append(f"| {name} | {len(group)} | {int(group['steps'].median())} | {mean_sd(group['effective'])} | "
                      f"{group['first'].mean():.3f} | {group['middle'].mean():.3f} | {group['last'].mean():.3f} | "
-                     f"{mean_sd(group['reward'])} | {group['s_per_step'].median():.2f} |")
+                     f"{mean_sd(group['reward'])} | {group['s_per_step'].median():.2f} | "
+                     + (f"{mean_sd(group['kept'])} | {group['gen_batches'].mean():.2f} |" if group["kept"].notna().all()
+                        else "– | – |"))
     return "\n".join(lines)
 
 

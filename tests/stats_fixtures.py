@@ -67,6 +67,9 @@ def _block(records: list[dict]) -> dict:
     for k in (1, 2, 4, 8, 16):
         if k <= n.min():
             out[f"pass@{k}"] = float(np.mean([brute_pass_at_k(int(ni), int(ci), k) for ni, ci in zip(n, c)]))
+    for k in (1, 2, 4, 8, 16):
+        if k <= n.min():
+            out[f"pass^{k}"] = float(np.mean([math.comb(int(ci), k) / math.comb(int(ni), k) for ni, ci in zip(n, c)]))
     out["exact_pass@1"] = float(np.mean(c / n))
     out["coverage"] = float(a.sum() / n.sum())
     out["precision"] = float(c.sum() / a.sum())

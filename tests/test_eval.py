@@ -21,6 +21,12 @@ def test_summary_metrics_by_hand():
     assert s["pass@2"] == pytest.approx((1 + pass_at_k(4, 2, 2) + 0 + pass_at_k(4, 1, 2)) / 4)
     assert s["pass@4"] == pytest.approx(3 / 4) == s["best_of_n"]
     assert "pass@8" not in s  # not estimable from 4 samples
+    # pass^k: all k correct, C(c, k) / C(4, k): 1, C(2, 2)/6 = 1/6, 0, 0 for k = 2; only the 4/4 prompt at k = 4
+    assert s["pass^1"] == s["pass@1"]
+    assert s["pass^2"] == pytest.approx((1 + 1 / 6 + 0 + 0) / 4)
+    assert s["pass^4"] == pytest.approx(1 / 4) and "pass^8" not in s
+    assert s["by_operands"]["3"]["pass^2"] == pytest.approx((1 + 1 / 6) / 2)
+    assert s["by_operands"]["4"]["pass^4"] == 0.0
     assert s["exact_pass@1"] == pytest.approx(7 / 16)
     assert s["coverage"] == pytest.approx(13 / 16) and s["precision"] == pytest.approx(7 / 13)
     assert s["mixed_fraction"] == pytest.approx(2 / 4)

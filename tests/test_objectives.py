@@ -161,3 +161,95 @@ def test_ipo_loss_by_hand():
     assert ipo_loss(*pair_logps(), beta=0.25).tolist() == pytest.approx([0.0, 4.0])
     with pytest.raises(ValueError, match="beta"):
         ipo_loss(pc, pr, rc, rr, beta=0.0)
+
+
+# ---- importance correction: masking (is_mode=mask), geometric sequence weight, dual-clip ----------------
+
+
+def test_sequence_mask_drops_sequences_outside_the_bounds_and_keeps_the_true_weight_of_the_others():
+    logp = torch.tensor([[-1.0, -2.0], [-1.0, -1.0], [-1.0, -1.0]], requires_grad=True)
+    # log w: 1 (e > clip 2: dropped), log 1.5 (kept at 1.5, not truncated), log 0.25 (< low 0.5: dropped)
+    mu = torch.tensor([[-1.5, -2.5], [-1.0 - math.log(1.5), -1.0], [-1.0 + math.log(4.0), -1.0]])
+    adv = torch.tensor([1.0, 2.0, -1.0])
+    loss, info = policy_gradient_loss(logp, mu, adv, torch.ones(3, 2), level="sequence", clip=2.0, low=0.5,
+                                      mode="mask", aggregation="sum")
+    # only sequence 1 contributes: -1.5 * 2 * (-2); "sum" averages the per-sequence sums over all 3 rows
+    assert loss.item() == pytest.approx(-1.5 * 2.0 * -2.0 / 3)
+    loss.backward()
+    assert torch.equal(logp.grad[0], torch.zeros(2)) and torch.equal(logp.grad[2], torch.zeros(2))
+    assert torch.allclose(logp.grad[1], torch.full((2,), -1.5 * 2.0 / 3))
+    assert info["mask_fraction"].item() == pytest.approx(2 / 3)
+    assert info["clip_fraction"].item() == pytest.approx(1 / 3)  # above is_clip, whatever the mode
+
+
+def test_truncate_with_a_lower_bound_raises_small_weights_and_is_the_default_path_without_one():
+    logp = torch.tensor([[-1.0]], requires_grad=True)
+    mu = torch.tensor([[-1.0 + math.log(10.0)]])  # w = 0.1
+    loss, info = policy_gradient_loss(logp, mu, torch.tensor([1.0]), torch.ones(1, 1), clip=2.0, low=0.5,
+                                      aggregation="sum")
+    assert loss.item() == pytest.approx(-0.5 * -1.0)  # raised to 0.5
+    assert "mask_fraction" not in info  # truncation reports no masked fraction
+    plain, _ = policy_gradient_loss(logp, mu, torch.tensor([1.0]), torch.ones(1, 1), clip=2.0, aggregation="sum")
+    assert plain.item() == pytest.approx(-0.1 * -1.0)
+
+
+def test_geometric_weight_is_the_per_token_geometric_mean_of_the_ratio():
+    logp = torch.tensor([[-1.0, -2.0, -3.0, 0.0]], requires_grad=True)
+    mu = torch.tensor([[-1.4, -2.2, -3.3, -5.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0]])  # the last position is padding
+    loss, info = policy_gradient_loss(logp, mu, torch.tensor([1.0]), mask, level="geometric", clip=2.0,
+                                      aggregation="sum")
+    w = math.exp((0.4 + 0.2 + 0.3) / 3)  # the sequence-level weight would be exp(0.9)
+    assert info["ratio_mean"].item() == pytest.approx(w)
+    assert loss.item() == pytest.approx(-w * (-6.0))
+    # masked at clip 2: the sequence weight e^0.9 = 2.46 is dropped, the geometric one e^0.3 = 1.35 kept
+    _, geo = policy_gradient_loss(logp, mu, torch.tensor([1.0]), mask, level="geometric", clip=2.0, mode="mask")
+    _, sequence = policy_gradient_loss(logp, mu, torch.tensor([1.0]), mask, level="sequence", clip=2.0, mode="mask")
+    assert geo["mask_fraction"].item() == 0.0 and sequence["mask_fraction"].item() == 1.0
+
+
+def test_token_mask_gives_masked_tokens_no_gradient():
+    logp = torch.tensor([[-1.0, -1.0, -1.0, -1.0]], requires_grad=True)
+    # ratios: 1, e^1.5 (> clip 3), e^-2 (< low 0.2), 1.1; the last token is padding
+    mu = torch.tensor([[-1.0, -2.5, 1.0, -1.0 - math.log(1.1)]])
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0]])
+    loss, info = policy_gradient_loss(logp, mu, torch.tensor([1.0]), mask, level="token", clip=3.0, low=0.2,
+                                      clip_eps=10.0, mode="mask", aggregation="token_mean")
+    assert loss.item() == pytest.approx(-1.0 / 3)  # token 0 alone: -r A = -1, averaged over the 3 real tokens
+    loss.backward()
+    assert logp.grad[0, 0].item() == pytest.approx(-1.0 / 3)  # d(-r A)/dlogp = -r A
+    assert torch.equal(logp.grad[0, 1:], torch.zeros(3))  # masked and padding tokens: no gradient at all
+    assert info["mask_fraction"].item() == pytest.approx(2 / 3)
+    truncated, plain = policy_gradient_loss(logp.detach(), mu, torch.tensor([1.0]), mask, level="token", clip=3.0,
+                                            low=0.2, clip_eps=10.0, aggregation="token_mean")
+    assert "mask_fraction" not in plain  # truncate at the token level is PPO clipping alone
+    assert truncated.item() == pytest.approx(-(1 + math.exp(1.5) + math.exp(-2)) / 3)
+
+
+def test_dual_clip_caps_the_loss_of_negative_advantages():
+    logp = torch.tensor([[0.0, 0.0]], requires_grad=True)
+    mu = torch.tensor([[-2.0, -0.1]])  # ratios e^2 = 7.39 (beyond c = 3) and e^0.1
+    loss, info = policy_gradient_loss(logp, mu, torch.tensor([-1.0]), torch.ones(1, 2), level="token",
+                                      clip_eps=0.2, dual_clip=3.0, aggregation="token_mean")
+    # token 0: PPO gives max(r, clip(r)) * |A| = 7.39, dual-clip caps it at 3 (a constant: no gradient);
+    # token 1: r = 1.105 inside [0.8, 1.2]: loss r * |A|
+    assert loss.item() == pytest.approx((3.0 + math.exp(0.1)) / 2)
+    loss.backward()
+    assert logp.grad[0, 0].item() == 0.0 and logp.grad[0, 1].item() == pytest.approx(math.exp(0.1) / 2)
+    assert info["dual_clip_fraction"].item() == pytest.approx(0.5)
+    unclipped, _ = policy_gradient_loss(logp.detach(), mu, torch.tensor([-1.0]), torch.ones(1, 2), level="token",
+                                        clip_eps=0.2, aggregation="token_mean")
+    assert unclipped.item() == pytest.approx((math.exp(2.0) + math.exp(0.1)) / 2)
+    # positive advantages are untouched
+    pos, _ = policy_gradient_loss(logp.detach(), mu, torch.tensor([1.0]), torch.ones(1, 2), level="token",
+                                  clip_eps=0.2, dual_clip=3.0)
+    ref, _ = policy_gradient_loss(logp.detach(), mu, torch.tensor([1.0]), torch.ones(1, 2), level="token", clip_eps=0.2)
+    assert pos.item() == ref.item()
+
+
+def test_unknown_importance_mode_or_level_is_an_error():
+    x = torch.zeros(1, 1)
+    with pytest.raises(ValueError, match="mode"):
+        policy_gradient_loss(x, x, torch.zeros(1), torch.ones(1, 1), mode="clip")
+    with pytest.raises(ValueError, match="level"):
+        policy_gradient_loss(x, x, torch.zeros(1), torch.ones(1, 1), level="chunk")

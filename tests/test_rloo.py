@@ -98,7 +98,7 @@ def one_step(model, tokenizer, texts, **stage_overrides) -> tuple[dict, dict]:
 
 
 @pytest.mark.parametrize("aggregation", ["token_mean", "sequence_mean", "sum"])
-@pytest.mark.parametrize("level", ["sequence", "token"])
+@pytest.mark.parametrize("level", ["sequence", "token", "geometric"])
 def test_the_step_does_not_depend_on_how_the_batch_is_cut_into_micro_batches(tiny_policy, aggregation, level):
     """Micro-batches are grouped by length and cut to their longest sequence; each is weighted by its
     share of the batch's tokens (token_mean) or sequences, so loss, metrics and gradient equal the
@@ -143,7 +143,9 @@ def test_pad_rollouts_aligns_masks_with_next_token_targets():
     [],  # uniform prompts
     # a sampler with state (DOTS: reference rollouts, predictions) and a replay buffer, both in the checkpoint
     ["curriculum=dots", "curriculum.every=2", "curriculum.reference_size=6", "replay.enabled=true"],
-], ids=["uniform", "dots+replay"])
+    # dynamic sampling: extra generation batches draw from the sampler and the rollout generator
+    ["dynamic_sampling.enabled=true", "dynamic_sampling.max_gen_batches=2", "stage.is_mode=mask"],
+], ids=["uniform", "dots+replay", "dynamic"])
 def test_rloo_smoke_run_and_resume_continue_exactly(tmp_path, monkeypatch, variant):
     from ablate.train import run
 
@@ -173,3 +175,164 @@ def test_rloo_smoke_run_and_resume_continue_exactly(tmp_path, monkeypatch, varia
     resumed = tmp_path / "resumed"
     assert_resume_reproduces(RLOOModule, 3, lambda: run(cfg(), resumed), resumed, metrics,
                              ("train/loss", "train/response_length", "train/entropy", "tool/available_frac"), monkeypatch)
+
+
+# ---- dynamic sampling (DAPO's filter-and-refill) ---------------------------------------------------------
+
+
+class OutcomeEngine:
+    """Planted outcomes by prompt: 44 19 35 -> 98 gets one right and k-1 wrong answers (informative),
+    1 2 3 -> 6 all right, 2 3 4 -> 24 all wrong but with unequal shaped rewards (wrong value 0.1, no
+    answer 0: the tinyzero reward's format credit), which the filter must still drop."""
+
+    TEXTS = {"44 19 35": ["<answer>44+19+35</answer>", "<answer>44+19-35</answer>"],
+             "1 2 3": ["<answer>1+2+3</answer>"],
+             "2 3 4": ["<answer>2+3+4</answer>", "no answer"]}
+
+    def __init__(self, tokenizer, k):
+        self.tokenizer, self.k, self.batches = tokenizer, k, 0
+
+    def generate(self, prompt_ids, k, params, generator, tool_available=None):
+        self.batches += 1
+        texts = []
+        for i, prompt in enumerate(prompt_ids):
+            options = next(v for key, v in self.TEXTS.items() if self.tokenizer.decode(prompt, skip_special_tokens=True).startswith(key))
+            texts.append(options[min(i % self.k, len(options) - 1)])
+        completions = [self.tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+        return Rollouts([list(p) for p in prompt_ids], completions, [[-1.0] * len(c) for c in completions],
+                        [[False] * len(c) for c in completions], texts, k=k, tool_calls=[0] * len(texts))
+
+    def sync(self, model):
+        pass
+
+
+class ScriptedSampler:
+    """Hands out the scripted index lists in turn and records every update."""
+
+    def __init__(self, script):
+        self.script, self.updates = list(script), []
+
+    def sample(self, batch, step):
+        indices = self.script.pop(0)
+        assert len(indices) == batch
+        return indices
+
+    def update(self, indices, rewards):
+        self.updates.append((list(indices), rewards.clone()))
+
+    def metrics(self):
+        return {}
+
+
+def dynamic_module(tiny_policy, script, max_gen_batches, replay=None):
+    model, tokenizer = tiny_policy
+    problems = [Problem((44, 19, 35), 98), Problem((1, 2, 3), 6), Problem((2, 3, 4), 24)]
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["stage=rloo"])
+    stage = OmegaConf.to_container(cfg.stage)
+    stage.update(batch_prompts=4, k=2, micro_batch=16)
+    reward = Reward.from_config(OmegaConf.to_container(cfg.reward))  # tinyzero: format credit 0.1
+    sampler = ScriptedSampler(script)
+    engine = OutcomeEngine(tokenizer, 2)
+    module = RLOOModule(model, tokenizer, problems, "compact", engine, reward, sampler, stage, seed=0, replay=replay,
+                        dynamic_sampling={"enabled": True, "max_gen_batches": max_gen_batches})
+    optimizer = module.configure_optimizers()
+    module.optimizers = lambda: optimizer
+    module.manual_backward = lambda loss: loss.backward()
+    logged = {}
+    module.log_dict = lambda metrics, **kw: logged.update(metrics)
+    module.log = lambda *a, **k: None
+    return module, sampler, engine, logged
+
+
+def test_informative_groups_reads_correctness_not_reward():
+    from ablate.lit.rloo import informative_groups
+
+    correct = torch.tensor([[True, False], [True, True], [False, False]])
+    assert informative_groups(correct).tolist() == [True, False, False]
+
+
+def test_dynamic_sampling_refills_a_batch_with_degenerate_groups_to_b_informative_ones(tiny_policy, monkeypatch):
+    import ablate.lit.rloo as rloo
+
+    # 0: informative, 1: all correct, 2: all wrong with unequal shaped rewards
+    script = [[1, 0, 2, 1], [2, 0, 1, 2], [0, 1, 1, 2], [0, 1, 1, 1]]
+    module, sampler, engine, logged = dynamic_module(tiny_policy, script, max_gen_batches=5)
+    trained = []
+    real_rloo = rloo.rloo_advantages
+    monkeypatch.setattr(rloo, "rloo_advantages", lambda r: (trained.append(r.clone()), real_rloo(r))[1])
+    module.training_step(None, 0)
+    # one informative group per batch: four batches
+    assert engine.batches == 4 and len(sampler.updates) == 4  # the sampler saw every generated group
+    assert logged["dynamic/gen_batches"] == 4.0 and logged["dynamic/kept_frac"] == pytest.approx(4 / 16)
+    assert logged["dynamic/topped_up_frac"] == 0.0 and logged["dynamic/extra_generate_s"] >= 0
+    rewards = trained[0]
+    assert rewards.shape == (4, 2) and torch.equal(rewards, torch.tensor([[1.0, 0.1]] * 4))  # only prompt 0
+    assert logged["train/effective_prompt_frac"] == 1.0
+    # reward and verdict metrics describe everything generated (16 groups, 32 samples)
+    assert logged["train/verdict/correct"] == pytest.approx((4 + 2 * 8) / 32)
+    assert logged["train/reward_mean"] == pytest.approx((4 * 1.1 + 8 * 2.0 + 4 * 0.1) / 32)
+
+
+def test_dynamic_sampling_stops_at_max_gen_batches_and_tops_up(tiny_policy):
+    module, sampler, engine, logged = dynamic_module(tiny_policy, [[1, 0, 2, 1], [2, 1, 1, 2]], max_gen_batches=2)
+    module.training_step(None, 0)
+    assert engine.batches == 2 and logged["dynamic/gen_batches"] == 2.0
+    assert logged["dynamic/kept_frac"] == pytest.approx(1 / 8)
+    assert logged["dynamic/topped_up_frac"] == pytest.approx(3 / 4)  # 1 informative + 3 degenerate fillers
+    assert logged["train/effective_prompt_frac"] == pytest.approx(2 / 4)  # prompt 0 and the first 2 3 4 group
+
+
+def test_dynamic_sampling_with_replay_filters_the_fresh_part(tiny_policy):
+    from ablate.curriculum import ReplayBuffer
+
+    buffer = ReplayBuffer(capacity=8, fresh_fraction=0.5, seed=0)
+    script = [[0, 1, 0, 2], [0, 0, 1, 2],  # step 0: nothing to replay, 4 fresh groups wanted
+              [1, 2], [0, 1], [0, 2]]      # step 1: 2 replayed, 2 fresh wanted
+    module, sampler, engine, logged = dynamic_module(tiny_policy, script, max_gen_batches=3, replay=buffer)
+    module.training_step(None, 0)
+    assert logged["dynamic/gen_batches"] == 2.0 and len(buffer) == 4  # the 4 kept (informative) groups stored
+    module.training_step(None, 1)
+    assert logged["dynamic/gen_batches"] == 3.0 and logged["dynamic/kept_frac"] == pytest.approx(2 / 6)
+    assert logged["dynamic/topped_up_frac"] == 0.0
+    assert logged["replay/replayed_frac"] == 0.5 and len(buffer) == 6 and not sampler.script
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["stage.is_mode=clip"], "stage.is_mode='clip'"),
+    (["stage.is_level=chunk"], "stage.is_level='chunk'"),
+    (["stage.is_low=3.0"], "stage.is_low=3.0"),
+    (["stage.dual_clip=3.0"], "needs stage.is_level=token"),
+    (["stage.is_level=token", "stage.dual_clip=0.5"], "must be > 1"),
+    (["dynamic_sampling.max_gen_batches=0", "dynamic_sampling.enabled=true"], "max_gen_batches=0"),
+])
+def test_importance_and_dynamic_sampling_options_are_checked(overrides, message):
+    from ablate.train import ConfigError, check_config
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["stage=rloo", "stage.init=scratch", *overrides])
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(".", r"\.")):
+        check_config(cfg)
+
+
+def test_dynamic_sampling_needs_an_rl_stage_and_the_good_options_pass():
+    from ablate.train import ConfigError, check_config
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        sft = compose(config_name="config", overrides=["dynamic_sampling.enabled=true"])
+        good = compose(config_name="config", overrides=[
+            "stage=rloo", "stage.init=scratch", "dynamic_sampling.enabled=true", "stage.is_mode=mask",
+            "stage.is_level=token", "stage.dual_clip=3.0", "stage.is_low=0.5", "replay.enabled=true",
+            "curriculum=frontier"])
+    with pytest.raises(ConfigError, match="dynamic_sampling.enabled=true"):
+        check_config(sft)
+    check_config(good)
+
+
+def test_masked_importance_fraction_is_logged_only_in_mask_mode(tiny_policy):
+    model, tokenizer = tiny_policy
+    texts = ["<answer>44+19+35</answer>", "<answer>44+19-35</answer>"]
+    default, _, _ = one_step(model, tokenizer, texts)
+    assert "train/is_mask_frac" not in default and "train/is_dual_clip_frac" not in default
+    masked, _, _ = one_step(model, tokenizer, texts, is_mode="mask", is_level="token", dual_clip=3.0)
+    assert masked["train/is_mask_frac"] == 0.0 and masked["train/is_dual_clip_frac"] == 0.0  # on-policy: ratio 1

@@ -69,6 +69,26 @@ def test_pass_at_k_edges_and_errors():
         pass_at_k(4, 1, 0)
 
 
+def test_pass_hat_k_equals_the_exact_formula_exhaustively():
+    from math import comb
+
+    from ablate.metrics import pass_hat_k
+
+    for n in range(1, 21):
+        for c in range(n + 1):
+            for k in range(1, n + 1):
+                assert pass_hat_k(n, c, k) == pytest.approx(comb(c, k) / comb(n, k), abs=1e-12), (n, c, k)
+    assert pass_hat_k(16, 3, 4) == 0.0 and pass_hat_k(16, 16, 16) == 1.0 and pass_hat_k(16, 15, 16) == 0.0
+    assert pass_hat_k(16, 8, 1) == 0.5 == pass_at_k(16, 8, 1)  # pass^1 = pass@1 = c / n
+    assert pass_hat_k(4, 2, 2) == pytest.approx(1 / 6)  # {the two correct} is 1 of C(4, 2) = 6 pairs
+    n = np.array([16, 16, 8]); c = np.array([16, 4, 5])
+    np.testing.assert_allclose(pass_hat_k(n, c, 2), [1.0, 12 / 240, 20 / 56], rtol=0, atol=1e-15)
+    assert not np.signbit(pass_hat_k(np.array([16]), np.array([0]), 4)).any()  # a clean 0, not -0.0
+    for bad in ((4, 1, 8), (4, 5, 1), (4, -1, 1), (4, 1, 0)):
+        with pytest.raises(ValueError):
+            pass_hat_k(*bad)
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.integers(1, 200).flatmap(lambda n: st.tuples(st.just(n), st.integers(0, n), st.integers(1, n))))
 def test_pass_at_k_properties(nck):
@@ -333,3 +353,48 @@ def test_t_interval_matches_scipy():
     assert (lo, hi) == pytest.approx(ref)
     lo, hi = t_interval([0.3])
     assert math.isnan(lo) and math.isnan(hi)
+
+
+# --------------------------------------------------------------------------------- IQM, performance profiles
+
+
+def test_iqm_is_the_mean_of_the_middle_half_of_runs():
+    from ablate.stats import iqm
+
+    assert iqm([0.1, 0.5, 0.6, 0.7, 5.0]) == pytest.approx((0.5 + 0.6 + 0.7) / 3)  # int(5/4) = 1 cut each side
+    assert iqm([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]) == pytest.approx((3 + 4 + 5 + 6) / 4)
+    assert iqm([0.2, 0.9, 0.3]) == pytest.approx(np.mean([0.2, 0.9, 0.3]))  # below 4 runs: the mean
+    scores = np.arange(12.0).reshape(4, 3)  # runs x tasks: one 25% trimmed mean over all 12 scores
+    assert iqm(scores) == pytest.approx(np.mean(np.arange(3.0, 9.0)))
+    assert iqm(scores) == pytest.approx(scipy.stats.trim_mean(scores, 0.25, axis=None))
+
+
+def test_iqm_interval_resamples_runs_within_each_task():
+    from ablate.stats import iqm_ci
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(0.5, 0.05, 10)
+    ci = iqm_ci(x, n_resamples=4000, rng=np.random.default_rng(1))
+    assert ci.low < ci.estimate < ci.high and ci.distribution.shape == (4000,)
+    # the stratified bootstrap keeps every task's column: a task whose runs agree adds no spread
+    flat = iqm_ci(np.stack([x, np.full(10, 0.3)], axis=1), n_resamples=2000, rng=np.random.default_rng(1))
+    assert flat.high - flat.low < ci.high - ci.low
+    same = iqm_ci([0.4, 0.4, 0.4, 0.4], n_resamples=500, rng=np.random.default_rng(0))
+    assert same.low == same.high == same.estimate == 0.4
+    one = iqm_ci([0.4], n_resamples=500, rng=np.random.default_rng(0))
+    assert one.estimate == 0.4 and np.isnan(one.low)
+    # reproducible from the generator
+    again = iqm_ci(x, n_resamples=4000, rng=np.random.default_rng(1))
+    assert (again.low, again.high) == (ci.low, ci.high)
+
+
+def test_performance_profile_is_the_fraction_of_runs_above_tau():
+    from ablate.stats import performance_profile
+
+    scores = [0.1, 0.2, 0.2, 0.4]
+    profile, low, high = performance_profile(scores, [0.0, 0.1, 0.2, 0.3, 0.5])
+    np.testing.assert_allclose(profile, [1.0, 0.75, 0.25, 0.25, 0.0])  # strictly above tau, as rliable
+    assert np.isnan(low).all() and np.isnan(high).all()  # no generator: no band
+    profile, low, high = performance_profile(scores, [0.0, 0.15, 0.5], n_resamples=1000, rng=np.random.default_rng(0))
+    assert (low <= profile).all() and (profile <= high).all()
+    assert low[0] == high[0] == 1.0 and low[2] == high[2] == 0.0  # every resample is above 0 and below 0.5

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -105,7 +106,8 @@ def test_recomputed_metrics_agree_with_the_runs_summaries(tmp_path):
     assert not [p for p in a.problems if "recomputed" in p], a.problems
     runs = a.summary[a.summary["level"] == "run"]
     checked = runs[np.isfinite(runs["reported"]) & ~runs["ci_method"].str.startswith("reported")]
-    assert {"pass@1", "pass@16", "exact_pass@1", "coverage", "precision", "mixed_fraction", "best_of_n",
+    assert {"pass@1", "pass@16", "pass^1", "pass^4", "by_operands/3/pass^2", "exact_pass@1", "coverage", "precision",
+            "mixed_fraction", "best_of_n",
             "verdict_rate/no_answer", "by_operands/3/pass@1", "by_operands/4/pass@16", "by_operands/4/precision",
             "tool/calls_per_rollout", "mean_response_length"} <= set(checked["metric"])
     # nothing eval.summarize writes is left unchecked except the tool error count
@@ -153,7 +155,8 @@ def test_agrees_with_the_evaluation_module(tmp_path):
     assert not a.problems, a.problems
     runs = a.summary[a.summary["level"] == "run"]
     compared = runs[np.isfinite(runs["reported"])]
-    assert {"pass@16", "exact_pass@1", "mixed_fraction", "by_operands/4/coverage"} <= set(compared["metric"])
+    assert {"pass@16", "pass^16", "exact_pass@1", "mixed_fraction", "by_operands/4/coverage",
+            "by_operands/4/pass^2"} <= set(compared["metric"])
     np.testing.assert_allclose(compared["value"], compared["reported"], atol=1e-9)
     assert not runs["ci_method"].str.startswith("reported").any()
 
@@ -192,6 +195,26 @@ def test_planted_difference_is_significant(planted_analysis):
     assert row["significant_paired"] is True and row["significant_seed"] is True
     assert row["poi"] == 1.0
     assert row["verdict"].startswith("higher; significant at α=0.05 after Holm correction")
+
+
+def test_iqm_over_runs_is_reported_without_moving_any_other_number(planted, planted_analysis):
+    import scipy.stats
+
+    a = planted_analysis
+    robust = a.robust.set_index("condition")
+    runs = a.summary[(a.summary["level"] == "run") & (a.summary["metric"] == "pass@1")]
+    for label in ("curriculum=none", "curriculum=static"):
+        values = runs[runs["condition"] == label]["value"].to_numpy()
+        assert robust.loc[label, "iqm"] == pytest.approx(scipy.stats.trim_mean(values, 0.25))
+        assert robust.loc[label, "mean"] == pytest.approx(values.mean()) and robust.loc[label, "n_runs"] == 3
+        assert robust.loc[label, "iqm_ci_low"] <= robust.loc[label, "iqm"] <= robust.loc[label, "iqm_ci_high"]
+    # pass^k is a metric like any other, and asking for it changes nothing that was there before
+    b = analyze(load_sweep(planted), dataclasses.replace(FAST, metrics=["pass@1", "pass^4"]))
+    assert set(b.comparisons["metric"]) == {"pass@1", "pass^4"} and set(b.robust["metric"]) == {"pass@1", "pass^4"}
+    pd.testing.assert_frame_equal(a.summary, b.summary)
+    old = b.comparisons[b.comparisons["metric"] == "pass@1"].reset_index(drop=True)
+    for column in ("diff", "diff_ci_low", "diff_ci_high", "paired_diff", "p_paired", "p_seed", "poi"):
+        assert old[column].tolist() == a.comparisons[column].tolist(), column
 
 
 def test_analysis_is_reproducible(planted):
@@ -324,13 +347,15 @@ def test_cli_end_to_end(planted, tmp_path):
     assert res.returncode == 0, res.stderr
     assert "Report:" in res.stdout and "report.md" in res.stdout
     for name in ("report.md", "summary.csv", "comparisons.csv", "runs.csv", "curves.csv", "reach.csv",
-                 "passk_default.png", "operands_default.png", "differences_default.png", "curves.png"):
+                 "passk_default.png", "operands_default.png", "differences_default.png", "curves.png",
+                 "robust.csv", "profile_default.png"):
         assert (out / name).is_file(), name
         if name.endswith(".png"):
             assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     report = (out / "report.md").read_text()
     assert report.index("## Runs") < report.index("## Results") < report.index("## Comparisons")
-    assert "](passk_default.png)" in report and "](curves.png)" in report
+    assert "](passk_default.png)" in report and "](curves.png)" in report and "](profile_default.png)" in report
+    assert report.index("## Comparisons") < report.index("## Robust aggregates across runs")
     assert "significant at α=0.05 after Holm correction" in report
     comparisons = pd.read_csv(out / "comparisons.csv")
     assert comparisons.loc[0, "p_paired_holm"] < 0.05

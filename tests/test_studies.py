@@ -20,7 +20,8 @@ STUDIES = {  # preset -> the jobs of one seed (overrides besides experiment= and
         {"stage=ipo", "stage.pairs.order=none"}, {"stage=ipo", "stage.pairs.order=static"}],
     "threshold_study": [{"curriculum=none"}, {"curriculum=threshold"}, {"curriculum=static_thirds"}],
     "dots_replay_study": [{"curriculum=none", "replay.enabled=false"}, {"curriculum=none", "replay.enabled=true"},
-                          {"curriculum=dots", "replay.enabled=false"}, {"curriculum=dots", "replay.enabled=true"}],
+                          {"curriculum=dots", "replay.enabled=false"}, {"curriculum=dots", "replay.enabled=true"},
+                          {"curriculum=none", "replay.enabled=false", "dynamic_sampling.enabled=true"}],
     "tool_annealing_study": [{f"tool={t}"} for t in ("off", "on", "anneal_linear", "anneal_step", "anneal_log")],
     "oracle_tool_study": [
         {"stage=sft"}, {"stage=dpo"},

@@ -3,9 +3,9 @@
     python -m ablate.eval model_dir=outputs/.../model            # Hydra; any eval.* override works
     python -m ablate.eval model_dir=... eval.n=4 task.test_size=100
 
-Metrics (`summary.json`): pass@k (Chen et al.'s unbiased estimator) for k in `eval.ks` up to n,
-exact pass@1 (fraction of correct samples), both also by operand count; coverage (samples with an
-answer), precision (correct among answered), the verdict breakdown, the mixed-outcome fraction
+Metrics (`summary.json`): pass@k (Chen et al.'s unbiased estimator) and pass^k (all k of k samples
+correct, C(c, k) / C(n, k)) for k in `eval.ks` up to n, exact pass@1 (fraction of correct samples),
+all also by operand count; coverage (samples with an answer), precision (correct among answered), the verdict breakdown, the mixed-outcome fraction
 (prompts with some but not all samples correct: where RLOO has signal), mean response length in
 tokens, and best-of-N (a prompt counts when the verifier finds a correct answer among its N
 samples: paper 004's test-time compute, which equals pass@N with the verifier as the selector).
@@ -31,7 +31,7 @@ from omegaconf import DictConfig
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from ablate.metrics import pass_at_k
+from ablate.metrics import pass_at_k, pass_hat_k
 from ablate.models import encode_prompt, prompt_text
 from ablate.rollout import SamplingParams
 from ablate.rollout.hf import HFEngine
@@ -53,6 +53,9 @@ def summarize(rows: Sequence[Mapping[str, Any]], ks: Sequence[int]) -> dict[str,
         for k in ks:
             if all(r["n"] >= k for r in group):
                 out[f"pass@{k}"] = sum(pass_at_k(r["n"], r["n_correct"], k) for r in group) / len(group)
+        for k in ks:
+            if all(r["n"] >= k for r in group):
+                out[f"pass^{k}"] = sum(pass_hat_k(r["n"], r["n_correct"], k) for r in group) / len(group)
         out["exact_pass@1"] = sum(r["n_correct"] / r["n"] for r in group) / len(group)
         out["coverage"] = answered / samples
         out["precision"] = correct / answered if answered else 0.0

@@ -1,4 +1,5 @@
-"""Sample-based evaluation metrics shared by evaluation and `ablate.stats` (one definition each)."""
+"""Sample-based evaluation metrics shared by evaluation and `ablate.stats` (one definition each):
+pass@k (some of k samples correct) and pass^k (all of k samples correct)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,36 @@ def pass_at_k(n, c, k: int):
         factors = np.where(j < cc, 1.0 - k / np.maximum(i, 1), 1.0)
         out[todo] = 1.0 - np.prod(factors, axis=1)
     out = out.reshape(n_arr.shape)
+    return float(out) if scalar else out
+
+
+def pass_hat_k(n, c, k: int):
+    """Unbiased pass^k ("pass hat k", Yao et al. 2024, tau-bench; prime-rl logs it): the probability that
+    k samples drawn without replacement from the n are all correct, C(c, k) / C(n, k).
+
+    The product form prod_{i=0}^{k-1} (c - i) / (n - i) never forms the binomials; it is 0 where c < k.
+    pass^1 = c / n = pass@1; pass^k falls with k where pass@k rises, so the pair separates a policy
+    that solves a prompt reliably from one that solves it sometimes. Same inputs, broadcasting and
+    errors as `pass_at_k`.
+    """
+    k = int(k)
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    scalar = np.ndim(n) == 0 and np.ndim(c) == 0
+    n_arr, c_arr = np.broadcast_arrays(np.asarray(n), np.asarray(c))
+    if not (np.issubdtype(n_arr.dtype, np.integer) or _is_whole(n_arr)):
+        raise ValueError("n must hold whole numbers")
+    if not (np.issubdtype(c_arr.dtype, np.integer) or _is_whole(c_arr)):
+        raise ValueError("c must hold whole numbers")
+    n_arr = n_arr.astype(np.int64)
+    c_arr = c_arr.astype(np.int64)
+    if np.any(c_arr < 0) or np.any(c_arr > n_arr):
+        raise ValueError("need 0 <= c <= n")
+    if np.any(n_arr < k):
+        raise ValueError(f"pass^{k} needs at least {k} samples per prompt (smallest n is {n_arr.min()})")
+    i = np.arange(k)
+    factors = (c_arr[..., None] - i) / (n_arr[..., None] - i)
+    out = np.prod(np.maximum(factors, 0.0), axis=-1)  # a factor is 0 at i = c: the product is 0 for c < k
     return float(out) if scalar else out
 
 

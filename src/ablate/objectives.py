@@ -61,27 +61,56 @@ def aggregate(values: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tenso
     raise ValueError(f"unknown aggregation {how!r}; expected one of {AGGREGATIONS}")
 
 
+IS_LEVELS = ("sequence", "token", "geometric")
+IS_MODES = ("truncate", "mask")
+
+
 def policy_gradient_loss(logprobs: torch.Tensor, behaviour_logprobs: torch.Tensor, advantages: torch.Tensor,
                          mask: torch.Tensor, level: str = "sequence", clip: float = 2.0, clip_eps: float = 0.2,
-                         aggregation: str = "token_mean") -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+                         aggregation: str = "token_mean", mode: str = "truncate", low: float = 0.0,
+                         dual_clip: float | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Importance-weighted policy gradient against the behaviour policy that sampled the tokens.
 
     logprobs [N, T] of the policy being trained, behaviour_logprobs [N, T] from the rollout
     engine, advantages [N] (one per sequence), mask [N, T]. Ratios are formed in log space.
 
-    level="sequence" (paper 000): w = exp(sum_t (log pi - log mu)), truncated at `clip` and
-    treated as a constant; per-token loss -w * A * log pi_t.
+    level="sequence" (paper 000): w = exp(sum_t (log pi - log mu)), treated as a constant; per-token
+    loss -w * A * log pi_t. level="geometric": the same with the per-token geometric mean of the
+    ratio, w = exp(mean_t (log pi - log mu)) (length-independent; verl's `seq_mean_k1` rejection
+    statistic, GSPO's sequence ratio). mode="truncate": w cut to [low, clip] (low = 0: no lower
+    bound, the default); mode="mask": sequences whose w leaves [low, clip] get weight 0 and the rest
+    their untruncated w (TRL's `sequence_mask`, verl's rejection sampling).
     level="token" (PPO): r_t = exp(log pi_t - log mu_t); per-token loss
-    -min(r_t * A, clip(r_t, 1 - eps, 1 + eps) * A).
-    Returns the aggregated loss and diagnostics (mean and max ratio, clipped fraction).
+    -min(r_t * A, clip(r_t, 1 - eps, 1 + eps) * A); with `dual_clip` c > 1 the loss of a token with
+    A < 0 is at most -c * A (Ye et al. 2020, verl's `clip_ratio_c`), so a huge ratio on a bad sample
+    cannot blow the step up. mode="mask" also drops the tokens whose r_t leaves [low, clip] (TRL's
+    `token_mask`); mode="truncate" is PPO clipping alone.
+    A masked sequence or token keeps its place in the aggregation's denominator (as TRL, unlike
+    verl, which also drops it from the denominator): the loss of the others is unchanged and a
+    micro-batch's share of the batch does not depend on what was masked.
+    Returns the aggregated loss and diagnostics: mean and max ratio, clipped fraction (sequences
+    above `clip`, or tokens PPO clipped), and with mode="mask" the masked fraction (sequences or
+    tokens), with `dual_clip` the fraction of tokens it capped.
     """
+    if mode not in IS_MODES:
+        raise ValueError(f"unknown importance-sampling mode {mode!r}; expected one of {IS_MODES}")
     mask = mask.to(logprobs.dtype)
     delta = (logprobs - behaviour_logprobs) * mask
     adv = advantages.unsqueeze(-1)
-    if level == "sequence":
+    extra: dict[str, torch.Tensor] = {}
+    if level in ("sequence", "geometric"):
         log_w = delta.sum(-1).detach()
+        if level == "geometric":
+            log_w = log_w / mask.sum(-1).clamp(min=1)
         ratio = log_w.exp()
-        weight = ratio.clamp(max=clip)
+        if mode == "truncate":
+            weight = ratio.clamp(max=clip)
+            if low > 0:
+                weight = weight.clamp(min=low)
+        else:
+            keep = (ratio >= low) & (ratio <= clip)
+            weight = torch.where(keep, ratio, torch.zeros_like(ratio))
+            extra["mask_fraction"] = (~keep).float().mean()
         per_token = -(weight.unsqueeze(-1) * adv * logprobs)
         clipped = (ratio > clip).float().mean()
         mean_ratio, max_ratio = ratio.mean(), ratio.max()
@@ -90,13 +119,24 @@ def policy_gradient_loss(logprobs: torch.Tensor, behaviour_logprobs: torch.Tenso
         unclipped = ratio * adv
         clipped_term = ratio.clamp(1 - clip_eps, 1 + clip_eps) * adv
         per_token = -torch.minimum(unclipped, clipped_term)
-        clipped = ((clipped_term < unclipped).float() * mask).sum() / mask.sum().clamp(min=1)
-        mean_ratio = (ratio * mask).sum() / mask.sum().clamp(min=1)
+        tokens = mask.sum().clamp(min=1)
+        clipped = ((clipped_term < unclipped).float() * mask).sum() / tokens
+        if dual_clip is not None:
+            capped = (adv < 0) & (per_token > -dual_clip * adv)
+            per_token = torch.where(adv < 0, torch.minimum(per_token, -dual_clip * adv), per_token)
+            extra["dual_clip_fraction"] = (capped.float() * mask).sum() / tokens
+        if mode == "mask":
+            keep = ((ratio >= low) & (ratio <= clip)).to(per_token.dtype)
+            per_token = per_token * keep
+            extra["mask_fraction"] = ((1 - keep) * mask).sum() / tokens
+        mean_ratio = (ratio * mask).sum() / tokens
         max_ratio = (ratio * mask).max()
     else:
-        raise ValueError(f"unknown importance-sampling level {level!r}; expected sequence or token")
+        raise ValueError(f"unknown importance-sampling level {level!r}; expected one of {IS_LEVELS}")
     loss = aggregate(per_token, mask, aggregation)
-    return loss, {"ratio_mean": mean_ratio.detach(), "ratio_max": max_ratio.detach(), "clip_fraction": clipped.detach()}
+    info = {"ratio_mean": mean_ratio.detach(), "ratio_max": max_ratio.detach(), "clip_fraction": clipped.detach()}
+    info.update({key: value.detach() for key, value in extra.items()})
+    return loss, info
 
 
 KL_ESTIMATORS = ("k1", "k2", "k3")

@@ -91,7 +91,7 @@ def check_config(cfg: DictConfig) -> None:
     elif s.name in PREFERENCE:
         _check_preference(cfg)
     else:
-        from ablate.objectives import AGGREGATIONS, KL_ESTIMATORS
+        from ablate.objectives import AGGREGATIONS, IS_LEVELS, IS_MODES, KL_ESTIMATORS
 
         _require(s.init in INITS, f"stage.init={s.init!r}: expected one of {INITS}")
         _require(s.init != "model" or bool(m.get("name_or_path")), "stage.init=model needs model.name_or_path")
@@ -101,7 +101,15 @@ def check_config(cfg: DictConfig) -> None:
         _require(0 <= int(s.warmup_steps) < int(s.max_steps),
                  f"stage.warmup_steps={s.warmup_steps} must be in [0, stage.max_steps={s.max_steps})")
         _require(s.advantage in ("rloo", "grpo"), f"stage.advantage={s.advantage!r}: expected rloo or grpo")
-        _require(s.is_level in ("sequence", "token"), f"stage.is_level={s.is_level!r}: expected sequence or token")
+        _require(s.is_level in IS_LEVELS, f"stage.is_level={s.is_level!r}: expected one of {IS_LEVELS}")
+        _require(s.is_mode in IS_MODES, f"stage.is_mode={s.is_mode!r}: expected one of {IS_MODES}")
+        _require(0 <= float(s.is_low) < float(s.is_clip),
+                 f"stage.is_low={s.is_low} must be in [0, stage.is_clip={s.is_clip}) (the importance weights kept or "
+                 "truncated lie in [is_low, is_clip])")
+        if s.dual_clip is not None:
+            _require(s.is_level == "token", f"stage.dual_clip={s.dual_clip} caps token-level PPO's loss on negative "
+                                            f"advantages; it needs stage.is_level=token, not {s.is_level}")
+            _require(float(s.dual_clip) > 1, f"stage.dual_clip={s.dual_clip} must be > 1 (3.0 in Ye et al. and verl)")
         _require(s.aggregation in AGGREGATIONS, f"stage.aggregation={s.aggregation!r}: expected one of {AGGREGATIONS}")
         _require(s.kl_estimator in KL_ESTIMATORS, f"stage.kl_estimator={s.kl_estimator!r}: expected one of {KL_ESTIMATORS}")
         _require(s.reference_dtype in ("float32", "bfloat16"),
@@ -142,6 +150,13 @@ def check_config(cfg: DictConfig) -> None:
         _require(0 < float(r.fresh_fraction) <= 1, f"replay.fresh_fraction={r.fresh_fraction} must be in (0, 1]")
         _require(int(r.capacity) >= 1, f"replay.capacity={r.capacity} must be >= 1")
 
+    d = cfg.dynamic_sampling
+    if d.enabled:
+        _require(s.name == "rloo", f"dynamic_sampling.enabled=true filters RL rollout groups; it needs stage=rloo, not "
+                                   f"stage={s.name}")
+        _require(int(d.max_gen_batches) >= 1, f"dynamic_sampling.max_gen_batches={d.max_gen_batches} must be >= 1 "
+                                              "(generation batches per step, the first included)")
+
     e = cfg.eval
     _require(int(e.n) >= 1, f"eval.n={e.n} must be >= 1")
     _require(all(int(k) >= 1 for k in e.ks), f"eval.ks={list(e.ks)} must be positive")
@@ -164,6 +179,16 @@ def check_config(cfg: DictConfig) -> None:
             import wandb  # noqa: F401
         except ImportError:
             raise ConfigError("logger=wandb needs the wandb extra: pip install -e '.[wandb]'") from None
+    if cfg.logger.get("tensorboard"):
+        import importlib.util
+
+        _require(any(importlib.util.find_spec(m) for m in ("tensorboard", "tensorboardX")),
+                 "logger=tensorboard needs the tensorboard extra: pip install -e '.[tensorboard]'")
+    if cfg.logger.get("mlflow"):
+        import importlib.util
+
+        _require(importlib.util.find_spec("mlflow") is not None,
+                 "logger=mlflow needs the mlflow extra: pip install -e '.[mlflow]'")
 
 
 def _check_preference(cfg: DictConfig) -> None:
@@ -317,6 +342,7 @@ def _fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=Non
         from lightning.pytorch.loggers import WandbLogger
 
         loggers.append(WandbLogger(project=cfg.logger.project, save_dir=str(run_dir), offline=cfg.logger.mode == "offline"))
+    loggers.extend(extra_loggers(cfg, run_dir))
     checkpoints = run_dir / "checkpoints"
     trainer = L.Trainer(
         max_steps=int(cfg.stage.max_steps), max_epochs=-1, accelerator=cfg.trainer.accelerator,
@@ -351,6 +377,52 @@ def _fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=Non
             merge_metrics(run_dir)
 
 
+def mlflow_name(key: str) -> str:
+    """A metric name MLflow accepts (alphanumerics and `_ / . - space`): `@` -> `_at_`, `^` -> `_hat_`."""
+    return key.replace("@", "_at_").replace("^", "_hat_")
+
+
+def extra_loggers(cfg: DictConfig, run_dir: Path) -> list[Any]:
+    """Lightning's TensorBoard and MLflow loggers, as `logger.tensorboard` / `logger.mlflow` ask (the CSV
+    log is always there); each also gets the composed config as hyperparameters."""
+    out: list[Any] = []
+    params = OmegaConf.to_container(cfg, resolve=True)
+    overrides = _task_overrides()
+    if cfg.logger.get("tensorboard"):
+        from lightning.pytorch.loggers import TensorBoardLogger
+
+        tensorboard = TensorBoardLogger(save_dir=str(run_dir), name="tensorboard", version="", default_hp_metric=False)
+        tensorboard.log_hyperparams(params)
+        out.append(tensorboard)
+    if cfg.logger.get("mlflow"):
+        from lightning.pytorch.loggers import MLFlowLogger
+
+        class Logger(MLFlowLogger):
+            def log_metrics(self, metrics, step=None):
+                super().log_metrics({mlflow_name(k): v for k, v in metrics.items()}, step)
+
+        uri = cfg.logger.get("tracking_uri")
+        if not uri:  # the run directory's own file store; MLflow >= 3.x refuses one unless allowed
+            uri = (run_dir / "mlruns").resolve().as_uri()
+            os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+        mlflow = Logger(experiment_name=str(cfg.logger.get("experiment_name") or "ablate"), tracking_uri=uri,
+                        run_name=" ".join(overrides) or run_dir.name,
+                        tags={"run_dir": str(run_dir.resolve()), "overrides": " ".join(overrides)})
+        mlflow.log_hyperparams(params)
+        out.append(mlflow)
+    return out
+
+
+def _task_overrides() -> list[str]:
+    """The run's command-line overrides (Hydra's task overrides), or none outside a Hydra run."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return list(HydraConfig.get().overrides.task)
+    except (ImportError, ValueError):
+        return []
+
+
 def build_engine(cfg: DictConfig, model, tokenizer, tool):
     """The RL rollout engine named by `rollout=`: hf (the policy itself) or vllm (a colocated copy;
     calculator only: check_config refuses the oracle with vllm)."""
@@ -383,7 +455,8 @@ def fit_rloo(cfg: DictConfig, model, tokenizer, train_problems, reward, run_dir:
               if cfg.replay.enabled else None)
     module = RLOOModule(model, tokenizer, train_problems, cfg.model.template, engine, reward, sampler,
                         OmegaConf.to_container(s, resolve=True), int(cfg.seed), replay=replay,
-                        tool=OmegaConf.to_container(cfg.tool, resolve=True))
+                        tool=OmegaConf.to_container(cfg.tool, resolve=True),
+                        dynamic_sampling=OmegaConf.to_container(cfg.dynamic_sampling, resolve=True))
     # One item per optimizer step: prompts come from the sampler inside training_step.
     steps = DataLoader(range(int(s.max_steps)), batch_size=None)
     try:

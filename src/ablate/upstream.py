@@ -48,6 +48,8 @@ def upstream_config(cfg: DictConfig, name: str) -> DictConfig:
         up.curriculum = None
     if "replay" in up:
         up.replay.enabled = False
+    if "dynamic_sampling" in up:
+        up.dynamic_sampling.enabled = False
     # One device: an upstream is trained inside the downstream's process before its fit, and DDP
     # would re-launch the whole command per rank at that point. The key does not depend on it.
     up.trainer.devices, up.trainer.strategy, up.trainer.num_nodes = 1, "auto", 1

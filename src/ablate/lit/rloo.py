@@ -75,10 +75,47 @@ def operand_metrics(problems: Sequence[Problem], rewards: torch.Tensor, verdicts
     return out
 
 
+def informative_groups(correct: torch.Tensor) -> torch.Tensor:
+    """Dynamic sampling's filter (DAPO; verl `algorithm.filter_groups`): [prompts, k] booleans (sample
+    judged correct) -> [prompts] True where the group's samples do not all share one outcome. It reads
+    the verdict, never the shaped reward: a group of wrong answers with format credit on some samples
+    has unequal rewards but no success signal (NeMo-RL #2431), and is dropped."""
+    return correct.any(dim=-1) & ~correct.all(dim=-1)
+
+
+@dataclasses.dataclass
+class FreshGroups:
+    """Freshly rolled-out groups of one step, prompt-major: what the learner trains on (`kept`) or
+    everything generated (`seen`, which the step's reward and verdict metrics describe)."""
+
+    indices: list[int]
+    problems: list[Problem]
+    rollouts: Rollouts
+    rewards: torch.Tensor  # [prompts, k]
+    verdicts: list[str]
+    available: list[bool]
+
+    def groups(self, which: Sequence[int]) -> "FreshGroups":
+        k = self.rollouts.k
+        rows = [g * k + j for g in which for j in range(k)]
+        return FreshGroups([self.indices[g] for g in which], [self.problems[g] for g in which],
+                           self.rollouts.groups(which), self.rewards[list(which)].reshape(len(which), k),
+                           [self.verdicts[r] for r in rows], [self.available[r] for r in rows])
+
+    @staticmethod
+    def concat(parts: Sequence["FreshGroups"]) -> "FreshGroups":
+        if len(parts) == 1:
+            return parts[0]
+        return FreshGroups([i for p in parts for i in p.indices], [q for p in parts for q in p.problems],
+                           Rollouts.concat([p.rollouts for p in parts]), torch.cat([p.rewards for p in parts]),
+                           [v for p in parts for v in p.verdicts], [a for p in parts for a in p.available])
+
+
 class RLOOModule(L.LightningModule):
     def __init__(self, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problems: Sequence[Problem],
                  template: str, engine: Any, reward: Callable, sampler: Any, stage: Mapping[str, Any], seed: int,
-                 replay: Any = None, tool: Mapping[str, Any] | None = None):
+                 replay: Any = None, tool: Mapping[str, Any] | None = None,
+                 dynamic_sampling: Mapping[str, Any] | None = None):
         super().__init__()
         self.automatic_optimization = False
         self.model = policy
@@ -93,6 +130,7 @@ class RLOOModule(L.LightningModule):
         self.reward = reward
         self.sampler = sampler
         self.replay = replay
+        self.dynamic = dict(dynamic_sampling or {"enabled": False})
         self.n_numbers_values = sorted({p.n_numbers for p in self.problems})
         self.stage = dict(stage)
         self.params = SamplingParams(**dict(stage["sampling"]))
@@ -152,6 +190,48 @@ class RLOOModule(L.LightningModule):
         rollouts = self.engine.generate(prompts, 1, self.params, self.rollout_generator, tool_available=available)
         return problems, dataclasses.replace(rollouts, k=k), available, p_available
 
+    def _roll_out(self, n: int, step: int) -> tuple[FreshGroups, float, float, float]:
+        """Sample n prompts, roll them out, score them and tell the sampler: (groups, p_available,
+        generate seconds, score seconds)."""
+        clock = time.monotonic()
+        indices = self.sampler.sample(n, step)
+        problems, fresh, available, p_available = self._generate(indices)
+        generate_s = time.monotonic() - clock
+        clock = time.monotonic()
+        rewards, verdicts = self._score(problems, fresh)
+        self.sampler.update(indices, rewards)
+        return FreshGroups(list(indices), problems, fresh, rewards, verdicts, available), p_available, generate_s, \
+            time.monotonic() - clock
+
+    def _collect(self, n: int, step: int) -> tuple[FreshGroups, FreshGroups, float, float, float, dict[str, float]]:
+        """The step's fresh groups: (kept, seen, p_available, generate_s, score_s, metrics). Without dynamic
+        sampling one batch of n prompts, kept = seen. With it (DAPO's filter-and-refill, after verl's
+        `filter_groups`): further batches of n prompts from the sampler (which sees every group) until
+        n informative groups or `max_gen_batches` batches; the first n informative groups are kept, in
+        generation order, and if the cap leaves fewer, the batch is topped up with uninformative ones
+        (verl raises there instead), so every step trains on n groups."""
+        seen, p_available, generate_s, score_s = self._roll_out(n, step)
+        if not self.dynamic.get("enabled"):
+            return seen, seen, p_available, generate_s, score_s, {}
+        parts, batches, extra_s = [seen], 1, 0.0
+        informative = informative_groups(torch.tensor([v == "correct" for v in seen.verdicts]).view(-1, seen.rollouts.k))
+        while int(informative.sum()) < n and batches < int(self.dynamic["max_gen_batches"]):
+            more, _, more_generate_s, more_score_s = self._roll_out(n, step)
+            parts.append(more)
+            batches += 1
+            extra_s += more_generate_s
+            generate_s += more_generate_s
+            score_s += more_score_s
+            informative = torch.cat([informative, informative_groups(
+                torch.tensor([v == "correct" for v in more.verdicts]).view(-1, more.rollouts.k))])
+        seen = FreshGroups.concat(parts)
+        good = torch.nonzero(informative).flatten().tolist()[:n]
+        filler = torch.nonzero(~informative).flatten().tolist()[:n - len(good)]
+        kept = seen.groups(sorted(good + filler))
+        metrics = {"dynamic/gen_batches": float(batches), "dynamic/kept_frac": float(informative.float().mean()),
+                   "dynamic/topped_up_frac": len(filler) / n, "dynamic/extra_generate_s": extra_s}
+        return kept, seen, p_available, generate_s, score_s, metrics
+
     def training_step(self, batch: Any, batch_idx: int) -> None:
         s = self.stage
         step = self.global_step
@@ -163,18 +243,14 @@ class RLOOModule(L.LightningModule):
 
         n_prompts = int(s["batch_prompts"])
         n_replay = self.replay.replay_count(n_prompts) if self.replay is not None else 0
-        clock = time.monotonic()
-        indices = self.sampler.sample(n_prompts - n_replay, step)
-        problems, fresh, available, p_available = self._generate(indices)
-        generate_s = time.monotonic() - clock
-        clock = time.monotonic()
-        fresh_rewards, verdicts = self._score(problems, fresh)
-        self.sampler.update(indices, fresh_rewards)
-        score_s = time.monotonic() - clock
+        kept, seen, p_available, generate_s, score_s, dynamic_metrics = self._collect(n_prompts - n_replay, step)
+        # trained on: the kept groups; described by the reward, verdict and tool metrics: all generated ones
+        fresh, fresh_rewards = kept.rollouts, kept.rewards
+        problems, verdicts, available = seen.problems, seen.verdicts, seen.available
         rollouts, rewards, replay_metrics = fresh, fresh_rewards, {}
         if self.replay is not None:
             replayed = self.replay.take(n_replay)
-            stored = self.replay.add(indices, fresh, fresh_rewards, verdicts, step)
+            stored = self.replay.add(kept.indices, fresh, fresh_rewards, kept.verdicts, step)
             if replayed:
                 rollouts = Rollouts.concat([fresh] + [g.rollouts for g in replayed])
                 rewards = torch.cat([fresh_rewards, torch.tensor([g.rewards for g in replayed])])
@@ -188,6 +264,11 @@ class RLOOModule(L.LightningModule):
         optimizer = self.optimizers()
         n = advantages.numel()
         totals = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "is_weight_mean": 0.0, "is_clip_frac": 0.0}
+        # logged only when switched on, so a default run's metrics.csv keeps its columns
+        optional = {"mask_fraction": "is_mask_frac"} if s.get("is_mode", "truncate") == "mask" else {}
+        if s.get("dual_clip") is not None:
+            optional["dual_clip_fraction"] = "is_dual_clip_frac"
+        totals.update({name: 0.0 for name in optional.values()})
         is_weight_max = 0.0
         self.model.train()
         # Micro-batches of sequences of similar length (cut to their longest: right padding changes no
@@ -211,7 +292,9 @@ class RLOOModule(L.LightningModule):
             pg, info = policy_gradient_loss(logprobs, batch["behaviour"][part, :width - 1].to(self.device),
                                             advantages[part].to(self.device), mask, level=s["is_level"],
                                             clip=float(s["is_clip"]), clip_eps=float(s["clip_eps"]),
-                                            aggregation=s["aggregation"])
+                                            aggregation=s["aggregation"], mode=s.get("is_mode", "truncate"),
+                                            low=float(s.get("is_low", 0.0)),
+                                            dual_clip=None if s.get("dual_clip") is None else float(s["dual_clip"]))
             kl = aggregate(kl_penalty(logprobs, ref_logprobs, s["kl_estimator"]), mask, s["aggregation"])
             entropy = aggregate(entropy_from_logits(logits), mask, s["aggregation"])
             loss = pg + float(s["kl_coef"]) * kl - float(s["entropy_coef"]) * entropy
@@ -221,7 +304,10 @@ class RLOOModule(L.LightningModule):
             for key, value in (("loss", loss), ("pg_loss", pg), ("kl", kl), ("entropy", entropy)):
                 totals[key] += float(value.detach()) * share
             for key, value in (("is_weight_mean", info["ratio_mean"]), ("is_clip_frac", info["clip_fraction"])):
-                totals[key] += float(value) * (rows_share if s["is_level"] == "sequence" else share)
+                totals[key] += float(value) * (rows_share if s["is_level"] != "token" else share)
+            for key, name in optional.items():  # fractions of sequences, or of tokens at the token level
+                totals[name] += float(info[key]) * (rows_share if s["is_level"] != "token"
+                                                    else float(mask.sum() / tokens_total))
             is_weight_max = max(is_weight_max, float(info["ratio_max"]))
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), float(s["grad_clip"]))
         lr = optimizer.param_groups[0]["lr"]
@@ -234,11 +320,11 @@ class RLOOModule(L.LightningModule):
         self.engine.sync(self.model)
         sync_s = time.monotonic() - clock
 
-        generated = sum(len(c) for c in fresh.completion_ids)
+        generated = sum(len(c) for c in seen.rollouts.completion_ids)
         metrics = {f"train/{key}": value for key, value in totals.items()}
         metrics.update({  # reward and verdicts: the fresh rollouts (the current policy); the rest: the trained batch
-            "train/reward_mean": fresh_rewards.mean().item(),
-            "train/reward_std": fresh_rewards.std().item(),
+            "train/reward_mean": seen.rewards.mean().item(),
+            "train/reward_std": seen.rewards.std().item(),
             "train/effective_prompt_frac": (rewards.std(dim=-1) > 0).float().mean().item(),
             "train/is_weight_max": is_weight_max,
             "train/response_length": sum(len(c) for c in rollouts.completion_ids) / len(rollouts.completion_ids),
@@ -251,18 +337,19 @@ class RLOOModule(L.LightningModule):
         })
         metrics.update(self.sampler.metrics())
         metrics.update(replay_metrics)
+        metrics.update(dynamic_metrics)
         for n in self.n_numbers_values:  # the difficulty mix of the fresh prompts, comparable across samplers
             metrics[f"curriculum/frac_n{n}"] = sum(p.n_numbers == n for p in problems) / max(len(problems), 1)
-        n_rollouts = len(fresh.texts)
+        n_rollouts = len(seen.rollouts.texts)
         metrics.update({  # tool use of the fresh rollouts
             "tool/p_available": p_available,
             "tool/available_frac": sum(available) / n_rollouts,
-            "tool/calls_per_rollout": sum(fresh.tool_calls) / n_rollouts if fresh.tool_calls else 0.0,
-            "tool/calc_emission_rate": sum("<calc>" in text for text in fresh.texts) / n_rollouts,
+            "tool/calls_per_rollout": sum(seen.rollouts.tool_calls) / n_rollouts if seen.rollouts.tool_calls else 0.0,
+            "tool/calc_emission_rate": sum("<calc>" in text for text in seen.rollouts.texts) / n_rollouts,
         })
         for verdict in VERDICTS:  # correct rate, no-answer rate, ... (fractions of samples)
             metrics[f"train/verdict/{verdict}"] = sum(v == verdict for v in verdicts) / len(verdicts)
-        metrics.update(operand_metrics(problems, fresh_rewards, verdicts, self.n_numbers_values))
+        metrics.update(operand_metrics(problems, seen.rewards, verdicts, self.n_numbers_values))
         self.log_dict(metrics, prog_bar=False, on_step=True)
         self.log("reward", metrics["train/reward_mean"], prog_bar=True, logger=False)
 

@@ -52,6 +52,8 @@ outputs (in --out, default ./stats/<sweep dir name>/):
   runs.csv         every run found: condition, seed, state, outcome, reason, and the warnings the
                    run wrote into status.json (also in report.md and printed)
   curves.csv, reach.csv, *.png   training and held-out (val/) curves, steps/seconds to reach, figures
+  robust.csv       IQM over runs (rliable: 25% trimmed mean, stratified-bootstrap CI) of the compared
+                   metrics; profile_<regime>.png: performance profiles (fraction of runs above tau)
   power.csv        every metric: MDD at the current seeds, seeds needed for --effect  (--power)
 
 exit status: 0 report written; 1 nothing to report (no runs, or no completed run with eval;
@@ -77,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metric", action="append", metavar="NAME",
                    help="metric(s) to compare, repeatable or comma-separated (default: the study's "
                         "study.metrics, else pass@1). Any metric in summary.csv works, e.g. exact_pass@1, "
-                        "by_operands/4/pass@1")
+                        "pass^4 (all 4 of 4 samples correct), by_operands/4/pass@1")
     p.add_argument("--out", type=Path, metavar="DIR", help="report directory (default ./stats/<sweep name>/)")
     p.add_argument("--format", choices=["md", "json", "both"], default="md",
                    help="write report.md, report.json or both (csv and png are always written)")

@@ -13,10 +13,11 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from ablate.metrics import pass_at_k
+from ablate.metrics import pass_at_k, pass_hat_k
 from ablate.stats.intervals import (
     hierarchical_bootstrap_distribution,
     holm_bonferroni,
+    iqm_ci,
     paired_test,
     percentile_interval,
     probability_of_improvement,
@@ -82,7 +83,7 @@ def prompt_metrics(t: PromptTable, ks: Sequence[int] = KS) -> MetricBlock:
     """Every metric as sum(num)/sum(den) over prompts, defined as `ablate.eval.summarize` does.
 
     pass@k: mean over prompts of the unbiased estimator, for k <= the fewest samples of any
-    prompt; exact_pass@1: mean over prompts of correct/samples; coverage: answered / samples;
+    prompt; pass^k: likewise of C(c, k) / C(n, k) (all k correct); exact_pass@1: mean over prompts of correct/samples; coverage: answered / samples;
     precision: correct / answered; mixed_fraction: share of prompts with some but not all samples
     correct; best_of_n: share of prompts with a correct sample; mean_response_length:
     sample-weighted mean length. by_operands/<j>/<metric>: each of these over the prompts with j
@@ -107,6 +108,10 @@ def prompt_metrics(t: PromptTable, ks: Sequence[int] = KS) -> MetricBlock:
     for k in ks:
         if k <= int(n.min()):
             base.append((f"pass@{k}", pass_at_k(n.astype(np.int64), c.astype(np.int64), k), ones,
+                         sample_rate if k == 1 else None))
+    for k in ks:
+        if k <= int(n.min()):
+            base.append((f"pass^{k}", pass_hat_k(n.astype(np.int64), c.astype(np.int64), k), ones,
                          sample_rate if k == 1 else None))
     base.append(("exact_pass@1", c / n, ones, sample_rate))
     if t.n_answered is not None:
@@ -155,6 +160,9 @@ def metric_sort_key(name: str):
     m = re.fullmatch(r"pass@(\d+)", name)
     if m:
         return (0, int(m.group(1)), name)
+    m = re.fullmatch(r"pass\^(\d+)", name)
+    if m:
+        return (0.5, int(m.group(1)), name)
     order = ["exact_pass@1", "coverage", "precision", "mixed_fraction", "best_of_n", "mean_response_length"]
     if name in order:
         return (1, order.index(name), name)
@@ -209,6 +217,7 @@ class Analysis:
     baseline_for: dict = field(default_factory=dict)
     families: list[dict] = field(default_factory=list)  # the study's rules as resolved, for the header
     power: pd.DataFrame | None = None  # every metric's plan (--power)
+    robust: pd.DataFrame | None = None  # IQM over runs of the compared metrics (rliable)
 
     def baselines_in(self, regime: str) -> set:
         """The conditions some condition evaluated in this regime is compared with."""
@@ -333,9 +342,48 @@ def analyze(sweep: Sweep, settings: Settings) -> Analysis:
     reach = _reach(usable, labels, baseline_for, settings, notes)
     if baseline is not None and len(usable_conds) < 2:
         notes.append("Only one condition has usable runs: nothing to compare.")
+    robust = _robust(groups, labels, regimes, settings)
     return Analysis(sweep, settings, labels, common, baseline, rule, regimes, inventory,
                     conditions_table, summary, comparisons, curves, reach, problems, notes, groups,
-                    study, baseline_for, families, power)
+                    study, baseline_for, families, power, robust)
+
+
+ROBUST_COLUMNS = ["regime", "metric", "condition", "n_runs", "mean", "iqm", "iqm_ci_low", "iqm_ci_high",
+                  "trimmed_per_side", "ci_method"]
+
+
+def _robust(groups: dict, labels: dict, regimes: Sequence[str], s: Settings) -> pd.DataFrame:
+    """rliable's interquartile mean over runs of each compared metric, per condition and regime, with
+    its stratified-bootstrap interval. Its own generators: no other number of the report moves."""
+    rows = []
+    for regime in regimes:
+        for metric in s.metrics:
+            for (cond, r), g in groups.items():
+                if r != regime:
+                    continue
+                if metric in g.names:
+                    values = g.run_values[:, g.names.index(metric)]
+                elif metric in g.reported:
+                    values = g.reported[metric]
+                else:
+                    continue
+                values = np.asarray(values, dtype=np.float64)
+                values = values[np.isfinite(values)]
+                if not values.size:
+                    continue
+                ci = iqm_ci(values, confidence=s.confidence, n_resamples=s.resamples,
+                            rng=rng_for(s.seed, "iqm", condition_label(cond), regime, metric))
+                rows.append({"regime": regime, "metric": metric, "condition": labels[cond], "n_runs": int(values.size),
+                             "mean": float(values.mean()), "iqm": ci.estimate, "iqm_ci_low": ci.low,
+                             "iqm_ci_high": ci.high, "trimmed_per_side": int(0.25 * values.size),
+                             "ci_method": ci.method})
+    order = {label: i for i, label in enumerate(labels[c] for c in labels)}
+    df = pd.DataFrame(rows, columns=ROBUST_COLUMNS)
+    if len(df):
+        df = df.sort_values(["regime", "metric", "condition"], key=lambda col: col.map(order) if col.name == "condition"
+                            else col.map(lambda m: s.metrics.index(m)) if col.name == "metric" else col,
+                            kind="stable").reset_index(drop=True)
+    return df
 
 
 def _study_metrics(study: Study | None, usable: dict, regimes: Sequence[str], problems: list[str]):

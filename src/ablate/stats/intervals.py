@@ -519,6 +519,56 @@ def probability_of_improvement(
     return ProbabilityOfImprovement(est, float(low), float(high))
 
 
+def iqm(scores) -> float:
+    """rliable's interquartile mean (`metrics.aggregate_iqm`): the 25% trimmed mean over every run and
+    task, scipy.stats.trim_mean(scores, 0.25, axis=None). `scores`: (runs,) or (runs, tasks). It cuts
+    int(0.25 * n) values from each end, so it equals the plain mean below 4 values (3 seeds) and is
+    the mean of the middle 3 of 5."""
+    a = np.asarray(scores, dtype=np.float64)
+    return float(scipy.stats.trim_mean(a, proportiontocut=0.25, axis=None))
+
+
+def _stratified_resamples(scores: np.ndarray, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """(n_resamples, runs, tasks): each task's runs resampled with replacement, independently per task
+    and cell, as rliable's `StratifiedBootstrap` (runs are resampled within each task, tasks are kept)."""
+    n_runs, n_tasks = scores.shape
+    idx = rng.integers(0, n_runs, size=(n_resamples, n_runs, n_tasks))
+    return scores[idx, np.arange(n_tasks)[None, None, :]]
+
+
+def iqm_ci(scores, *, confidence: float = 0.95, n_resamples: int = 10_000,
+           rng: np.random.Generator) -> BootstrapCI:
+    """IQM with rliable's interval: the percentile interval of a stratified bootstrap over runs
+    (`library.get_interval_estimates(..., method='percentile')`). `scores`: (runs,) or (runs, tasks)."""
+    a = np.asarray(scores, dtype=np.float64)
+    a = a[:, None] if a.ndim == 1 else a
+    est = iqm(a)
+    if a.shape[0] < 2:
+        return BootstrapCI(est, np.nan, np.nan, "n/a", np.zeros(0))
+    res = _stratified_resamples(a, n_resamples, rng).reshape(n_resamples, -1)
+    dist = scipy.stats.trim_mean(res, proportiontocut=0.25, axis=1)
+    low, high = percentile_interval(dist, confidence)
+    return BootstrapCI(est, float(low), float(high), "stratified bootstrap percentile", dist)
+
+
+def performance_profile(scores, taus, *, confidence: float = 0.95, n_resamples: int = 2_000,
+                        rng: np.random.Generator | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """rliable's score distribution (`library.create_performance_profile` with run scores): the fraction
+    of runs (x tasks) whose score is above tau, for each tau, with a stratified-bootstrap percentile band.
+    Returns (profile, low, high), each of len(taus); the band is NaN without `rng` or with one run."""
+    a = np.asarray(scores, dtype=np.float64)
+    a = a[:, None] if a.ndim == 1 else a
+    t = np.asarray(taus, dtype=np.float64)
+    profile = (a.reshape(-1)[None, :] > t[:, None]).mean(axis=1)
+    nan = np.full(t.shape, np.nan)
+    if rng is None or a.shape[0] < 2:
+        return profile, nan, nan
+    res = _stratified_resamples(a, n_resamples, rng).reshape(n_resamples, -1)
+    dist = (res[:, None, :] > t[None, :, None]).mean(axis=2)  # (B, taus)
+    low, high = percentile_interval(dist.T, confidence, axis=-1)
+    return profile, np.asarray(low), np.asarray(high)
+
+
 def holm_bonferroni(p_values, alpha: float = 0.05):
     """Holm's step-down adjustment. Returns (reject, adjusted) arrays; NaN p-values stay NaN.
 
@@ -552,7 +602,7 @@ def holm_adjust(p_values) -> np.ndarray:
 __all__ = [
     "BootstrapCI", "Interval", "PairedResult", "ProbabilityOfImprovement", "SeedTest",
     "bootstrap_ci", "hierarchical_bootstrap_ci", "hierarchical_bootstrap_distribution",
-    "holm_adjust", "holm_bonferroni", "paired_test", "percentile_interval",
+    "holm_adjust", "holm_bonferroni", "iqm", "iqm_ci", "paired_test", "percentile_interval", "performance_profile",
     "probability_of_improvement", "prompt_replicates", "ratio_bootstrap_ci", "ratio_of_sums",
     "seed_test", "t_interval", "wilson_interval",
 ]

@@ -17,6 +17,7 @@ HEADLINE = ["pass@1", "pass@16", "exact_pass@1", "coverage", "precision"]
 CURVES_PER_FIGURE = 12
 MAX_CONSOLE_WARNINGS = 20
 MAX_CURVE_FIGURES = 3
+PROFILES_PER_FIGURE = 6
 
 
 def fmt(v, digits: int = 3) -> str:
@@ -146,6 +147,11 @@ def make_figures(a: Analysis, out: Path) -> list[tuple[str, str]]:
             _save(fig, out / name, plt)
             figures.append((f"differences from baseline — {regime}", name))
 
+    for regime in a.regimes:
+        found = _profile_figure(a, out, plt, regime, order)
+        if found:
+            figures.append(found)
+
     if len(a.curves):
         metrics = list(dict.fromkeys(a.curves["metric"]))
         held_out = [m for m in metrics if m.startswith("val/")]
@@ -159,6 +165,49 @@ def make_figures(a: Analysis, out: Path) -> list[tuple[str, str]]:
             title = "training curves" + ("" if len(chunks) == 1 else f" ({n})")
             figures.append(_curve_figure(a, out, plt, chunk, name, title, order))
     return figures
+
+
+def _profile_figure(a: Analysis, out: Path, plt, regime: str, order: list[str]) -> tuple[str, str] | None:
+    """rliable's performance profile per compared metric: the fraction of a condition's runs whose
+    value is above tau, over tau, with a stratified-bootstrap band (runs resampled)."""
+    from ablate.stats.analysis import rng_for
+    from ablate.stats.intervals import performance_profile
+
+    runs = a.summary[(a.summary["level"] == "run") & (a.summary["regime"] == regime)]
+    metrics = [m for m in a.settings.metrics if (runs["metric"] == m).any()][:PROFILES_PER_FIGURE]
+    if not metrics:
+        return None
+    cols = min(3, len(metrics))
+    nrows = math.ceil(len(metrics) / cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.0 * nrows), squeeze=False)
+    for ax, metric in zip(axes.ravel(), metrics):
+        sub = runs[runs["metric"] == metric]
+        values = sub["value"].to_numpy(float)
+        lo, hi = float(np.nanmin(values)), float(np.nanmax(values))
+        pad = 0.05 * (hi - lo) if hi > lo else 0.01
+        taus = np.linspace(lo - pad, hi + pad, 201)
+        for label in [c for c in order if c in set(sub["condition"])]:
+            v = sub[sub["condition"] == label]["value"].to_numpy(float)
+            v = v[np.isfinite(v)]
+            profile, low, high = performance_profile(
+                v, taus, confidence=a.settings.confidence, n_resamples=min(a.settings.resamples, 2000),
+                rng=rng_for(a.settings.seed, "profile", label, regime, metric))
+            line, = ax.step(taus, profile, where="post", lw=1.3, label=f"{label} ({v.size})")
+            if np.isfinite(low).any():
+                ax.fill_between(taus, low, high, step="post", color=line.get_color(), alpha=0.15, lw=0)
+        ax.set_title(metric, fontsize=9)
+        ax.set_xlabel("τ", fontsize=8)
+        ax.set_ylabel("fraction of runs > τ", fontsize=8)
+        ax.set_ylim(-0.02, 1.02)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    for ax in axes.ravel()[len(metrics):]:
+        ax.axis("off")
+    axes.ravel()[0].legend(fontsize=7)
+    fig.suptitle(f"performance profiles, {regime}\n(runs per condition; {_pct(a)} bootstrap band)", fontsize=9)
+    name = f"profile_{slug(regime)}.png"
+    _save(fig, out / name, plt)
+    return f"performance profiles — {regime}", name
 
 
 def _curve_figure(a: Analysis, out: Path, plt, chunk: list[str], name: str, title: str,
@@ -352,6 +401,8 @@ def render_markdown(a: Analysis, figures: list[tuple[str, str]], command: str = 
         if len(cmp):
             out.append(f"- {note}")
 
+    out.extend(_robust_section(a))
+
     if len(a.reach):
         out.append("\n## Steps to reach a threshold\n")
         cond = a.reach[a.reach["level"] == "condition"]
@@ -397,6 +448,23 @@ def render_markdown(a: Analysis, figures: list[tuple[str, str]], command: str = 
         "it is not evidence that the conditions are equal.\n"
         "- See docs/stats.md for definitions.\n")
     return "\n".join(out)
+
+
+def _robust_section(a: Analysis) -> list[str]:
+    if a.robust is None or not len(a.robust):
+        return []
+    out = ["\n## Robust aggregates across runs\n",
+           "IQM: rliable's interquartile mean of the per-run values, the mean of the middle 50% of runs "
+           "(a 25% trimmed mean: it cuts int(n/4) runs from each end, so with fewer than 4 runs it is the "
+           f"mean); [{_pct(a)} CI: percentile of a stratified bootstrap over runs]. It is robust to one "
+           "outlying seed where the mean is not. Performance profiles (figures): the fraction of each "
+           "condition's runs above a threshold τ.\n"]
+    out.append(md_table(["regime", "metric", "condition", "runs", "mean", "IQM [CI]", "trimmed per side"],
+                        [[r.regime, r.metric, r.condition, r.n_runs, fmt(r.mean),
+                          fmt_ci(r.iqm, r.iqm_ci_low, r.iqm_ci_high), r.trimmed_per_side]
+                         for r in a.robust.itertuples()]))
+    out.append("")
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -447,6 +515,7 @@ def report_json(a: Analysis, figures: list[tuple[str, str]], command: str = "") 
             "name": a.study.name, "question": a.study.question, "metrics": list(a.study.metrics),
             "effect": a.study.effect, "baselines": a.families}}),
         **({} if a.power is None else {"power": _records(a.power)}),
+        **({} if a.robust is None else {"robust": _records(a.robust)}),
     })
 
 
@@ -459,6 +528,8 @@ def write_report(a: Analysis, out: Path, formats: Iterable[str] = ("md",), plots
               "curves.csv": a.curves, "reach.csv": a.reach}
     if a.power is not None:
         tables["power.csv"] = a.power
+    if a.robust is not None:
+        tables["robust.csv"] = a.robust
     for name, df in tables.items():
         path = out / name
         df.to_csv(path, index=False)
