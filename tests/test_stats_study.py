@@ -254,6 +254,11 @@ def test_planner_edges_and_large_seed_counts():
     assert standard_mdd(3, 3, 0.01) > standard_mdd(3, 3, 0.05)  # Holm's alpha/m costs power
     assert np.isnan(mdd(0.0, 3, 3, 0.05)) and np.isnan(mdd(0.1, 1, 3, 0.05))
     assert seeds_needed(0.001, 1.0, 0.05) == 2 and seeds_needed(1.0, 1e-4, 0.05) == np.inf
+    # thousands of seeds at a Holm-corrected alpha: statsmodels' power saturates to NaN there (a real
+    # sweep's report crashed on it); the plan must still come out finite and monotone
+    large = [standard_mdd(n, n, 0.05 / 40) for n in (51, 100, 1000, 10_000)]
+    assert all(np.isfinite(large)) and large == sorted(large, reverse=True)
+    assert 9_000 < seeds_needed(0.05, 0.003, 0.05 / 40) < 10_000
 
     def fmt(v):
         return f"{v:.3f}"

@@ -53,10 +53,12 @@ def standard_mdd(n1: int, n2: int, alpha: float, power: float = POWER) -> float:
 
         def short(es: float) -> float:
             # upper tail at alpha/2 = statsmodels' 'larger': a wrong-direction rejection is no detection
-            return float(solver.power(effect_size=es, nobs1=n1, alpha=alpha / 2, ratio=n2 / n1,
-                                      alternative="larger")) - power
+            p = float(solver.power(effect_size=es, nobs1=n1, alpha=alpha / 2, ratio=n2 / n1, alternative="larger"))
+            # the noncentral t's tail underflows to NaN where the power is 1 to machine precision
+            return (p if math.isfinite(p) else 1.0) - power
 
-        return float(scipy.optimize.brentq(short, 0.0, 10.0, xtol=1e-8))
+        # beyond 50 seeds a side the answer is under 1.2 SD at any alpha above 1e-6, so 3 brackets it
+        return float(scipy.optimize.brentq(short, 0.0, 3.0, xtol=1e-8))
     rng = np.random.default_rng([n1, n2])
     z1 = rng.standard_normal((DRAWS, n1))
     z2 = rng.standard_normal((DRAWS, n2))
