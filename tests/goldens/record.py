@@ -1,6 +1,6 @@
 """Goldens for refactors that must not change numbers (issue 16's guard).
 
-    python tests/goldens/record.py            # (re)record tests/goldens/data/ with the current code
+    python tests/goldens/record.py            # (re)record tests/goldens/recorded/ with the current code
     python -m pytest -q tests/test_goldens.py # re-run the same runs and compare
 
 A fixed set of short runs (SFT smoke, RLOO 10 steps from the shipped SFT, DPO smoke, the annealed
@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 HERE = Path(__file__).resolve().parent
-DATA = HERE / "data"
+DATA = HERE / "recorded"  # not "data/": .gitignore keeps data/ out of the repository
 SMALL_EVAL = ["eval.n=4", "eval.ks=[1,2,4]"]
 RUNS = {
     "sft_smoke": ["experiment=smoke"],
