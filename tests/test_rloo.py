@@ -307,7 +307,7 @@ def test_dynamic_sampling_with_replay_filters_the_fresh_part(tiny_policy):
     (["dynamic_sampling.max_gen_batches=0", "dynamic_sampling.enabled=true"], "max_gen_batches=0"),
 ])
 def test_importance_and_dynamic_sampling_options_are_checked(overrides, message):
-    from ablate.train import ConfigError, check_config
+    from ablate.checks import ConfigError, check_config
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=["stage=rloo", "stage.init=scratch", *overrides])
@@ -316,7 +316,7 @@ def test_importance_and_dynamic_sampling_options_are_checked(overrides, message)
 
 
 def test_dynamic_sampling_needs_an_rl_stage_and_the_good_options_pass():
-    from ablate.train import ConfigError, check_config
+    from ablate.checks import ConfigError, check_config
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         sft = compose(config_name="config", overrides=["dynamic_sampling.enabled=true"])

@@ -369,3 +369,47 @@ class RLOOModule(L.LightningModule):
         if "tool_availability" in checkpoint:  # absent in checkpoints written before tool schedules
             self.availability.load_state_dict(checkpoint["tool_availability"])
         self.elapsed_before = float(checkpoint.get("elapsed_s", 0.0))
+
+
+def check_stage(cfg) -> None:
+    """`stage=rloo` config, with its rollout engine: ConfigError naming the key and the fix."""
+    from ablate.config_checks import require
+    from ablate.objectives import AGGREGATIONS, IS_LEVELS, IS_MODES, KL_ESTIMATORS
+    from ablate.rollout import check_rollout
+
+    s = cfg.stage
+    for key in ("batch_prompts", "max_steps", "micro_batch", "pool_size", "checkpoint_every"):
+        require(int(s[key]) >= 1, f"stage.{key}={s[key]} must be >= 1")
+    require(int(s.k) >= 2, f"stage.k={s.k}: RLOO needs at least 2 samples per prompt")
+    require(0 <= int(s.warmup_steps) < int(s.max_steps),
+            f"stage.warmup_steps={s.warmup_steps} must be in [0, stage.max_steps={s.max_steps})")
+    require(s.advantage in ("rloo", "grpo"), f"stage.advantage={s.advantage!r}: expected rloo or grpo")
+    require(s.is_level in IS_LEVELS, f"stage.is_level={s.is_level!r}: expected one of {IS_LEVELS}")
+    require(s.is_mode in IS_MODES, f"stage.is_mode={s.is_mode!r}: expected one of {IS_MODES}")
+    require(0 <= float(s.is_low) < float(s.is_clip),
+            f"stage.is_low={s.is_low} must be in [0, stage.is_clip={s.is_clip}) (the importance weights kept or "
+            "truncated lie in [is_low, is_clip])")
+    if s.dual_clip is not None:
+        require(s.is_level == "token", f"stage.dual_clip={s.dual_clip} caps token-level PPO's loss on negative "
+                                       f"advantages; it needs stage.is_level=token, not {s.is_level}")
+        require(float(s.dual_clip) > 1, f"stage.dual_clip={s.dual_clip} must be > 1 (3.0 in Ye et al. and verl)")
+    require(s.aggregation in AGGREGATIONS, f"stage.aggregation={s.aggregation!r}: expected one of {AGGREGATIONS}")
+    require(s.kl_estimator in KL_ESTIMATORS, f"stage.kl_estimator={s.kl_estimator!r}: expected one of {KL_ESTIMATORS}")
+    require(s.reference_dtype in ("float32", "bfloat16"),
+            f"stage.reference_dtype={s.reference_dtype!r}: expected float32 or bfloat16")
+    require(float(s.sampling.temperature) > 0 and 0 < float(s.sampling.top_p) <= 1,
+            "stage.sampling.temperature must be > 0 and stage.sampling.top_p in (0, 1]")
+    check_rollout(cfg.rollout, cfg.model)
+    require(cfg.rollout.name != "vllm" or cfg.tool.kind != "oracle",
+            "tool=oracle runs with rollout=hf only (the vLLM engine splices the calculator, not the oracle)")
+
+
+def check_dynamic_sampling(cfg) -> None:
+    from ablate.config_checks import require
+
+    d = cfg.dynamic_sampling
+    if d.enabled:
+        require(cfg.stage.name == "rloo", f"dynamic_sampling.enabled=true filters RL rollout groups; it needs "
+                                          f"stage=rloo, not stage={cfg.stage.name}")
+        require(int(d.max_gen_batches) >= 1, f"dynamic_sampling.max_gen_batches={d.max_gen_batches} must be >= 1 "
+                                             "(generation batches per step, the first included)")

@@ -154,3 +154,26 @@ def build_tool(tool_cfg: Mapping[str, Any], tokenizer: PreTrainedTokenizerBase, 
     if kind == "oracle":
         return Oracle(tokenizer, compact=template == "compact", max_messages=int(tool_cfg["max_messages"]))
     raise ValueError(f"tool.kind={kind!r}: expected one of {TOOL_KINDS}")
+
+
+def check_tool(cfg) -> None:
+    """`tool=` config (with the stage it goes with): ConfigError naming the key and the fix."""
+    from ablate.config_checks import require
+    from ablate.rollout.schedules import PROMPT_MODES, SCHEDULES
+
+    t = cfg.tool
+    require(t.kind in TOOL_KINDS, f"tool.kind={t.kind!r}: expected one of {TOOL_KINDS}")
+    require(t.schedule in SCHEDULES, f"tool.schedule={t.schedule!r}: expected one of {SCHEDULES}")
+    require(t.prompt in PROMPT_MODES, f"tool.prompt={t.prompt!r}: expected one of {PROMPT_MODES}")
+    ratio, stages = t.get("anneal_ratio", 0.667), t.get("stages", 1)
+    require(0 < float(ratio) <= 1, f"tool.anneal_ratio={ratio} must be in (0, 1] (T_anneal = anneal_ratio * stage.max_steps)")
+    require(int(stages) >= 1, f"tool.stages={stages} must be >= 1 (anneal_step's number of levels)")
+    require(int(t.max_calls) >= 1, f"tool.max_calls={t.max_calls} must be >= 1")
+    if t.kind == "oracle":
+        require(int(t.max_messages) >= 2, f"tool.max_messages={t.max_messages} must be >= 2 (a step and its answer)")
+        require(0 <= float(t.mistake_rate) < 1, f"tool.mistake_rate={t.mistake_rate} must be in [0, 1)")
+    s = cfg.stage
+    if s.name == "sft":
+        require((s.trace == "oracle") == (t.kind == "oracle"),
+                f"stage.trace={s.trace} with tool={t.name}: oracle traces go with tool=oracle and only with it "
+                "(the solver answers in its evaluation)")
