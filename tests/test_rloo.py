@@ -7,7 +7,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from ablate.config import CONF_DIR
-from ablate.curriculum import build_sampler
+from ablate.curriculum import Sampler, build_sampler
 from ablate.lit.rloo import RLOOModule, pad_rollouts
 from ablate.models import encode_prompt, prompt_text
 from ablate.objectives import token_logprobs
@@ -206,7 +206,7 @@ class OutcomeEngine:
         pass
 
 
-class ScriptedSampler:
+class ScriptedSampler(Sampler):
     """Hands out the scripted index lists in turn and records every update."""
 
     def __init__(self, script):
@@ -259,8 +259,8 @@ def test_dynamic_sampling_refills_a_batch_with_degenerate_groups_to_b_informativ
     script = [[1, 0, 2, 1], [2, 0, 1, 2], [0, 1, 1, 2], [0, 1, 1, 1]]
     module, sampler, engine, logged = dynamic_module(tiny_policy, script, max_gen_batches=5)
     trained = []
-    real_rloo = rloo.rloo_advantages
-    monkeypatch.setattr(rloo, "rloo_advantages", lambda r: (trained.append(r.clone()), real_rloo(r))[1])
+    real_rloo = rloo.ADVANTAGES["rloo"]
+    monkeypatch.setitem(rloo.ADVANTAGES, "rloo", lambda r: (trained.append(r.clone()), real_rloo(r))[1])
     module.training_step(None, 0)
     # one informative group per batch: four batches
     assert engine.batches == 4 and len(sampler.updates) == 4  # the sampler saw every generated group

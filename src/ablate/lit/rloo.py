@@ -24,8 +24,8 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ablate.models import encode_prompt, prompt_text
-from ablate.objectives import (aggregate, entropy_from_logits, grpo_advantages, kl_penalty, policy_gradient_loss,
-                               rloo_advantages, token_logprobs)
+from ablate.objectives import (ADVANTAGES, aggregate, entropy_from_logits, kl_penalty, policy_gradient_loss,
+                               token_logprobs)
 from ablate.rollout import Rollouts, SamplingParams
 from ablate.rollout.schedules import ToolAvailability, p_tool, show_preamble
 from ablate.tasks.countdown import VERDICTS, Problem
@@ -236,7 +236,7 @@ class RLOOModule(L.LightningModule):
         s = self.stage
         step = self.global_step
         clock = time.monotonic()
-        reference = getattr(self.sampler, "reference_prompts", lambda step: [])(step)
+        reference = self.sampler.reference_prompts(step)
         if reference:
             self.sampler.observe_reference(reference, self._score(*self._generate(reference)[:2])[0])
         reference_s = time.monotonic() - clock
@@ -259,7 +259,7 @@ class RLOOModule(L.LightningModule):
                               "replay/mean_age": sum(step - g.step for g in replayed) / len(replayed) if replayed else 0.0}
 
         clock = time.monotonic()
-        advantages = (rloo_advantages(rewards) if s["advantage"] == "rloo" else grpo_advantages(rewards)).flatten()
+        advantages = ADVANTAGES[s["advantage"]](rewards).flatten()
         batch = pad_rollouts(rollouts, self.tokenizer.pad_token_id)
         optimizer = self.optimizers()
         n = advantages.numel()
@@ -374,7 +374,7 @@ class RLOOModule(L.LightningModule):
 def check_stage(cfg) -> None:
     """`stage=rloo` config, with its rollout engine: ConfigError naming the key and the fix."""
     from ablate.config_checks import require
-    from ablate.objectives import AGGREGATIONS, IS_LEVELS, IS_MODES, KL_ESTIMATORS
+    from ablate.objectives import ADVANTAGES, AGGREGATIONS, IS_LEVELS, IS_MODES, KL_ESTIMATORS
     from ablate.rollout import check_rollout
 
     s = cfg.stage
@@ -383,7 +383,7 @@ def check_stage(cfg) -> None:
     require(int(s.k) >= 2, f"stage.k={s.k}: RLOO needs at least 2 samples per prompt")
     require(0 <= int(s.warmup_steps) < int(s.max_steps),
             f"stage.warmup_steps={s.warmup_steps} must be in [0, stage.max_steps={s.max_steps})")
-    require(s.advantage in ("rloo", "grpo"), f"stage.advantage={s.advantage!r}: expected rloo or grpo")
+    require(s.advantage in ADVANTAGES, f"stage.advantage={s.advantage!r}: expected one of {tuple(ADVANTAGES)}")
     require(s.is_level in IS_LEVELS, f"stage.is_level={s.is_level!r}: expected one of {IS_LEVELS}")
     require(s.is_mode in IS_MODES, f"stage.is_mode={s.is_mode!r}: expected one of {IS_MODES}")
     require(0 <= float(s.is_low) < float(s.is_clip),
@@ -394,7 +394,7 @@ def check_stage(cfg) -> None:
                                        f"advantages; it needs stage.is_level=token, not {s.is_level}")
         require(float(s.dual_clip) > 1, f"stage.dual_clip={s.dual_clip} must be > 1 (3.0 in Ye et al. and verl)")
     require(s.aggregation in AGGREGATIONS, f"stage.aggregation={s.aggregation!r}: expected one of {AGGREGATIONS}")
-    require(s.kl_estimator in KL_ESTIMATORS, f"stage.kl_estimator={s.kl_estimator!r}: expected one of {KL_ESTIMATORS}")
+    require(s.kl_estimator in KL_ESTIMATORS, f"stage.kl_estimator={s.kl_estimator!r}: expected one of {tuple(KL_ESTIMATORS)}")
     require(s.reference_dtype in ("float32", "bfloat16"),
             f"stage.reference_dtype={s.reference_dtype!r}: expected float32 or bfloat16")
     require(float(s.sampling.temperature) > 0 and 0 < float(s.sampling.top_p) <= 1,
