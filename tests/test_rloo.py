@@ -336,3 +336,38 @@ def test_masked_importance_fraction_is_logged_only_in_mask_mode(tiny_policy):
     assert "train/is_mask_frac" not in default and "train/is_dual_clip_frac" not in default
     masked, _, _ = one_step(model, tokenizer, texts, is_mode="mask", is_level="token", dual_clip=3.0)
     assert masked["train/is_mask_frac"] == 0.0 and masked["train/is_dual_clip_frac"] == 0.0  # on-policy: ratio 1
+
+
+PHASES = ("reference", "generate", "score", "learn", "policy_forward", "reference_forward", "backward", "optimizer",
+          "sync")
+
+
+def test_a_step_logs_the_seconds_of_every_phase(tiny_policy):
+    model, tokenizer = tiny_policy
+    logged, _, _ = one_step(model, tokenizer, ["<answer>44+19+35</answer>", "<answer>44+19-35</answer>"])
+    assert all(logged[f"time/{phase}_s"] >= 0 for phase in PHASES)
+    inside = ("policy_forward", "reference_forward", "backward", "optimizer")
+    assert sum(logged[f"time/{phase}_s"] for phase in inside) <= logged["time/learn_s"]
+
+
+def test_collect_and_learn_run_on_their_own(tiny_policy):
+    model, tokenizer = tiny_policy
+    _, _, module = one_step(model, tokenizer, ["<answer>44+19+35</answer>", "<answer>44+19-35</answer>"])
+    collected = module.collect(step=1)
+    assert collected.rewards.tolist() == [[1.0, 0.0]] and len(collected.rollouts.texts) == 2
+    assert collected.seen.verdicts == ["correct", "wrong_value"]
+    learned = module.learn(collected.rollouts, collected.rewards)
+    assert {"train/loss", "train/pg_loss", "train/kl", "train/entropy", "train/grad_norm", "train/lr"} <= set(learned)
+    assert learned["train/kl"] == pytest.approx(0.0, abs=1e-6)  # lr=0: the policy is still the reference
+
+
+@pytest.mark.parametrize("aggregation", ["token_mean", "sequence_mean", "sum"])
+@pytest.mark.parametrize("level", ["sequence", "token", "geometric"])
+def test_micro_batch_shares_sum_to_one_however_the_batch_is_cut(aggregation, level):
+    from ablate.lit.rloo import micro_batch_shares
+
+    tokens = torch.tensor([3.0, 5.0, 2.0, 6.0])
+    for cut in ([[0, 1, 2, 3]], [[0], [1], [2], [3]], [[0, 1, 2], [3]]):
+        shares = [micro_batch_shares(len(c), 4, tokens[c].sum(), tokens.sum(), aggregation, level) for c in cut]
+        for kind in ("loss", "ratio", "fraction"):
+            assert sum(getattr(s, kind) for s in shares) == pytest.approx(1.0)
