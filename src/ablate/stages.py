@@ -237,9 +237,10 @@ def record_engagement(cfg: DictConfig, run_dir: Path, status) -> None:
     status.update(warnings=found)
 
 
-def fit_stage(cfg: DictConfig, model, tokenizer, splits, reward, run_dir: Path, status) -> None:
-    """Train the stage `stage.name` on `model` (in place), with `eval.every`'s validation callback."""
-    callbacks = validation_callbacks(cfg, splits.val, tokenizer, reward, run_dir)
+def fit_stage(cfg: DictConfig, model, tokenizer, splits, reward, run_dir: Path, status, extra_callbacks=()) -> None:
+    """Train the stage `stage.name` on `model` (in place), with `eval.every`'s validation callback and
+    `extra_callbacks` (Lightning callbacks of the caller's, e.g. a bench's step timings)."""
+    callbacks = [*validation_callbacks(cfg, splits.val, tokenizer, reward, run_dir), *extra_callbacks]
     if cfg.stage.name == "sft":
         fit_sft(cfg, model, tokenizer, splits.train, run_dir, callbacks)
     elif cfg.stage.name in PREFERENCE:

@@ -17,6 +17,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any, Sequence
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
@@ -28,8 +29,8 @@ from ablate.stages import REGIME_NO_TOOL, REGIME_TOOL, fit_stage, record_engagem
 log = logging.getLogger("ablate.train")
 
 
-def run(cfg: DictConfig, run_dir: Path) -> Path:
-    """One run, end to end; returns the run directory."""
+def run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any] = ()) -> Path:
+    """One run, end to end; returns the run directory. `callbacks`: Lightning callbacks for this stage's fit."""
     import lightning as L
     import torch
     from transformers import AutoModelForCausalLM
@@ -81,7 +82,7 @@ def run(cfg: DictConfig, run_dir: Path) -> Path:
             status.update(parameters=parameter_count(model), train_problems=len(splits.train),
                           test_problems=len(splits.test), init=start.get("name_or_path"))
             clock = time.monotonic()
-            fit_stage(cfg, model, tokenizer, splits, reward, run_dir, status)
+            fit_stage(cfg, model, tokenizer, splits, reward, run_dir, status, callbacks)
             status.timing("train_s", time.monotonic() - clock)
             if not worker:
                 record_engagement(cfg, run_dir, status)

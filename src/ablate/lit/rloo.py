@@ -195,6 +195,7 @@ class RLOOModule(L.LightningModule):
         self.started = time.monotonic()
         self.timer = PhaseTimer()  # a new one each step
         self.p_available = 0.0
+        self.collected: Collected | None = None
 
     @property
     def reference(self) -> PreTrainedModel:
@@ -373,7 +374,7 @@ class RLOOModule(L.LightningModule):
     def training_step(self, batch: Any, batch_idx: int) -> None:
         """collect -> learn -> sync -> log, each phase timed into `time/<phase>_s`."""
         self.timer = PhaseTimer()
-        collected = self.collect(self.global_step)
+        self.collected = collected = self.collect(self.global_step)  # kept for callbacks (bench/ reads it)
         with self.timer("learn"):
             learned = self.learn(collected.rollouts, collected.rewards)
         with self.timer("sync"):
