@@ -31,6 +31,7 @@ from omegaconf import DictConfig
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from ablate import schemas  # noqa: F401 - registers the group schemas before Hydra composes
 from ablate.metrics import pass_at_k, pass_hat_k
 from ablate.models import encode_prompt, prompt_text
 from ablate.rollout import SamplingParams

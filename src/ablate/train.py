@@ -22,6 +22,7 @@ from typing import Any, Sequence
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from ablate import schemas  # noqa: F401 - registers the group schemas before Hydra composes
 from ablate.checks import ConfigError, check_config
 from ablate.fit import global_rank
 from ablate.stages import REGIME_NO_TOOL, REGIME_TOOL, fit_stage, record_engagement, starting_model_config
