@@ -37,7 +37,7 @@ class TraceDataset(Dataset):
     """Item i is problem i with a fresh random solution path on every access (a new trace each
     epoch), seeded by (seed, i, access count) so runs repeat exactly.
 
-    `preamble`: prompts carry the calculator preamble (`tool.prompt` decides, see train.py).
+    `preamble`: prompts carry the calculator preamble (`tool.prompt` decides, see `sft_tool_inputs`).
     `style="oracle"`: paper 004's solver trajectories; `oracle` holds their `mistake_rate` and
     `max_messages`. Their tool lines are tokenized piece by piece, as the rollout loop splices
     them in, so the mask comes from the pieces' token ids.
