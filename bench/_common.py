@@ -35,8 +35,9 @@ def compose(overrides: Sequence[str] = ()):
         return hydra_compose(config_name="config", overrides=list(overrides))
 
 
-def run_ablate(overrides: Sequence[str], run_dir: Path) -> list[dict[str, float]]:
-    """Train one RL run in this process (`ablate.train.run`) and return its metrics.csv rows."""
+def run_ablate(overrides: Sequence[str], run_dir: Path, callbacks: Sequence[object] = ()) -> list[dict[str, float]]:
+    """Train one RL run in this process (`ablate.train.run`, with Lightning `callbacks`) and return its
+    metrics.csv rows."""
     import logging
 
     from ablate.train import run
@@ -48,7 +49,7 @@ def run_ablate(overrides: Sequence[str], run_dir: Path) -> list[dict[str, float]
     captured = io.StringIO()
     try:
         with contextlib.redirect_stdout(captured):
-            run(cfg, run_dir)
+            run(cfg, run_dir, callbacks)
     except BaseException:
         sys.stderr.write(captured.getvalue()[-4000:])
         raise
@@ -132,125 +133,64 @@ ABLATE_PHASES = ("generate", "score", "reference_forward", "policy_forward", "ba
                  "sync", "other")
 
 
-class AblatePhaseTimers:
-    """Wall time of each phase of every `RLOOModule.training_step`, without changing what it computes.
+def ablate_phase_callback(profiler=None):
+    """A Lightning callback (for `run_ablate(..., callbacks=[it])`) that keeps, per `RLOOModule` step, what
+    the step's logged phases (`time/<phase>_s`) do not say: the token counts of the batch it learned from
+    (`module.collected`), the decoding slots generation spent (every sequence runs until the longest one
+    stops), and the process's CPU seconds since the previous step (on a shared machine the work done,
+    where wall time also counts waiting for a core; exact with 1 torch thread). `profiler` (e.g. a
+    cProfile.Profile) runs during training only. `.phases(rows)` joins them with metrics.csv's rows."""
+    from lightning.pytorch.callbacks import Callback
 
-    generate / score / sync come from the step's own `time/*` metrics; inside `time/learn_s` forward hooks
-    on the frozen reference and on the policy (only with grad enabled, so the decoding loop's calls are
-    not counted) time the two forward passes, a wrapper times `manual_backward`, optimizer step hooks time
-    AdamW, and `learn_other` is the rest (padding, losses, gradient clipping). `other` is the step's wall
-    time outside all of these (Lightning's loop, logging). CPU execution is synchronous, so wall clocks
-    around calls are the calls' cost; on a GPU the hooks would need synchronisation.
-    """
+    class AblatePhases(Callback):
+        def __init__(self) -> None:
+            self.steps: list[dict[str, float]] = []
+            self.cpu_clock = 0.0
 
-    def __init__(self) -> None:
-        self.steps: list[dict[str, float]] = []
-        self._current: dict[str, float] = {}
-        self._starts: dict[str, float] = {}
+        def on_train_start(self, trainer, module) -> None:
+            self.cpu_clock = time.process_time()
+            if profiler is not None:
+                profiler.enable()
 
-    def _add(self, phase: str, seconds: float) -> None:
-        self._current[phase] = self._current.get(phase, 0.0) + seconds
+        def on_train_end(self, trainer, module) -> None:
+            if profiler is not None:
+                profiler.disable()
 
-    def _begin(self, phase: str) -> None:
-        self._starts[phase] = time.perf_counter()
-
-    def _end(self, phase: str) -> None:
-        self._add(phase, time.perf_counter() - self._starts.pop(phase))
-
-    def install(self) -> None:
-        """Patch RLOOModule (class level, this process only) before `ablate.train.run`."""
-        import torch
-
-        from ablate.lit.rloo import RLOOModule
-
-        import ablate.lit.rloo as rloo
-        from transformers import PreTrainedModel
-
-        timers = self
-        original_start, original_step = RLOOModule.on_train_start, RLOOModule.training_step
-        original_backward = RLOOModule.manual_backward
-        original_pad, original_load = rloo.pad_rollouts, PreTrainedModel.from_pretrained.__func__
-        self.training = False
-
-        def pad_rollouts(rollouts, pad_id):
-            # What the learner's forward passes process: real tokens, and the padded [N, L] rectangle
-            # (micro-batches are cut from it, so padding is computed too). Generation: the tokens kept,
-            # and the decoding slots spent (every sequence runs until the longest one stops).
-            batch = original_pad(rollouts, pad_id)
-            lengths = [len(c) for c in rollouts.completion_ids]
-            timers._add("trained_tokens", float(batch["attention_mask"].sum()))
-            timers._add("padded_tokens", float(batch["attention_mask"].numel()))
-            timers._add("sequences", float(len(lengths)))
-            timers._add("decode_slots", float(len(lengths) * max(lengths)))
-            return batch
-
-        def from_pretrained(cls, *args, **kwargs):
-            if timers.training:  # a phase that re-loads weights from disk: counted, to be reported
-                timers._add("model_loads", 1.0)
-            return original_load(cls, *args, **kwargs)
-
-        rloo.pad_rollouts = pad_rollouts
-        PreTrainedModel.from_pretrained = classmethod(from_pretrained)
-
-        def on_train_start(module):
-            original_start(module)
-            timers.training = True
-            timers.cpu_clock = time.process_time()
-            module.reference.register_forward_pre_hook(lambda *a: timers._begin("reference_forward"))
-            module.reference.register_forward_hook(lambda *a: timers._end("reference_forward"))
-
-            def policy_pre(*a):
-                if torch.is_grad_enabled():
-                    timers._begin("policy_forward")
-
-            def policy_post(*a):
-                if torch.is_grad_enabled():
-                    timers._end("policy_forward")
-
-            module.model.register_forward_pre_hook(policy_pre)
-            module.model.register_forward_hook(policy_post)
-            optimizer = module.trainer.optimizers[0]
-            optimizer.register_step_pre_hook(lambda *a: timers._begin("optimizer"))
-            optimizer.register_step_post_hook(lambda *a: timers._end("optimizer"))
-
-        def manual_backward(module, loss, *args, **kwargs):
-            start = time.perf_counter()
-            out = original_backward(module, loss, *args, **kwargs)
-            timers._add("backward", time.perf_counter() - start)
-            return out
-
-        def training_step(module, batch, batch_idx):
-            timers._current = {}
-            out = original_step(module, batch, batch_idx)
-            # CPU seconds of this process since the previous step ended: on a shared machine the work
-            # done, where wall time also counts waiting for a core (exact with 1 torch thread).
+        def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
+            rollouts = module.collected.rollouts
+            lengths = [len(p) + len(c) for p, c in zip(rollouts.prompt_ids, rollouts.completion_ids)]
+            completions = [len(c) for c in rollouts.completion_ids]
             now = time.process_time()
-            timers._current["cpu"], timers.cpu_clock = now - timers.cpu_clock, now
-            timers.steps.append(dict(timers._current))
-            return out
+            self.steps.append({"trained_tokens": float(sum(lengths)), "padded_tokens": float(len(lengths) * max(lengths)),
+                               "sequences": float(len(lengths)), "decode_slots": float(len(lengths) * max(completions)),
+                               "cpu": now - self.cpu_clock})
+            self.cpu_clock = now
 
-        RLOOModule.on_train_start = on_train_start
-        RLOOModule.manual_backward = manual_backward
-        RLOOModule.training_step = training_step
+        def phases(self, rows: Sequence[dict[str, float]]) -> list[dict[str, float]]:
+            return join_phases(rows, self.steps)
 
-    def phases(self, rows: Sequence[dict[str, float]]) -> list[dict[str, float]]:
-        """Per step: every phase of ABLATE_PHASES in seconds, plus `step` (wall) and `tokens` (generated)."""
-        out = []
-        for row, inner, wall in zip(rows, self.steps, step_seconds(rows)):
-            learn = row["time/learn_s"]
-            phase = {"generate": row["time/generate_s"] + row.get("time/reference_s", 0.0),
-                     "score": row["time/score_s"], "sync": row["time/sync_s"]}
-            for key in ("reference_forward", "policy_forward", "backward", "optimizer"):
-                phase[key] = inner.get(key, 0.0)
-            phase["learn_other"] = max(0.0, learn - sum(inner.get(k, 0.0) for k in
-                                                        ("reference_forward", "policy_forward", "backward", "optimizer")))
-            phase["other"] = max(0.0, wall - (phase["generate"] + phase["score"] + learn + phase["sync"]))
-            phase["step"] = wall
-            phase["tokens"] = row["time/generate_tokens_per_s"] * row["time/generate_s"]
-            for key in ("trained_tokens", "padded_tokens", "sequences", "decode_slots", "model_loads", "cpu"):
-                phase[key] = inner.get(key, 0.0)
-            out.append(phase)
-        return out
+    return AblatePhases()
+
+
+LEARN_PHASES = ("reference_forward", "policy_forward", "backward", "optimizer")  # logged inside time/learn_s
+
+
+def join_phases(rows: Sequence[dict[str, float]], steps: Sequence[dict[str, float]]) -> list[dict[str, float]]:
+    """Per step: every phase of ABLATE_PHASES in seconds (metrics.csv `rows`), plus `step` (wall), `tokens`
+    (generated) and the callback's per-step counts (`steps`)."""
+    out = []
+    for row, counts, wall in zip(rows, steps, step_seconds(rows)):
+        learn = row["time/learn_s"]
+        phase = {"generate": row["time/generate_s"] + row.get("time/reference_s", 0.0),
+                 "score": row["time/score_s"], "sync": row["time/sync_s"]}
+        phase.update({key: row.get(f"time/{key}_s", 0.0) for key in LEARN_PHASES})
+        phase["learn_other"] = max(0.0, learn - sum(phase[key] for key in LEARN_PHASES))
+        phase["other"] = max(0.0, wall - (phase["generate"] + phase["score"] + learn + phase["sync"]))
+        phase["step"] = wall
+        phase["tokens"] = row["time/generate_tokens_per_s"] * row["time/generate_s"]
+        phase.update(counts)
+        out.append(phase)
+    return out
 
 
 def shares(phases: Sequence[dict[str, float]], names: Sequence[str]) -> dict[str, tuple[float, float]]:

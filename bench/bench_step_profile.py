@@ -5,13 +5,12 @@
     PYTHONPATH=src python bench/bench_step_profile.py stage.k=16           # any ablate.train override
 
 Runs `ablate.train` in this process (the shipped SFT model, `stage=rloo` defaults: B=16 prompts x k=8,
-64 new tokens) with wall-clock timers around each phase of `RLOOModule.training_step` (class-level
-patches in this process; ablate's code is unchanged): generate (the engine's sampling loop), score (the
-verifier), reference forward (frozen model, no grad), policy forward, backward, optimizer (AdamW step),
-the rest of the learner (padding, losses, gradient clipping), weight sync to the engine, and what is
-left of the step's wall time (Lightning's loop, logging). Medians over the steps after `--warmup`, with
-each phase's share. It also counts `from_pretrained` calls made while training (a phase that re-loads a
-model would show here; expected 0). rollout=vllm's phases come from bench_rl_step.py on a GPU machine.
+64 new tokens) and reads the phases each `RLOOModule.training_step` logs (`time/<phase>_s`): generate
+(the engine's sampling loop), score (the verifier), reference forward (frozen model, no grad), policy
+forward, backward, optimizer (AdamW step), the rest of the learner (padding, losses, gradient clipping),
+weight sync to the engine, and what is left of the step's wall time (Lightning's loop, logging); token
+counts come from a Lightning callback. Medians over the steps after `--warmup`, with each phase's
+share. rollout=vllm's phases come from bench_rl_step.py on a GPU machine.
 """
 
 from __future__ import annotations
@@ -25,16 +24,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import ABLATE_PHASES, AblatePhaseTimers, fmt, machine, markdown_table, median, run_ablate, shares  # noqa: E402
+from _common import (ABLATE_PHASES, ablate_phase_callback, fmt, machine, markdown_table, median,  # noqa: E402
+                     run_ablate, shares)
 
 
 def profile_steps(steps: int, threads: int, overrides=()) -> list[dict[str, float]]:
     """Per-step phases (seconds) and token counts of a fresh ablate RL run."""
-    timers = AblatePhaseTimers()
-    timers.install()
+    timers = ablate_phase_callback()
     with tempfile.TemporaryDirectory() as tmp:
         rows = run_ablate([f"stage.max_steps={steps}", f"trainer.num_threads={threads}", *overrides],
-                          Path(tmp) / "run")
+                          Path(tmp) / "run", callbacks=[timers])
     return timers.phases(rows)
 
 
@@ -59,14 +58,13 @@ def main() -> None:
     phases = profile_steps(args.steps, args.threads, args.overrides)
     table, summary = phase_table(phases, args.warmup)
     kept = phases[args.warmup:]
-    loads = sum(p["model_loads"] for p in phases)
     sync_share = summary["phases"]["sync"][1]
     print(f"machine: {machine()}")
     print(f"rollout=hf, {args.steps} steps ({args.warmup} warm-up left out), threads {args.threads}, "
           f"overrides {args.overrides or 'none'}\n")
     print(table)
     print(f"\nweight sync share: {sync_share:.2%} (the hf engine samples with the learner's own weights, so "
-          f"sync only re-points it); models loaded from disk during training: {int(loads)}")
+          "sync only re-points it)")
     print(f"per step: {median(p['sequences'] for p in kept):.0f} sequences, "
           f"{median(p['tokens'] for p in kept):.0f} generated tokens, "
           f"{median(p['trained_tokens'] for p in kept):.0f} trained tokens "

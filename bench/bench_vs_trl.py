@@ -44,7 +44,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import (ABLATE_PHASES, AblatePhaseTimers, compose, fmt, heldout_reward, machine,  # noqa: E402
+from _common import (ABLATE_PHASES, ablate_phase_callback, compose, fmt, heldout_reward, machine,  # noqa: E402
                      markdown_table, median, quartiles, run_ablate, shares)
 
 TRL_PHASES = ("generate", "score", "old_logp_forward", "reference_forward", "policy_forward", "backward",
@@ -98,17 +98,10 @@ def leg_ablate(args, seed: int, out: dict) -> None:
 
     from ablate.models import load_tokenizer
 
-    timers = AblatePhaseTimers()
-    timers.install()
-    if PROFILER is not None:
-        from ablate.lit.rloo import RLOOModule
-
-        start, end = RLOOModule.on_train_start, RLOOModule.on_train_end
-        RLOOModule.on_train_start = lambda module: (start(module), PROFILER.enable())[0]
-        RLOOModule.on_train_end = lambda module: (PROFILER.disable(), end(module))[1]
+    timers = ablate_phase_callback(PROFILER)
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
-        rows = run_ablate(ablate_overrides(args, seed), run_dir)
+        rows = run_ablate(ablate_overrides(args, seed), run_dir, callbacks=[timers])
         model = AutoModelForCausalLM.from_pretrained(str(run_dir / "model"), dtype=torch.float32)
         tokenizer = load_tokenizer({"kind": "tiny", "name_or_path": str(run_dir / "model")})
         phases = timers.phases(rows)

@@ -11,7 +11,7 @@ from hydra import compose, initialize_config_dir
 
 from ablate.config import CONF_DIR
 from ablate.config_checks import added_keys_error, model_source_error, task_file_error
-from ablate.train import ConfigError, check_config
+from ablate.checks import ConfigError, check_config
 
 
 def cfg_of(*overrides):

@@ -234,7 +234,7 @@ def test_every_curriculum_preset_composes_with_rloo_and_validates():
 
 
 def test_curriculum_config_errors_name_the_bad_value():
-    from ablate.train import ConfigError, check_config
+    from ablate.checks import ConfigError, check_config
 
     with pytest.raises(ConfigError, match="stage=sft"):
         check_config(compose_cfg("curriculum=static", "stage=sft"))
@@ -399,7 +399,8 @@ def test_dots_with_a_tiny_tau_still_fills_the_batch():
 
 def test_static_curriculum_orders_preference_pairs():
     from ablate.lit.pairs import order_pairs
-    from ablate.train import ConfigError, check_config, pair_stages
+    from ablate.checks import ConfigError, check_config
+    from ablate.stages import pair_stages
 
     cfg = compose_cfg("curriculum=static", "stage=ipo")
     check_config(cfg)  # a static curriculum on n_numbers is an ordering of the pairs

@@ -13,7 +13,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from ablate.config import CONF_DIR
-from ablate.train import ConfigError, check_config
+from ablate.checks import ConfigError, check_config
 
 GROUPS = [(), ("curriculum=static",), ("curriculum=frontier",), ("curriculum=none",), ("curriculum=threshold",),
           ("curriculum=static_thirds",), ("curriculum=frontier_replay",), ("stage=rloo",), ("stage=dpo",),

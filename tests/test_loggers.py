@@ -21,14 +21,14 @@ def smoke_cfg(*overrides):
 
 
 def test_mlflow_names_keep_at_and_hat_apart():
-    from ablate.train import mlflow_name
+    from ablate.fit import mlflow_name
 
     assert mlflow_name("val/pass@1") == "val/pass_at_1" and mlflow_name("pass^4") == "pass_hat_4"
     assert mlflow_name("train/reward_mean") == "train/reward_mean"
 
 
 def test_the_default_logs_csv_only():
-    from ablate.train import extra_loggers
+    from ablate.fit import extra_loggers
 
     cfg = smoke_cfg()
     assert not cfg.logger.tensorboard and not cfg.logger.mlflow and extra_loggers(cfg, CONF_DIR) == []
@@ -69,11 +69,11 @@ def test_tensorboard_and_mlflow_files_appear_next_to_the_csv(tmp_path, monkeypat
 
 
 def test_a_missing_logger_package_is_a_config_error(monkeypatch):
-    import ablate.train as train
+    import ablate.checks as checks
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name.startswith(("tensorboard", "mlflow"))
                         else real(name, *a))
     for logger, extra in (("tensorboard", "tensorboard"), ("mlflow", "mlflow")):
-        with pytest.raises(train.ConfigError, match=rf"pip install -e '\.\[{extra}\]'"):
-            train.check_config(smoke_cfg(f"logger={logger}"))
+        with pytest.raises(checks.ConfigError, match=rf"pip install -e '\.\[{extra}\]'"):
+            checks.check_config(smoke_cfg(f"logger={logger}"))

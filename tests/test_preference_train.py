@@ -12,7 +12,9 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from ablate.config import CONF_DIR
-from ablate.train import ConfigError, check_config, run, starting_model_config
+from ablate.checks import ConfigError, check_config
+from ablate.stages import starting_model_config
+from ablate.train import run
 from ablate.upstream import is_shipped, upstream_key
 from crash import run_crashing_at_step
 
@@ -35,7 +37,7 @@ def one_thread():
 
 def test_tiny_default_starts_from_the_shipped_sft_and_keys_ignore_the_run_seed():
     default = cfg_of("stage=dpo")
-    assert is_shipped(default, "sft") and starting_model_config(default).name_or_path == "builtin:tiny-sft"
+    assert is_shipped(default, "sft") and starting_model_config(default, run).name_or_path == "builtin:tiny-sft"
     changed = cfg_of("stage=dpo", "upstream.sft.lr=1e-3")
     assert not is_shipped(changed, "sft") and upstream_key(changed, "sft") != upstream_key(default, "sft")
     assert upstream_key(cfg_of("stage=dpo", "seed=1"), "sft") == upstream_key(default, "sft")
@@ -134,7 +136,7 @@ SHORT_PREF = ["pool_size=300", "batch_size=2", "max_steps=2", "warmup_steps=0", 
 
 @pytest.mark.slow
 def test_hf_init_sft_trains_once_caches_and_chains_to_rloo_from_ipo(tmp_path, monkeypatch, one_thread):
-    import ablate.train
+    import ablate.stages
 
     monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
     base = tmp_path / "base"
@@ -156,7 +158,7 @@ def test_hf_init_sft_trains_once_caches_and_chains_to_rloo_from_ipo(tmp_path, mo
     def no_training(*args, **kwargs):
         raise AssertionError("the cached upstream SFT must not be trained again")
 
-    monkeypatch.setattr(ablate.train, "fit_sft", no_training)
+    monkeypatch.setattr(ablate.stages, "fit_sft", no_training)
     run(cfg_of(*common, *dpo, "seed=1"), tmp_path / "dpo1")  # another seed of the sweep: same SFT
     assert json.loads((tmp_path / "dpo1" / "status.json").read_text())["init"] == init
     monkeypatch.undo()

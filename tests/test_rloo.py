@@ -7,7 +7,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from ablate.config import CONF_DIR
-from ablate.curriculum import build_sampler
+from ablate.curriculum import Sampler, build_sampler
 from ablate.lit.rloo import RLOOModule, pad_rollouts
 from ablate.models import encode_prompt, prompt_text
 from ablate.objectives import token_logprobs
@@ -206,7 +206,7 @@ class OutcomeEngine:
         pass
 
 
-class ScriptedSampler:
+class ScriptedSampler(Sampler):
     """Hands out the scripted index lists in turn and records every update."""
 
     def __init__(self, script):
@@ -259,8 +259,8 @@ def test_dynamic_sampling_refills_a_batch_with_degenerate_groups_to_b_informativ
     script = [[1, 0, 2, 1], [2, 0, 1, 2], [0, 1, 1, 2], [0, 1, 1, 1]]
     module, sampler, engine, logged = dynamic_module(tiny_policy, script, max_gen_batches=5)
     trained = []
-    real_rloo = rloo.rloo_advantages
-    monkeypatch.setattr(rloo, "rloo_advantages", lambda r: (trained.append(r.clone()), real_rloo(r))[1])
+    real_rloo = rloo.ADVANTAGES["rloo"]
+    monkeypatch.setitem(rloo.ADVANTAGES, "rloo", lambda r: (trained.append(r.clone()), real_rloo(r))[1])
     module.training_step(None, 0)
     # one informative group per batch: four batches
     assert engine.batches == 4 and len(sampler.updates) == 4  # the sampler saw every generated group
@@ -307,7 +307,7 @@ def test_dynamic_sampling_with_replay_filters_the_fresh_part(tiny_policy):
     (["dynamic_sampling.max_gen_batches=0", "dynamic_sampling.enabled=true"], "max_gen_batches=0"),
 ])
 def test_importance_and_dynamic_sampling_options_are_checked(overrides, message):
-    from ablate.train import ConfigError, check_config
+    from ablate.checks import ConfigError, check_config
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=["stage=rloo", "stage.init=scratch", *overrides])
@@ -316,7 +316,7 @@ def test_importance_and_dynamic_sampling_options_are_checked(overrides, message)
 
 
 def test_dynamic_sampling_needs_an_rl_stage_and_the_good_options_pass():
-    from ablate.train import ConfigError, check_config
+    from ablate.checks import ConfigError, check_config
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         sft = compose(config_name="config", overrides=["dynamic_sampling.enabled=true"])
@@ -336,3 +336,38 @@ def test_masked_importance_fraction_is_logged_only_in_mask_mode(tiny_policy):
     assert "train/is_mask_frac" not in default and "train/is_dual_clip_frac" not in default
     masked, _, _ = one_step(model, tokenizer, texts, is_mode="mask", is_level="token", dual_clip=3.0)
     assert masked["train/is_mask_frac"] == 0.0 and masked["train/is_dual_clip_frac"] == 0.0  # on-policy: ratio 1
+
+
+PHASES = ("reference", "generate", "score", "learn", "policy_forward", "reference_forward", "backward", "optimizer",
+          "sync")
+
+
+def test_a_step_logs_the_seconds_of_every_phase(tiny_policy):
+    model, tokenizer = tiny_policy
+    logged, _, _ = one_step(model, tokenizer, ["<answer>44+19+35</answer>", "<answer>44+19-35</answer>"])
+    assert all(logged[f"time/{phase}_s"] >= 0 for phase in PHASES)
+    inside = ("policy_forward", "reference_forward", "backward", "optimizer")
+    assert sum(logged[f"time/{phase}_s"] for phase in inside) <= logged["time/learn_s"]
+
+
+def test_collect_and_learn_run_on_their_own(tiny_policy):
+    model, tokenizer = tiny_policy
+    _, _, module = one_step(model, tokenizer, ["<answer>44+19+35</answer>", "<answer>44+19-35</answer>"])
+    collected = module.collect(step=1)
+    assert collected.rewards.tolist() == [[1.0, 0.0]] and len(collected.rollouts.texts) == 2
+    assert collected.seen.verdicts == ["correct", "wrong_value"]
+    learned = module.learn(collected.rollouts, collected.rewards)
+    assert {"train/loss", "train/pg_loss", "train/kl", "train/entropy", "train/grad_norm", "train/lr"} <= set(learned)
+    assert learned["train/kl"] == pytest.approx(0.0, abs=1e-6)  # lr=0: the policy is still the reference
+
+
+@pytest.mark.parametrize("aggregation", ["token_mean", "sequence_mean", "sum"])
+@pytest.mark.parametrize("level", ["sequence", "token", "geometric"])
+def test_micro_batch_shares_sum_to_one_however_the_batch_is_cut(aggregation, level):
+    from ablate.lit.rloo import micro_batch_shares
+
+    tokens = torch.tensor([3.0, 5.0, 2.0, 6.0])
+    for cut in ([[0, 1, 2, 3]], [[0], [1], [2], [3]], [[0, 1, 2], [3]]):
+        shares = [micro_batch_shares(len(c), 4, tokens[c].sum(), tokens.sum(), aggregation, level) for c in cut]
+        for kind in ("loss", "ratio", "fraction"):
+            assert sum(getattr(s, kind) for s in shares) == pytest.approx(1.0)

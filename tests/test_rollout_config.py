@@ -7,8 +7,9 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from ablate.config import CONF_DIR
-from ablate import train
-from ablate.train import ConfigError, VLLM_LLM_KEYS, check_config
+from ablate import rollout
+from ablate.checks import ConfigError, check_config
+from ablate.rollout import VLLM_LLM_KEYS
 
 
 def rloo_cfg(*overrides):
@@ -27,7 +28,7 @@ def vllm_installed(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "vllm" else real(name, *a))
     # vLLM 0.32's CPUAttentionBackend.get_supported_head_sizes(); test_vllm.py checks the real one.
-    monkeypatch.setattr(train, "_vllm_cpu_head_sizes", lambda: [32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512])
+    monkeypatch.setattr(rollout, "_vllm_cpu_head_sizes", lambda: [32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512])
 
 
 def test_rollout_vllm_without_vllm_names_the_install_command(monkeypatch):

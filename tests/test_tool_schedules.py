@@ -148,7 +148,7 @@ def test_rloo_draws_availability_per_rollout_and_states_it_in_the_prompt(tiny_po
 
 
 def test_tool_configs_are_validated(tmp_path):
-    from ablate.train import ConfigError, check_config
+    from ablate.checks import ConfigError, check_config
 
     def check(*overrides):
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):

@@ -233,7 +233,7 @@ def test_head_sizes_the_cpu_kernels_lack_are_refused_at_start_up():
     from hydra import compose, initialize_config_dir
 
     from ablate.config import CONF_DIR
-    from ablate.train import ConfigError, check_config
+    from ablate.checks import ConfigError, check_config
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         smoke = compose(config_name="config", overrides=["experiment=smoke_rloo", "rollout=vllm"])

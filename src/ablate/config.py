@@ -11,6 +11,8 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from ablate import schemas  # noqa: F401 - registers the group schemas the yaml files name
+
 CONF_DIR = Path(__file__).resolve().parent / "conf"
 
 
@@ -23,4 +25,6 @@ def load_group_config(group: str, option: str) -> dict[str, Any]:
     path = CONF_DIR / group / f"{option}.yaml"
     if not path.is_file():
         raise ValueError(f"no {group} config {option!r}; choose one of {group_options(group)}")
-    return OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    plain = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    plain.pop("defaults", None)  # a schema (ablate.schemas) or other group choices: not values
+    return plain

@@ -1,7 +1,8 @@
-"""Checks of a composed run config that read the outside world or the command line: the seed's type,
-a data file, a model path, pass@k against n, keys added with `+`. Each returns an error message
-naming the key and the fix, or None; `ablate.train.check_config` (and `main`, for the overrides)
-turns it into a config error (exit code 2) before any data generation or model load."""
+"""`ConfigError`, and the checks of a composed run config that read the outside world or the command
+line: the seed's type, a data file, a model path, pass@k against n, keys added with `+`. Each of those
+returns an error message naming the key and the fix, or None; `ablate.checks.check_config` (and the
+entry point, for the overrides) turns it into a config error (exit code 2) before any data generation
+or model load. The range checks of each part live with the part (its `check_*` function)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,15 @@ import json
 import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping
+
+
+class ConfigError(ValueError):
+    """A config value that cannot work; the message names the key, the value and the fix."""
+
+
+def require(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
 
 # Keys the code reads with a default (`cfg.get(key, default)`) although no shipped yaml sets them
 # everywhere: adding one with `+` is meaningful, so it is not an unknown key.

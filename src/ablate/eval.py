@@ -31,6 +31,7 @@ from omegaconf import DictConfig
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from ablate import schemas  # noqa: F401 - registers the group schemas before Hydra composes
 from ablate.metrics import pass_at_k, pass_hat_k
 from ablate.models import encode_prompt, prompt_text
 from ablate.rollout import SamplingParams
@@ -193,3 +194,21 @@ def main(cfg: DictConfig) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def check_eval(cfg) -> None:
+    """`eval=` config (and the validation split it takes from the task): ConfigError naming the key and the fix."""
+    from ablate.config_checks import require
+
+    e = cfg.eval
+    require(int(e.n) >= 1, f"eval.n={e.n} must be >= 1")
+    require(all(int(k) >= 1 for k in e.ks), f"eval.ks={list(e.ks)} must be positive")
+    require(float(e.temperature) > 0, f"eval.temperature={e.temperature} must be > 0 (sampling)")
+    require(0 < float(e.top_p) <= 1, f"eval.top_p={e.top_p} must be in (0, 1]")
+    require(int(e.max_new_tokens) >= 1 and int(e.batch_size) >= 1, "eval.max_new_tokens and eval.batch_size must be >= 1")
+    if e.get("every") is not None:
+        require(int(e.every) >= 1, f"eval.every={e.every} must be >= 1 (steps between held-out evaluations) or null")
+        require(int(e.val_n) >= 1, f"eval.val_n={e.val_n} must be >= 1")
+        room = int(cfg.task.test_pool) - int(cfg.task.test_size)
+        require(1 <= int(e.val_size) < room, f"eval.val_size={e.val_size} must be in [1, {room}) (task.test_pool minus "
+                                             "task.test_size: the validation split is drawn from what the test leaves)")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 import torch.nn.functional as F
 
@@ -37,6 +39,11 @@ def grpo_advantages(rewards: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """(R_i - mean) / (std + eps) within each group (sample std); equal rewards give exactly 0."""
     centered = rewards - rewards.mean(dim=-1, keepdim=True)
     return centered / (rewards.std(dim=-1, keepdim=True, unbiased=True) + eps)
+
+
+# `stage.advantage` -> group rewards [prompts, k] -> advantages [prompts, k]. Add an estimator here
+# and `stage.advantage=<its key>` selects it; the config check reads these keys.
+ADVANTAGES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"rloo": rloo_advantages, "grpo": grpo_advantages}
 
 
 AGGREGATIONS = ("token_mean", "sequence_mean", "sum")
@@ -139,7 +146,12 @@ def policy_gradient_loss(logprobs: torch.Tensor, behaviour_logprobs: torch.Tenso
     return loss, info
 
 
-KL_ESTIMATORS = ("k1", "k2", "k3")
+# `stage.kl_estimator` -> per-token KL from log r = log pi_ref - log pi (see `kl_penalty`).
+KL_ESTIMATORS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "k1": lambda log_ratio: -log_ratio,
+    "k2": lambda log_ratio: 0.5 * log_ratio.pow(2),
+    "k3": lambda log_ratio: log_ratio.exp() - 1 - log_ratio,
+}
 
 
 def kl_penalty(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, estimator: str = "k3") -> torch.Tensor:
@@ -148,14 +160,9 @@ def kl_penalty(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, estimator: st
     With log r = log pi_ref - log pi: k1 = -log r (unbiased, can be negative),
     k2 = (log r)^2 / 2 (low variance, biased), k3 = (r - 1) - log r (unbiased, never negative).
     """
-    log_ratio = ref_logprobs - logprobs
-    if estimator == "k1":
-        return -log_ratio
-    if estimator == "k2":
-        return 0.5 * log_ratio.pow(2)
-    if estimator == "k3":
-        return log_ratio.exp() - 1 - log_ratio
-    raise ValueError(f"unknown KL estimator {estimator!r}; expected one of {KL_ESTIMATORS}")
+    if estimator not in KL_ESTIMATORS:
+        raise ValueError(f"unknown KL estimator {estimator!r}; expected one of {tuple(KL_ESTIMATORS)}")
+    return KL_ESTIMATORS[estimator](ref_logprobs - logprobs)
 
 
 def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:

@@ -21,13 +21,14 @@ import json
 import logging
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from omegaconf import DictConfig, OmegaConf
 
 log = logging.getLogger("ablate.upstream")
 
 UPSTREAM_STAGES = ("sft", "dpo", "ipo")
+INITS = ("sft", "scratch", "model", "dpo", "ipo")  # what stage.init may name: dpo/ipo/sft are UPSTREAM_STAGES
 KEY_VERSION = 1
 # What each stage's training reads besides its stage config: only these enter its key.
 _INPUTS = {"sft": ("model", "task"), "dpo": ("model", "task", "reward", "tool"),
@@ -68,7 +69,7 @@ def upstream_spec(cfg: DictConfig, name: str, _seen: tuple[str, ...] = ()) -> di
     for key in _INPUTS[name]:
         spec[key] = OmegaConf.to_container(up[key], resolve=True)
     if name == "sft":
-        from ablate.train import sft_tool_inputs
+        from ablate.lit.sft_data import sft_tool_inputs
 
         tool = sft_tool_inputs(up.stage, up.tool)  # calculator preamble, oracle traces; empty for plain SFT
         if tool:
@@ -124,12 +125,11 @@ def wait_for_lock(lock, message: str) -> None:
         lock.acquire()
 
 
-def upstream_model(cfg: DictConfig, name: str) -> str:
+def upstream_model(cfg: DictConfig, name: str, run: Callable[[DictConfig, Path], Any]) -> str:
     """`name_or_path` of upstream stage `name`'s model: the shipped checkpoint, a cached one, or one
-    trained now (under a file lock) and cached."""
+    trained now by `run(config, run_dir)` (the entry point's, passed in: this module never imports
+    it) under a file lock, and cached."""
     from filelock import FileLock
-
-    from ablate.train import run
 
     if is_shipped(cfg, name):
         return "builtin:tiny-sft"
@@ -154,3 +154,11 @@ def upstream_model(cfg: DictConfig, name: str) -> str:
     finally:
         lock.release()
     return str(folder / "model")
+
+
+def check_init(cfg: DictConfig) -> None:
+    """`stage.init` of a stage that starts from a model: ConfigError naming the key and the fix."""
+    from ablate.config_checks import require
+
+    require(cfg.stage.init in INITS, f"stage.init={cfg.stage.init!r}: expected one of {INITS}")
+    require(cfg.stage.init != "model" or bool(cfg.model.get("name_or_path")), "stage.init=model needs model.name_or_path")

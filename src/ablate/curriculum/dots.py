@@ -94,6 +94,18 @@ class DotsSampler(Sampler):
         self.batch_pearson = math.nan                # predicted vs observed on the prompts trained on
         self.reference_mean = math.nan
 
+    @classmethod
+    def check(cls, c: Mapping[str, Any]) -> None:
+        if not (int(c["every"]) >= 1 and int(c["reference_size"]) >= 2 and float(c["tau"]) > 0):
+            raise ValueError("curriculum: dots needs every >= 1, reference_size >= 2 and tau > 0")
+
+    @classmethod
+    def from_config(cls, c, levels, seed, max_steps, embed):
+        if embed is None:
+            raise ValueError("curriculum=dots needs prompt embeddings")
+        return cls(levels, seed, embed(), int(c["every"]), int(c["reference_size"]), float(c["alpha"]),
+                   float(c["tau"]), bool(c.get("calibrate", True)), float(c.get("success_reward", 1.0)))
+
     def reference_prompts(self, step: int) -> list[int]:
         """The prompts to roll out for difficulty before this step's batch ([] on most steps)."""
         if step % self.every:

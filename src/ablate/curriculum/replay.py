@@ -67,3 +67,15 @@ class ReplayBuffer:
         self.groups = deque((ReplayGroup(**{**g, "rollouts": Rollouts(**g["rollouts"])}) for g in state["groups"]),
                             maxlen=int(state["capacity"]))
         self.generator.set_state(state["generator"])
+
+
+def check_replay(cfg) -> None:
+    """`replay=` config: ConfigError naming the key and the fix."""
+    from ablate.config_checks import require
+
+    r = cfg.replay
+    if r.enabled:
+        require(cfg.stage.name == "rloo", f"replay.enabled=true reuses RL rollouts; it needs stage=rloo, not "
+                                          f"stage={cfg.stage.name}")
+        require(0 < float(r.fresh_fraction) <= 1, f"replay.fresh_fraction={r.fresh_fraction} must be in (0, 1]")
+        require(int(r.capacity) >= 1, f"replay.capacity={r.capacity} must be >= 1")

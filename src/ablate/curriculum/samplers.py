@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 import torch
@@ -24,10 +24,30 @@ def success_rates(rewards: torch.Tensor, success_reward: float = 1.0) -> torch.T
     return (rewards >= success_reward).float().mean(dim=-1)
 
 
+# curriculum.kind -> sampler class. A subclass with its own `name` registers itself on definition, so a
+# new curriculum is its class (in any module of this package, which imports them all) and its yaml.
+SAMPLERS: dict[str, type["Sampler"]] = {}
+
+
 class Sampler:
     """Uniform sampling with replacement over a subset of the pool; subclasses choose the subset or the weights."""
 
     name = "none"
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__:
+            SAMPLERS[cls.name] = cls
+
+    @classmethod
+    def check(cls, c: Mapping[str, Any]) -> None:
+        """ValueError naming the key when this sampler's `curriculum` config cannot work."""
+
+    @classmethod
+    def from_config(cls, c: Mapping[str, Any], levels: Levels, seed: int, max_steps: int,
+                    embed: Callable[[], torch.Tensor] | None) -> "Sampler":
+        """The sampler a checked `curriculum` config describes; `embed()` gives prompt embeddings (DOTS)."""
+        return cls(levels, seed, float(c.get("success_reward", 1.0)))
 
     def __init__(self, levels: Levels, seed: int, success_reward: float = 1.0):
         self.levels = levels
@@ -53,6 +73,14 @@ class Sampler:
     def update(self, indices: Sequence[int], rewards: torch.Tensor) -> None:
         pass
 
+    def reference_prompts(self, step: int) -> list[int]:
+        """Prompts the learner rolls out and scores before this step's batch and hands to
+        `observe_reference` (DOTS' reference set); none by default."""
+        return []
+
+    def observe_reference(self, indices: Sequence[int], rewards: torch.Tensor) -> None:
+        pass
+
     def metrics(self) -> dict[str, float]:
         return {f"curriculum/level_frac/{name}": frac for name, frac in self.levels.mix(self.last).items()}
 
@@ -67,6 +95,9 @@ class Sampler:
         """A warning when a finished run's metrics.csv shows the sampler ended up doing what uniform
         sampling does (its mechanism never engaged); None when it engaged or has nothing to engage."""
         return None
+
+
+SAMPLERS["none"] = Sampler
 
 
 def last_quarter(metrics: pd.DataFrame, column: str) -> pd.Series:
@@ -90,6 +121,19 @@ class StaticSampler(Sampler):
         self.max_steps = max_steps
         self.pools = [levels.members(stage_levels) for _, stage_levels in self.stages]
         self.stage = 0
+
+    @classmethod
+    def check(cls, c: Mapping[str, Any]) -> None:
+        stages = list(c.get("stages") or [])
+        untils = [float(s["until"]) for s in stages]
+        if not stages or any(not s.get("levels") for s in stages):
+            raise ValueError("curriculum.stages must be a non-empty list of {until: fraction, levels: [...]}")
+        if untils != sorted(untils) or not 0 < untils[0] or untils[-1] != 1.0:
+            raise ValueError(f"curriculum.stages: `until` must increase and end at 1.0, got {untils}")
+
+    @classmethod
+    def from_config(cls, c, levels, seed, max_steps, embed):
+        return cls(levels, seed, c["stages"], max_steps, float(c.get("success_reward", 1.0)))
 
     def stage_at(self, step: int) -> int:
         for i, (until, _) in enumerate(self.stages):
@@ -123,6 +167,16 @@ class ThresholdSampler(Sampler):
         self.level = min(max(start_level, 0), levels.count - 1)
         self.pools = [levels.members([i]) for i in range(levels.count)]
         self.fell_back = False
+
+    @classmethod
+    def check(cls, c: Mapping[str, Any]) -> None:
+        if not 0 <= float(c["low"]) <= float(c["high"]) <= 1:
+            raise ValueError(f"curriculum.low={c['low']}, high={c['high']}: need 0 <= low <= high <= 1")
+
+    @classmethod
+    def from_config(cls, c, levels, seed, max_steps, embed):
+        return cls(levels, seed, int(c["window"]), float(c["low"]), float(c["high"]), int(c.get("start_level", 0)),
+                   float(c.get("success_reward", 1.0)))
 
     def window_mean(self) -> float:
         return sum(self.window) / len(self.window) if self.window else math.nan
@@ -179,6 +233,16 @@ class FrontierSampler(Sampler):
         self.p_hat = torch.full((self.n,), math.nan)
         self.explored = math.nan  # fraction of the last batch never rolled out before
 
+    @classmethod
+    def check(cls, c: Mapping[str, Any]) -> None:
+        if not (0 < float(c["ema"]) <= 1 and float(c["floor"]) >= 0):
+            raise ValueError(f"curriculum.ema={c['ema']} must be in (0, 1] and curriculum.floor={c['floor']} >= 0")
+
+    @classmethod
+    def from_config(cls, c, levels, seed, max_steps, embed):
+        return cls(levels, seed, float(c["floor"]), float(c["w_explore"]), float(c["ema"]),
+                   float(c.get("success_reward", 1.0)))
+
     def weights(self) -> torch.Tensor:
         seen = ~torch.isnan(self.p_hat)
         return torch.where(seen, self.floor + self.p_hat * (1 - self.p_hat), torch.full_like(self.p_hat, self.w_explore))
@@ -232,6 +296,17 @@ class FrontierReplaySampler(FrontierSampler):
         super().__init__(levels, seed, floor, w_explore, ema, success_reward)
         self.rehearsal, self.solved_at = rehearsal, solved_at
         self.rehearsed = 0
+
+    @classmethod
+    def check(cls, c: Mapping[str, Any]) -> None:
+        super().check(c)
+        if not 0 <= float(c["rehearsal"]) < 1:
+            raise ValueError(f"curriculum.rehearsal={c['rehearsal']} must be in [0, 1)")
+
+    @classmethod
+    def from_config(cls, c, levels, seed, max_steps, embed):
+        return cls(levels, seed, float(c["floor"]), float(c["w_explore"]), float(c["ema"]), float(c["rehearsal"]),
+                   float(c["solved_at"]), float(c.get("success_reward", 1.0)))
 
     def sample(self, batch: int, step: int) -> list[int]:
         solved = torch.nonzero(self.p_hat >= self.solved_at).flatten()  # NaN compares False: unseen is not solved

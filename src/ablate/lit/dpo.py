@@ -160,3 +160,49 @@ class PreferenceModule(L.LightningModule):
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.elapsed_before = float(checkpoint.get("elapsed_s", 0.0))
+
+
+def check_stage(cfg) -> None:
+    """`stage=dpo|ipo` config and its pairs: ConfigError naming the key and the fix."""
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    from ablate.config_checks import ConfigError, require
+    from ablate.lit.pairs import ORDERS, REJECTED_KINDS, SOURCES, check_stages
+    from ablate.tasks.countdown.traces import TRACE_STYLES
+
+    s, p = cfg.stage, cfg.stage.pairs
+    require(float(s.beta) > 0, f"stage.beta={s.beta} must be > 0")
+    require(0 <= float(s.label_smoothing) < 0.5, f"stage.label_smoothing={s.label_smoothing} must be in [0, 0.5)")
+    for key in ("batch_size", "max_steps", "max_length", "pool_size", "checkpoint_every"):
+        require(int(s[key]) >= 1, f"stage.{key}={s[key]} must be >= 1")
+    require(0 <= int(s.warmup_steps) < int(s.max_steps),
+            f"stage.warmup_steps={s.warmup_steps} must be in [0, stage.max_steps={s.max_steps})")
+    require(p.source in SOURCES, f"stage.pairs.source={p.source!r}: expected one of {SOURCES}")
+    require(p.order in ORDERS, f"stage.pairs.order={p.order!r}: expected one of {ORDERS}")
+    require(int(p.n_prompts) >= 1, f"stage.pairs.n_prompts={p.n_prompts} must be >= 1")
+    if p.order == "static":
+        try:
+            check_stages(OmegaConf.to_container(p.stages, resolve=True))
+        except (ValueError, KeyError, TypeError) as err:
+            raise ConfigError(f"stage.pairs.stages: {err}") from None
+    if p.source == "solver":
+        require(p.solver.trace in TRACE_STYLES,
+                f"stage.pairs.solver.trace={p.solver.trace!r}: expected one of {TRACE_STYLES}")
+        mix = dict(p.solver.mix)
+        require(set(mix) <= set(REJECTED_KINDS) and all(float(v) >= 0 for v in mix.values()) and sum(mix.values()) > 0,
+                f"stage.pairs.solver.mix={mix}: fractions >= 0, not all 0, of the kinds {list(REJECTED_KINDS)}")
+    elif p.source == "sampled":
+        q = p.sampled
+        require(int(q.n) >= 2, f"stage.pairs.sampled.n={q.n}: pairs need at least 2 responses per prompt")
+        require(float(q.margin) > 0, f"stage.pairs.sampled.margin={q.margin} must be > 0")
+        require(int(q.max_pairs_per_prompt) >= 1,
+                f"stage.pairs.sampled.max_pairs_per_prompt={q.max_pairs_per_prompt} must be >= 1")
+        require(float(q.temperature) > 0 and 0 < float(q.top_p) <= 1,
+                "stage.pairs.sampled.temperature must be > 0 and stage.pairs.sampled.top_p in (0, 1]")
+        require(int(cfg.rollout.batch_size) >= 1, f"rollout.batch_size={cfg.rollout.batch_size} must be >= 1")
+    else:
+        require(bool(p.file.path) and Path(str(p.file.path)).is_file(),
+                f"stage.pairs.file.path={p.file.path!r}: stage.pairs.source=file needs an existing .jsonl of "
+                f"prompt/chosen/rejected")

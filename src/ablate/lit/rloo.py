@@ -13,6 +13,7 @@ its prompt says so (the calculator preamble), so the k prompts of a group may di
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import time
@@ -24,8 +25,8 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ablate.models import encode_prompt, prompt_text
-from ablate.objectives import (aggregate, entropy_from_logits, grpo_advantages, kl_penalty, policy_gradient_loss,
-                               rloo_advantages, token_logprobs)
+from ablate.objectives import (ADVANTAGES, aggregate, entropy_from_logits, kl_penalty, policy_gradient_loss,
+                               token_logprobs)
 from ablate.rollout import Rollouts, SamplingParams
 from ablate.rollout.schedules import ToolAvailability, p_tool, show_preamble
 from ablate.tasks.countdown import VERDICTS, Problem
@@ -111,6 +112,58 @@ class FreshGroups:
                            [v for p in parts for v in p.verdicts], [a for p in parts for a in p.available])
 
 
+class PhaseTimer:
+    """Wall seconds of each phase of one step, summed over its entries: `with timer("generate"): ...`.
+    Phases nest (learn holds the forwards, backward and optimizer), so they are not a partition."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, phase: str):
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self.seconds[phase] = self.seconds.get(phase, 0.0) + time.monotonic() - start
+
+    def metrics(self) -> dict[str, float]:
+        return {f"time/{phase}_s": seconds for phase, seconds in self.seconds.items()}
+
+
+@dataclasses.dataclass
+class Shares:
+    loss: float      # of the loss (and the loss, pg_loss, kl, entropy metrics)
+    ratio: float     # of the importance-weight mean and clip fraction
+    fraction: float  # of the masked and dual-clipped fractions
+
+
+def micro_batch_shares(rows: int, n: int, tokens: torch.Tensor, tokens_total: torch.Tensor, aggregation: str,
+                       is_level: str) -> Shares:
+    """A micro-batch's weights in the batch's sums. Its loss is scaled by its share of what the batch's loss
+    averages over (tokens for token_mean, sequences otherwise), so the sum over micro-batches is the whole
+    batch's loss however it is cut. The importance-weight statistics are means over sequences, or at the
+    token level over what the loss averages; the masked / dual-clipped fractions over sequences, or tokens."""
+    sequences = rows / n
+    loss = float(tokens / tokens_total) if aggregation == "token_mean" else sequences
+    if is_level != "token":
+        return Shares(loss, sequences, sequences)
+    return Shares(loss, loss, float(tokens / tokens_total))
+
+
+@dataclasses.dataclass
+class Collected:
+    """What `collect` hands on: the groups freshly generated (`seen`, which the reward, verdict and tool
+    metrics describe), the batch to learn from (kept fresh groups plus replayed ones), its group rewards
+    [prompts, k], the step's p_tool, and the collection's own metrics (dynamic/, replay/)."""
+
+    seen: FreshGroups
+    rollouts: Rollouts
+    rewards: torch.Tensor
+    p_available: float
+    metrics: dict[str, float]
+
+
 class RLOOModule(L.LightningModule):
     def __init__(self, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problems: Sequence[Problem],
                  template: str, engine: Any, reward: Callable, sampler: Any, stage: Mapping[str, Any], seed: int,
@@ -140,6 +193,9 @@ class RLOOModule(L.LightningModule):
         self.availability = ToolAvailability(availability_seed(seed))
         self.elapsed_before = 0.0
         self.started = time.monotonic()
+        self.timer = PhaseTimer()  # a new one each step
+        self.p_available = 0.0
+        self.collected: Collected | None = None
 
     @property
     def reference(self) -> PreTrainedModel:
@@ -190,38 +246,34 @@ class RLOOModule(L.LightningModule):
         rollouts = self.engine.generate(prompts, 1, self.params, self.rollout_generator, tool_available=available)
         return problems, dataclasses.replace(rollouts, k=k), available, p_available
 
-    def _roll_out(self, n: int, step: int) -> tuple[FreshGroups, float, float, float]:
-        """Sample n prompts, roll them out, score them and tell the sampler: (groups, p_available,
-        generate seconds, score seconds)."""
-        clock = time.monotonic()
-        indices = self.sampler.sample(n, step)
-        problems, fresh, available, p_available = self._generate(indices)
-        generate_s = time.monotonic() - clock
-        clock = time.monotonic()
-        rewards, verdicts = self._score(problems, fresh)
-        self.sampler.update(indices, rewards)
-        return FreshGroups(list(indices), problems, fresh, rewards, verdicts, available), p_available, generate_s, \
-            time.monotonic() - clock
+    def _roll_out(self, n: int, step: int) -> FreshGroups:
+        """Sample n prompts, roll them out, score them and tell the sampler."""
+        with self.timer("generate"):
+            indices = self.sampler.sample(n, step)
+            problems, fresh, available, p_available = self._generate(indices)
+        with self.timer("score"):
+            rewards, verdicts = self._score(problems, fresh)
+            self.sampler.update(indices, rewards)
+        self.p_available = p_available
+        return FreshGroups(list(indices), problems, fresh, rewards, verdicts, available)
 
-    def _collect(self, n: int, step: int) -> tuple[FreshGroups, FreshGroups, float, float, float, dict[str, float]]:
-        """The step's fresh groups: (kept, seen, p_available, generate_s, score_s, metrics). Without dynamic
-        sampling one batch of n prompts, kept = seen. With it (DAPO's filter-and-refill, after verl's
-        `filter_groups`): further batches of n prompts from the sampler (which sees every group) until
-        n informative groups or `max_gen_batches` batches; the first n informative groups are kept, in
-        generation order, and if the cap leaves fewer, the batch is topped up with uninformative ones
-        (verl raises there instead), so every step trains on n groups."""
-        seen, p_available, generate_s, score_s = self._roll_out(n, step)
+    def _fresh(self, n: int, step: int) -> tuple[FreshGroups, FreshGroups, dict[str, float]]:
+        """The step's fresh groups: (kept, seen, metrics). Without dynamic sampling one batch of n prompts,
+        kept = seen. With it (DAPO's filter-and-refill, after verl's `filter_groups`): further batches of n
+        prompts from the sampler (which sees every group) until n informative groups or `max_gen_batches`
+        batches; the first n informative groups are kept, in generation order, and if the cap leaves fewer,
+        the batch is topped up with uninformative ones (verl raises there instead), so every step trains on
+        n groups."""
+        seen = self._roll_out(n, step)
         if not self.dynamic.get("enabled"):
-            return seen, seen, p_available, generate_s, score_s, {}
-        parts, batches, extra_s = [seen], 1, 0.0
+            return seen, seen, {}
+        parts, batches = [seen], 1
+        before = self.timer.seconds["generate"]
         informative = informative_groups(torch.tensor([v == "correct" for v in seen.verdicts]).view(-1, seen.rollouts.k))
         while int(informative.sum()) < n and batches < int(self.dynamic["max_gen_batches"]):
-            more, _, more_generate_s, more_score_s = self._roll_out(n, step)
+            more = self._roll_out(n, step)
             parts.append(more)
             batches += 1
-            extra_s += more_generate_s
-            generate_s += more_generate_s
-            score_s += more_score_s
             informative = torch.cat([informative, informative_groups(
                 torch.tensor([v == "correct" for v in more.verdicts]).view(-1, more.rollouts.k))])
         seen = FreshGroups.concat(parts)
@@ -229,37 +281,39 @@ class RLOOModule(L.LightningModule):
         filler = torch.nonzero(~informative).flatten().tolist()[:n - len(good)]
         kept = seen.groups(sorted(good + filler))
         metrics = {"dynamic/gen_batches": float(batches), "dynamic/kept_frac": float(informative.float().mean()),
-                   "dynamic/topped_up_frac": len(filler) / n, "dynamic/extra_generate_s": extra_s}
-        return kept, seen, p_available, generate_s, score_s, metrics
+                   "dynamic/topped_up_frac": len(filler) / n,
+                   "dynamic/extra_generate_s": self.timer.seconds["generate"] - before}
+        return kept, seen, metrics
 
-    def training_step(self, batch: Any, batch_idx: int) -> None:
-        s = self.stage
-        step = self.global_step
-        clock = time.monotonic()
-        reference = getattr(self.sampler, "reference_prompts", lambda step: [])(step)
-        if reference:
-            self.sampler.observe_reference(reference, self._score(*self._generate(reference)[:2])[0])
-        reference_s = time.monotonic() - clock
-
-        n_prompts = int(s["batch_prompts"])
+    def collect(self, step: int) -> Collected:
+        """Sampler -> engine -> reward -> replay: the batch this step learns from, and what describes it.
+        A sampler's reference prompts (DOTS) are rolled out and scored first (`time/reference_s`)."""
+        with self.timer("reference"):
+            reference = self.sampler.reference_prompts(step)
+            if reference:
+                self.sampler.observe_reference(reference, self._score(*self._generate(reference)[:2])[0])
+        n_prompts = int(self.stage["batch_prompts"])
         n_replay = self.replay.replay_count(n_prompts) if self.replay is not None else 0
-        kept, seen, p_available, generate_s, score_s, dynamic_metrics = self._collect(n_prompts - n_replay, step)
-        # trained on: the kept groups; described by the reward, verdict and tool metrics: all generated ones
-        fresh, fresh_rewards = kept.rollouts, kept.rewards
-        problems, verdicts, available = seen.problems, seen.verdicts, seen.available
-        rollouts, rewards, replay_metrics = fresh, fresh_rewards, {}
+        kept, seen, metrics = self._fresh(n_prompts - n_replay, step)
+        rollouts, rewards = kept.rollouts, kept.rewards
         if self.replay is not None:
             replayed = self.replay.take(n_replay)
-            stored = self.replay.add(kept.indices, fresh, fresh_rewards, kept.verdicts, step)
+            stored = self.replay.add(kept.indices, kept.rollouts, kept.rewards, kept.verdicts, step)
             if replayed:
-                rollouts = Rollouts.concat([fresh] + [g.rollouts for g in replayed])
-                rewards = torch.cat([fresh_rewards, torch.tensor([g.rewards for g in replayed])])
-            replay_metrics = {"replay/replayed_frac": len(replayed) / n_prompts, "replay/buffer_size": len(self.replay),
-                              "replay/stored": stored,
-                              "replay/mean_age": sum(step - g.step for g in replayed) / len(replayed) if replayed else 0.0}
+                rollouts = Rollouts.concat([kept.rollouts] + [g.rollouts for g in replayed])
+                rewards = torch.cat([kept.rewards, torch.tensor([g.rewards for g in replayed])])
+            metrics.update({"replay/replayed_frac": len(replayed) / n_prompts, "replay/buffer_size": len(self.replay),
+                            "replay/stored": stored,
+                            "replay/mean_age": sum(step - g.step for g in replayed) / len(replayed) if replayed else 0.0})
+        return Collected(seen, rollouts, rewards, self.p_available, metrics)
 
-        clock = time.monotonic()
-        advantages = (rloo_advantages(rewards) if s["advantage"] == "rloo" else grpo_advantages(rewards)).flatten()
+    def learn(self, rollouts: Rollouts, rewards: torch.Tensor) -> dict[str, float]:
+        """One optimizer step on the batch, back-propagated in micro-batches: the `train/*` loss metrics.
+
+        Micro-batches of sequences of similar length (cut to their longest: right padding changes no
+        logit) compute less padding; each one's loss is scaled by its `micro_batch_shares`."""
+        s = self.stage
+        advantages = ADVANTAGES[s["advantage"]](rewards).flatten()
         batch = pad_rollouts(rollouts, self.tokenizer.pad_token_id)
         optimizer = self.optimizers()
         n = advantages.numel()
@@ -271,9 +325,6 @@ class RLOOModule(L.LightningModule):
         totals.update({name: 0.0 for name in optional.values()})
         is_weight_max = 0.0
         self.model.train()
-        # Micro-batches of sequences of similar length (cut to their longest: right padding changes no
-        # logit) compute less padding. Each one's loss is scaled by its share of the batch, tokens for
-        # token_mean and sequences otherwise, so the sum is the whole batch's loss however it is cut.
         lengths = batch["attention_mask"].sum(-1)
         order = torch.argsort(lengths, descending=True, stable=True)
         tokens_total = batch["loss_mask"].sum().clamp(min=1)
@@ -284,9 +335,10 @@ class RLOOModule(L.LightningModule):
             mask = batch["loss_mask"][part, :width - 1].to(self.device)
             # Right padding under causal attention: no real token sees a pad, so no attention mask is
             # needed, and without one SDPA takes its faster causal path (the same logits).
-            logits = self.model(input_ids=ids).logits[:, :-1]
+            with self.timer("policy_forward"):
+                logits = self.model(input_ids=ids).logits[:, :-1]
             logprobs = token_logprobs(logits, ids[:, 1:])
-            with torch.no_grad():
+            with torch.no_grad(), self.timer("reference_forward"):
                 ref_logits = self.reference(input_ids=ids).logits[:, :-1]
                 ref_logprobs = token_logprobs(ref_logits.float(), ids[:, 1:])
             pg, info = policy_gradient_loss(logprobs, batch["behaviour"][part, :width - 1].to(self.device),
@@ -298,58 +350,67 @@ class RLOOModule(L.LightningModule):
             kl = aggregate(kl_penalty(logprobs, ref_logprobs, s["kl_estimator"]), mask, s["aggregation"])
             entropy = aggregate(entropy_from_logits(logits), mask, s["aggregation"])
             loss = pg + float(s["kl_coef"]) * kl - float(s["entropy_coef"]) * entropy
-            rows_share = len(part) / n
-            share = float(mask.sum() / tokens_total) if s["aggregation"] == "token_mean" else rows_share
-            self.manual_backward(loss * share)
+            share = micro_batch_shares(len(part), n, mask.sum(), tokens_total, s["aggregation"], s["is_level"])
+            with self.timer("backward"):
+                self.manual_backward(loss * share.loss)
             for key, value in (("loss", loss), ("pg_loss", pg), ("kl", kl), ("entropy", entropy)):
-                totals[key] += float(value.detach()) * share
+                totals[key] += float(value.detach()) * share.loss
             for key, value in (("is_weight_mean", info["ratio_mean"]), ("is_clip_frac", info["clip_fraction"])):
-                totals[key] += float(value) * (rows_share if s["is_level"] != "token" else share)
+                totals[key] += float(value) * share.ratio
             for key, name in optional.items():  # fractions of sequences, or of tokens at the token level
-                totals[name] += float(info[key]) * (rows_share if s["is_level"] != "token"
-                                                    else float(mask.sum() / tokens_total))
+                totals[name] += float(info[key]) * share.fraction
             is_weight_max = max(is_weight_max, float(info["ratio_max"]))
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), float(s["grad_clip"]))
         lr = optimizer.param_groups[0]["lr"]
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        if int(s.get("warmup_steps", 0)) > 0:
-            self.lr_schedulers().step()
-        learn_s = time.monotonic() - clock
-        clock = time.monotonic()
-        self.engine.sync(self.model)
-        sync_s = time.monotonic() - clock
-
-        generated = sum(len(c) for c in seen.rollouts.completion_ids)
+        with self.timer("optimizer"):
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            if int(s.get("warmup_steps", 0)) > 0:
+                self.lr_schedulers().step()
         metrics = {f"train/{key}": value for key, value in totals.items()}
-        metrics.update({  # reward and verdicts: the fresh rollouts (the current policy); the rest: the trained batch
+        metrics.update({"train/is_weight_max": is_weight_max, "train/grad_norm": float(grad_norm), "train/lr": lr})
+        return metrics
+
+    def training_step(self, batch: Any, batch_idx: int) -> None:
+        """collect -> learn -> sync -> log, each phase timed into `time/<phase>_s`."""
+        self.timer = PhaseTimer()
+        self.collected = collected = self.collect(self.global_step)  # kept for callbacks (bench/ reads it)
+        with self.timer("learn"):
+            learned = self.learn(collected.rollouts, collected.rewards)
+        with self.timer("sync"):
+            self.engine.sync(self.model)
+        self.log_step(collected, learned)
+
+    def log_step(self, collected: Collected, learned: dict[str, float]) -> None:
+        """The step's metrics: reward, verdicts and tool use of everything freshly generated (the current
+        policy), the rest of the batch trained on; then the phase times."""
+        seen, rollouts, rewards = collected.seen, collected.rollouts, collected.rewards
+        problems, verdicts = seen.problems, seen.verdicts
+        metrics = dict(learned)
+        metrics.update({
             "train/reward_mean": seen.rewards.mean().item(),
             "train/reward_std": seen.rewards.std().item(),
             "train/effective_prompt_frac": (rewards.std(dim=-1) > 0).float().mean().item(),
-            "train/is_weight_max": is_weight_max,
             "train/response_length": sum(len(c) for c in rollouts.completion_ids) / len(rollouts.completion_ids),
-            "train/grad_norm": float(grad_norm),
-            "train/lr": lr,
-            "time/reference_s": reference_s,
-            "time/generate_s": generate_s, "time/score_s": score_s, "time/learn_s": learn_s, "time/sync_s": sync_s,
-            "time/generate_tokens_per_s": generated / max(generate_s, 1e-9),
-            "time/elapsed_s": self.elapsed_before + time.monotonic() - self.started,
         })
         metrics.update(self.sampler.metrics())
-        metrics.update(replay_metrics)
-        metrics.update(dynamic_metrics)
+        metrics.update(collected.metrics)
         for n in self.n_numbers_values:  # the difficulty mix of the fresh prompts, comparable across samplers
             metrics[f"curriculum/frac_n{n}"] = sum(p.n_numbers == n for p in problems) / max(len(problems), 1)
         n_rollouts = len(seen.rollouts.texts)
-        metrics.update({  # tool use of the fresh rollouts
-            "tool/p_available": p_available,
-            "tool/available_frac": sum(available) / n_rollouts,
+        metrics.update({
+            "tool/p_available": collected.p_available,
+            "tool/available_frac": sum(seen.available) / n_rollouts,
             "tool/calls_per_rollout": sum(seen.rollouts.tool_calls) / n_rollouts if seen.rollouts.tool_calls else 0.0,
             "tool/calc_emission_rate": sum("<calc>" in text for text in seen.rollouts.texts) / n_rollouts,
         })
         for verdict in VERDICTS:  # correct rate, no-answer rate, ... (fractions of samples)
             metrics[f"train/verdict/{verdict}"] = sum(v == verdict for v in verdicts) / len(verdicts)
         metrics.update(operand_metrics(problems, seen.rewards, verdicts, self.n_numbers_values))
+        generated = sum(len(c) for c in seen.rollouts.completion_ids)
+        metrics.update(self.timer.metrics())
+        metrics["time/generate_tokens_per_s"] = generated / max(self.timer.seconds["generate"], 1e-9)
+        metrics["time/elapsed_s"] = self.elapsed_before + time.monotonic() - self.started
         self.log_dict(metrics, prog_bar=False, on_step=True)
         self.log("reward", metrics["train/reward_mean"], prog_bar=True, logger=False)
 
@@ -369,3 +430,47 @@ class RLOOModule(L.LightningModule):
         if "tool_availability" in checkpoint:  # absent in checkpoints written before tool schedules
             self.availability.load_state_dict(checkpoint["tool_availability"])
         self.elapsed_before = float(checkpoint.get("elapsed_s", 0.0))
+
+
+def check_stage(cfg) -> None:
+    """`stage=rloo` config, with its rollout engine: ConfigError naming the key and the fix."""
+    from ablate.config_checks import require
+    from ablate.objectives import ADVANTAGES, AGGREGATIONS, IS_LEVELS, IS_MODES, KL_ESTIMATORS
+    from ablate.rollout import check_rollout
+
+    s = cfg.stage
+    for key in ("batch_prompts", "max_steps", "micro_batch", "pool_size", "checkpoint_every"):
+        require(int(s[key]) >= 1, f"stage.{key}={s[key]} must be >= 1")
+    require(int(s.k) >= 2, f"stage.k={s.k}: RLOO needs at least 2 samples per prompt")
+    require(0 <= int(s.warmup_steps) < int(s.max_steps),
+            f"stage.warmup_steps={s.warmup_steps} must be in [0, stage.max_steps={s.max_steps})")
+    require(s.advantage in ADVANTAGES, f"stage.advantage={s.advantage!r}: expected one of {tuple(ADVANTAGES)}")
+    require(s.is_level in IS_LEVELS, f"stage.is_level={s.is_level!r}: expected one of {IS_LEVELS}")
+    require(s.is_mode in IS_MODES, f"stage.is_mode={s.is_mode!r}: expected one of {IS_MODES}")
+    require(0 <= float(s.is_low) < float(s.is_clip),
+            f"stage.is_low={s.is_low} must be in [0, stage.is_clip={s.is_clip}) (the importance weights kept or "
+            "truncated lie in [is_low, is_clip])")
+    if s.dual_clip is not None:
+        require(s.is_level == "token", f"stage.dual_clip={s.dual_clip} caps token-level PPO's loss on negative "
+                                       f"advantages; it needs stage.is_level=token, not {s.is_level}")
+        require(float(s.dual_clip) > 1, f"stage.dual_clip={s.dual_clip} must be > 1 (3.0 in Ye et al. and verl)")
+    require(s.aggregation in AGGREGATIONS, f"stage.aggregation={s.aggregation!r}: expected one of {AGGREGATIONS}")
+    require(s.kl_estimator in KL_ESTIMATORS, f"stage.kl_estimator={s.kl_estimator!r}: expected one of {tuple(KL_ESTIMATORS)}")
+    require(s.reference_dtype in ("float32", "bfloat16"),
+            f"stage.reference_dtype={s.reference_dtype!r}: expected float32 or bfloat16")
+    require(float(s.sampling.temperature) > 0 and 0 < float(s.sampling.top_p) <= 1,
+            "stage.sampling.temperature must be > 0 and stage.sampling.top_p in (0, 1]")
+    check_rollout(cfg.rollout, cfg.model)
+    require(cfg.rollout.name != "vllm" or cfg.tool.kind != "oracle",
+            "tool=oracle runs with rollout=hf only (the vLLM engine splices the calculator, not the oracle)")
+
+
+def check_dynamic_sampling(cfg) -> None:
+    from ablate.config_checks import require
+
+    d = cfg.dynamic_sampling
+    if d.enabled:
+        require(cfg.stage.name == "rloo", f"dynamic_sampling.enabled=true filters RL rollout groups; it needs "
+                                          f"stage=rloo, not stage={cfg.stage.name}")
+        require(int(d.max_gen_batches) >= 1, f"dynamic_sampling.max_gen_batches={d.max_gen_batches} must be >= 1 "
+                                             "(generation batches per step, the first included)")

@@ -60,3 +60,16 @@ class SFTModule(L.LightningModule):
         schedule = torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda step: warmup_cosine(step, h.warmup_steps, h.total_steps, h.min_lr_ratio))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+
+def check_stage(cfg) -> None:
+    """`stage=sft` config: ConfigError naming the key and the fix."""
+    from ablate.config_checks import require
+    from ablate.tasks.countdown.traces import TRACE_STYLES
+
+    s = cfg.stage
+    require(s.trace in TRACE_STYLES, f"stage.trace={s.trace!r}: expected one of {TRACE_STYLES}")
+    for key in ("batch_size", "max_steps", "max_length", "pool_size", "checkpoint_every"):
+        require(int(s[key]) >= 1, f"stage.{key}={s[key]} must be >= 1")
+    require(0 <= int(s.warmup_steps) < int(s.max_steps),
+            f"stage.warmup_steps={s.warmup_steps} must be in [0, stage.max_steps={s.max_steps})")

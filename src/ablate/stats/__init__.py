@@ -11,10 +11,10 @@ import importlib
 
 _EXPORTS = {
     "ablate.stats.intervals": [
-        "BootstrapCI", "Interval", "PairedResult", "ProbabilityOfImprovement", "SeedTest", "bootstrap_ci",
-        "hierarchical_bootstrap_ci", "hierarchical_bootstrap_distribution", "holm_bonferroni", "iqm", "iqm_ci",
-        "paired_test", "percentile_interval", "performance_profile", "probability_of_improvement", "prompt_replicates", "ratio_bootstrap_ci",
-        "seed_test", "t_interval", "wilson_interval",
+        "BootstrapCI", "Interval", "PairedResult", "ProbabilityOfImprovement", "SeedTest",
+        "hierarchical_bootstrap_distribution", "holm_bonferroni", "iqm", "iqm_ci", "paired_test", "percentile_interval",
+        "performance_profile", "probability_of_improvement", "prompt_replicates", "ratio_bootstrap_ci", "seed_test",
+        "t_interval", "wilson_interval",
     ],
     "ablate.stats.runs": [
         "PromptTable", "RegimeEval", "Run", "StatsInputError", "Sweep", "find_run_dirs", "find_sweeps",

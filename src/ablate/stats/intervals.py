@@ -163,37 +163,6 @@ def _run_scipy_bootstrap(data, statistic, *, confidence, n_resamples, rng, batch
     return low, high, methods, dist
 
 
-def bootstrap_ci(
-    data,
-    statistic=np.mean,
-    *,
-    confidence: float = 0.95,
-    n_resamples: int = 10_000,
-    rng: np.random.Generator,
-    method: str = "BCa",
-    batch: int | None = None,
-) -> BootstrapCI:
-    """Bootstrap CI of `statistic` over the last axis of `data` (scipy.stats.bootstrap, BCa).
-
-    `statistic` must accept `axis=`. Falls back to the percentile interval where BCa is
-    degenerate. Leading axes of `data` are independent problems (vectorised).
-    """
-    x = np.asarray(data, dtype=np.float64)
-    if x.shape[-1] < 2:
-        est = statistic(x, axis=-1)
-        nan = np.full(np.shape(est), np.nan)
-        return BootstrapCI(est, nan, nan, "n/a", np.zeros(np.shape(est) + (0,)))
-    low, high, methods, dist = _run_scipy_bootstrap(
-        (x,), statistic, confidence=confidence, n_resamples=n_resamples, rng=rng,
-        batch=batch, method=method,
-    )
-    est = statistic(x, axis=-1)
-    if x.ndim == 1:
-        return BootstrapCI(float(est), float(low[0]), float(high[0]), str(methods[0]), dist)
-    return BootstrapCI(est, low.reshape(np.shape(est)), high.reshape(np.shape(est)),
-                       methods.reshape(np.shape(est)), dist)
-
-
 def _as_2d(a) -> np.ndarray:
     a = np.asarray(a, dtype=np.float64)
     return a[:, None] if a.ndim == 1 else a
@@ -350,34 +319,6 @@ def hierarchical_bootstrap_distribution(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         return np.nanmean(vals, axis=1)
-
-
-def hierarchical_bootstrap_ci(
-    groups: Sequence,
-    dens: Sequence | None = None,
-    *,
-    confidence: float = 0.95,
-    n_resamples: int = 10_000,
-    rng: np.random.Generator,
-) -> BootstrapCI:
-    """Percentile CI of the mean across seeds of per-seed means, resampling seeds then prompts.
-
-    `groups`: one array of per-prompt values per seed (lengths may differ); with `dens`, the
-    per-seed statistic is sum(num)/sum(den) instead of the mean.
-    """
-    dist = hierarchical_bootstrap_distribution(groups, dens, n_resamples=n_resamples, rng=rng)
-    if dens is None:
-        dens = [None] * len(groups)
-    per_seed = np.stack([
-        ratio_of_sums(g, np.ones_like(_as_2d(g)) if d is None else d) for g, d in zip(groups, dens)
-    ])
-    est = per_seed.mean(axis=0)
-    low, high = percentile_interval(dist.T, confidence, axis=-1)
-    methods = np.full(est.shape, "hierarchical percentile", dtype=object)
-    if np.ndim(groups[0]) == 1:
-        return BootstrapCI(float(est[0]), float(np.atleast_1d(low)[0]), float(np.atleast_1d(high)[0]),
-                           "hierarchical percentile", dist[:, 0])
-    return BootstrapCI(est, np.asarray(low), np.asarray(high), methods, dist.T)
 
 
 def _permutation_p(null: np.ndarray, observed: float, exact: bool) -> float:
@@ -570,40 +511,23 @@ def performance_profile(scores, taus, *, confidence: float = 0.95, n_resamples: 
 
 
 def holm_bonferroni(p_values, alpha: float = 0.05):
-    """Holm's step-down adjustment. Returns (reject, adjusted) arrays; NaN p-values stay NaN.
+    """Holm's step-down adjustment (statsmodels' multipletests, method="holm") over the finite p-values.
+    Returns (reject, adjusted) arrays of the input's shape; NaN p-values stay NaN and are never rejected."""
+    from statsmodels.stats.multitest import multipletests
 
-    adjusted_(i) = max_{j <= i} min(1, (m - j + 1) p_(j)) over the m non-NaN p-values sorted
-    ascending; reject where adjusted <= alpha, as statsmodels' multipletests(method="holm").
-    """
     p = np.asarray(p_values, dtype=np.float64)
     adjusted = np.full(p.shape, np.nan)
     reject = np.zeros(p.shape, dtype=bool)
     ok = np.isfinite(p)
-    m = int(ok.sum())
-    if m == 0:
-        return reject, adjusted
-    pv = p[ok]
-    order = np.argsort(pv, kind="mergesort")
-    scaled = np.minimum(1.0, (m - np.arange(m)) * pv[order])
-    stepped = np.maximum.accumulate(scaled)
-    adj = np.empty(m)
-    adj[order] = stepped
-    adjusted[ok] = adj
-    # statsmodels rejects on the unadjusted ordered p-values against alpha/(m - i), which is
-    # the same as adjusted <= alpha
-    reject[ok] = adj <= alpha
+    if ok.any():
+        reject[ok], adjusted[ok] = multipletests(p[ok], alpha=alpha, method="holm")[:2]
     return reject, adjusted
-
-
-def holm_adjust(p_values) -> np.ndarray:
-    return holm_bonferroni(p_values)[1]
 
 
 __all__ = [
     "BootstrapCI", "Interval", "PairedResult", "ProbabilityOfImprovement", "SeedTest",
-    "bootstrap_ci", "hierarchical_bootstrap_ci", "hierarchical_bootstrap_distribution",
-    "holm_adjust", "holm_bonferroni", "iqm", "iqm_ci", "paired_test", "percentile_interval", "performance_profile",
-    "probability_of_improvement", "prompt_replicates", "ratio_bootstrap_ci", "ratio_of_sums",
+    "hierarchical_bootstrap_distribution", "holm_bonferroni", "iqm", "iqm_ci", "paired_test", "percentile_interval",
+    "performance_profile", "probability_of_improvement", "prompt_replicates", "ratio_bootstrap_ci", "ratio_of_sums",
     "seed_test", "t_interval", "wilson_interval",
 ]
 

@@ -43,15 +43,6 @@ class PromptTable:
     def __len__(self) -> int:
         return int(self.ids.size)
 
-    def subset(self, order: np.ndarray) -> "PromptTable":
-        def pick(a):
-            return None if a is None else a[order]
-
-        return PromptTable(self.ids[order], self.n[order], self.n_correct[order], pick(self.n_answered),
-                           pick(self.n_numbers), pick(self.mean_length),
-                           {k: v[order] for k, v in self.verdicts.items()}, pick(self.n_calc),
-                           pick(self.tool_calls))
-
 
 @dataclass
 class RegimeEval:

@@ -1,0 +1,120 @@
+"""`check_config`: every check of a composed run config, before any compute. Each part checks its own
+config (`check_stage` in each `ablate.lit` stage, `check_rollout`, `check_tool`, `check_curriculum`,
+`check_replay`, `check_eval`, `check_loggers`, ...); this module runs them in order, with the checks
+that span parts (which stage may take which curriculum) and the model and task ones."""
+
+from __future__ import annotations
+
+from omegaconf import DictConfig, OmegaConf
+
+from ablate.config_checks import ConfigError, require
+
+__all__ = ["ConfigError", "check_config"]
+
+
+def check_model_and_task(cfg: DictConfig) -> None:
+    from ablate import config_checks
+    from ablate.models import MODEL_KINDS
+    from ablate.tasks.countdown import Reward
+    from ablate.tasks.countdown.data import SOURCES
+    from ablate.tasks.countdown.generator import check_generator_args
+
+    m = cfg.model
+    require(m.kind in MODEL_KINDS, f"model.kind={m.kind!r}: expected one of {MODEL_KINDS}")
+    if m.kind == "hf":
+        require(OmegaConf.is_missing(m, "name_or_path") is False and bool(m.name_or_path),
+                "model=hf needs model.name_or_path=<Hub id or local directory>")
+    require(m.template in ("compact", "tinyzero", "calculator"),
+            f"model.template={m.template!r}: expected compact, tinyzero or calculator")
+    require(m.kind != "tiny" or m.template == "compact",
+            f"model.template={m.template!r} needs a chat template, which the tiny tokenizer lacks; use compact")
+    if m.get("name_or_path") and not (cfg.stage.name != "sft" and cfg.stage.get("init") == "scratch"):
+        error = config_checks.model_source_error(m.name_or_path)
+        require(error is None, str(error))
+
+    t = cfg.task
+    require(t.source in SOURCES, f"task.source={t.source!r}: expected one of {SOURCES}")
+    require(0 < t.test_size < t.test_pool, f"task.test_size={t.test_size} must be > 0 and < task.test_pool={t.test_pool}")
+    try:
+        check_generator_args(list(t.generator.counts), t.generator.min_number, t.generator.max_number,
+                             t.generator.min_target, t.generator.max_target)
+        Reward.from_config(OmegaConf.to_container(cfg.reward, resolve=True))
+    except ValueError as err:
+        raise ConfigError(f"task.generator / reward: {err}") from None
+
+
+def check_stage(cfg: DictConfig) -> None:
+    from ablate.stages import PREFERENCE, STAGES
+    from ablate.upstream import check_init
+
+    s = cfg.stage
+    require(s.name in STAGES, f"stage={s.name!r}: expected one of {STAGES}")
+    require(float(s.lr) > 0, f"stage.lr={s.lr} must be > 0")
+    if s.name == "sft":
+        from ablate.lit.sft import check_stage as check
+    elif s.name in PREFERENCE:
+        from ablate.lit.dpo import check_stage as check
+    else:
+        from ablate.lit.rloo import check_stage as check
+    if s.name != "sft":
+        check_init(cfg)
+    check(cfg)
+
+
+def check_upstream(cfg: DictConfig) -> None:
+    """The stage `stage.init` names is checked as a run of its own (and chains of them refuse cycles)."""
+    from ablate.upstream import UPSTREAM_STAGES, upstream_config, upstream_spec
+
+    s = cfg.stage
+    if s.name == "sft" or s.init not in UPSTREAM_STAGES:
+        return
+    try:
+        upstream_spec(cfg, s.init)  # refuses cycles
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    try:
+        check_config(upstream_config(cfg, s.init))
+    except ConfigError as err:
+        raise ConfigError(f"upstream.{s.init} (the stage stage.init={s.init} starts from): {err}") from None
+
+
+def check_curriculum_stage(cfg: DictConfig) -> None:
+    if not cfg.get("curriculum"):
+        return
+    from ablate.curriculum import check_curriculum
+    from ablate.stages import PREFERENCE
+
+    s, c = cfg.stage, cfg.curriculum
+    static_pairs = s.name in PREFERENCE and c.kind == "static" and c.difficulty.field == "n_numbers"
+    require(s.name == "rloo" or static_pairs,
+            f"curriculum={c.name} chooses RL prompts; it needs stage=rloo, not stage={s.name} (preference "
+            "stages take a static curriculum on n_numbers as an ordering of their pairs: curriculum=static)")
+    try:
+        check_curriculum(OmegaConf.to_container(cfg.curriculum, resolve=True))
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+
+
+def check_config(cfg: DictConfig) -> None:
+    """Fail before any compute on values that cannot work (ConfigError naming the key and the fix)."""
+    from ablate import config_checks
+    from ablate.curriculum.replay import check_replay
+    from ablate.eval import check_eval
+    from ablate.fit import check_loggers
+    from ablate.lit.rloo import check_dynamic_sampling
+    from ablate.rollout.tools import check_tool
+
+    require(cfg.resume in ("auto", "never"), f"resume={cfg.resume!r}: use resume=auto or resume=never")
+    for error in (config_checks.seed_error(cfg), config_checks.eval_ks_error(cfg.eval)):
+        require(error is None, str(error))
+    check_model_and_task(cfg)
+    check_stage(cfg)
+    check_upstream(cfg)
+    check_curriculum_stage(cfg)
+    check_replay(cfg)
+    check_dynamic_sampling(cfg)
+    check_eval(cfg)
+    check_tool(cfg)
+    error = config_checks.task_file_error(cfg.task)  # reads the file: after the checks that read only the config
+    require(error is None, str(error))
+    check_loggers(cfg)

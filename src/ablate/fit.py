@@ -1,0 +1,146 @@
+"""Lightning's fit for every stage: the run directory's CSV log (and the optional loggers), checkpoints,
+resume, and the precision; `global_rank` for the parts that only rank 0 may do."""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from pathlib import Path
+from typing import Any, Sequence
+
+from omegaconf import DictConfig, OmegaConf
+
+from ablate.config_checks import ConfigError, require
+
+log = logging.getLogger("ablate.train")
+
+
+def global_rank() -> int:
+    """This process's rank in data-parallel training (Lightning re-launches the command once per extra
+    device with the rank in the environment); 0 without DDP."""
+    from lightning.pytorch.utilities import rank_zero_only
+
+    return int(getattr(rank_zero_only, "rank", 0) or 0)
+
+
+def precision(trainer_cfg: DictConfig) -> str:
+    import torch
+
+    if trainer_cfg.precision != "auto":
+        return str(trainer_cfg.precision)
+    return "bf16-mixed" if torch.cuda.is_available() else "32-true"
+
+
+def fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=None, gradient_clip: float | None = None,
+         callbacks: Sequence[Any] = ()):
+    """Lightning fit with the run directory's CSV log, checkpoints and resume (`callbacks`: e.g. validation)."""
+    import lightning as L
+    from lightning.pytorch.callbacks import ModelCheckpoint
+    from lightning.pytorch.loggers import CSVLogger
+
+    from ablate.atomic import checkpoint_io
+    from ablate.console import progress_bars, progress_log
+    from ablate.run_dir import merge_metrics, stash_metrics
+
+    loggers: list[Any] = [CSVLogger(save_dir=str(run_dir), name="", version="", flush_logs_every_n_steps=10)]
+    if cfg.logger.wandb:
+        from lightning.pytorch.loggers import WandbLogger
+
+        loggers.append(WandbLogger(project=cfg.logger.project, save_dir=str(run_dir), offline=cfg.logger.mode == "offline"))
+    loggers.extend(extra_loggers(cfg, run_dir))
+    checkpoints = run_dir / "checkpoints"
+    trainer = L.Trainer(
+        max_steps=int(cfg.stage.max_steps), max_epochs=-1, accelerator=cfg.trainer.accelerator,
+        devices=cfg.trainer.devices, strategy=cfg.trainer.strategy, num_nodes=int(cfg.trainer.num_nodes),
+        precision=precision(cfg.trainer), gradient_clip_val=gradient_clip, logger=loggers,
+        # Lightning runs checkpoint callbacks last: a step's validation is logged before its checkpoint.
+        callbacks=[*callbacks, ModelCheckpoint(dirpath=str(checkpoints), save_last=True,
+                                               every_n_train_steps=int(cfg.stage.checkpoint_every))],
+        log_every_n_steps=int(cfg.trainer.log_every_n_steps), enable_model_summary=False, num_sanity_val_steps=0,
+        limit_val_batches=0, default_root_dir=str(run_dir), plugins=[checkpoint_io()],
+        enable_progress_bar=progress_bars(),
+    )
+    if not progress_bars():  # not watched (a sweep job, a log file): a line every tenth of the run instead
+        trainer.callbacks.append(progress_log())
+    # RLOO and DPO step their optimizer inside training_step, before Lightning saves: the checkpoint
+    # holds the post-step state a resume needs (the resume tests check it), so Lightning's warning about
+    # manual optimization and step-based checkpoints, a page of sample code per run, is noise here.
+    warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
+    last = checkpoints / "last.ckpt"
+    resume_from = str(last) if cfg.resume == "auto" and last.is_file() else None
+    if resume_from and global_rank() == 0:
+        log.info("resuming from %s", resume_from)
+        stash_metrics(run_dir)
+    module.train()  # from_pretrained returns eval mode; Lightning expects training mode at the start
+    try:
+        if datamodule is not None:
+            trainer.fit(module, datamodule=datamodule, ckpt_path=resume_from)
+        else:
+            trainer.fit(module, train_dataloaders=dataloader, ckpt_path=resume_from)
+    finally:
+        if global_rank() == 0:
+            merge_metrics(run_dir)
+
+
+def mlflow_name(key: str) -> str:
+    """A metric name MLflow accepts (alphanumerics and `_ / . - space`): `@` -> `_at_`, `^` -> `_hat_`."""
+    return key.replace("@", "_at_").replace("^", "_hat_")
+
+
+def extra_loggers(cfg: DictConfig, run_dir: Path) -> list[Any]:
+    """Lightning's TensorBoard and MLflow loggers, as `logger.tensorboard` / `logger.mlflow` ask (the CSV
+    log is always there); each also gets the composed config as hyperparameters."""
+    out: list[Any] = []
+    params = OmegaConf.to_container(cfg, resolve=True)
+    overrides = _task_overrides()
+    if cfg.logger.get("tensorboard"):
+        from lightning.pytorch.loggers import TensorBoardLogger
+
+        tensorboard = TensorBoardLogger(save_dir=str(run_dir), name="tensorboard", version="", default_hp_metric=False)
+        tensorboard.log_hyperparams(params)
+        out.append(tensorboard)
+    if cfg.logger.get("mlflow"):
+        from lightning.pytorch.loggers import MLFlowLogger
+
+        class Logger(MLFlowLogger):
+            def log_metrics(self, metrics, step=None):
+                super().log_metrics({mlflow_name(k): v for k, v in metrics.items()}, step)
+
+        uri = cfg.logger.get("tracking_uri")
+        if not uri:  # the run directory's own file store; MLflow >= 3.x refuses one unless allowed
+            uri = (run_dir / "mlruns").resolve().as_uri()
+            os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+        mlflow = Logger(experiment_name=str(cfg.logger.get("experiment_name") or "ablate"), tracking_uri=uri,
+                        run_name=" ".join(overrides) or run_dir.name,
+                        tags={"run_dir": str(run_dir.resolve()), "overrides": " ".join(overrides)})
+        mlflow.log_hyperparams(params)
+        out.append(mlflow)
+    return out
+
+
+def _task_overrides() -> list[str]:
+    """The run's command-line overrides (Hydra's task overrides), or none outside a Hydra run."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return list(HydraConfig.get().overrides.task)
+    except (ImportError, ValueError):
+        return []
+
+
+def check_loggers(cfg: DictConfig) -> None:
+    """The optional loggers' packages are installed: ConfigError naming the extra to install."""
+    import importlib.util
+
+    if cfg.logger.wandb:
+        try:
+            import wandb  # noqa: F401
+        except ImportError:
+            raise ConfigError("logger=wandb needs the wandb extra: pip install -e '.[wandb]'") from None
+    if cfg.logger.get("tensorboard"):
+        require(any(importlib.util.find_spec(m) for m in ("tensorboard", "tensorboardX")),
+                "logger=tensorboard needs the tensorboard extra: pip install -e '.[tensorboard]'")
+    if cfg.logger.get("mlflow"):
+        require(importlib.util.find_spec("mlflow") is not None,
+                "logger=mlflow needs the mlflow extra: pip install -e '.[mlflow]'")

@@ -1,0 +1,77 @@
+"""README "Extending ablate": a part registered under a new key is built, checked and accepted by the
+config check through its registry alone."""
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+
+from ablate.checks import ConfigError, check_config
+from ablate.config import CONF_DIR
+from ablate.tasks.countdown import Problem
+
+
+def cfg_of(*overrides):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+def test_a_sampler_subclass_registers_itself_and_owns_its_config():
+    from ablate.curriculum import SAMPLERS, Sampler, build_sampler, check_curriculum
+
+    try:
+        class Hardest(Sampler):
+            name = "hardest_test"
+
+            def __init__(self, levels, seed, boost):
+                super().__init__(levels, seed)
+                self.boost = boost
+
+            @classmethod
+            def check(cls, c):
+                if float(c["boost"]) < 0:
+                    raise ValueError("curriculum.boost must be >= 0")
+
+            @classmethod
+            def from_config(cls, c, levels, seed, max_steps, embed):
+                return cls(levels, seed, float(c["boost"]))
+
+        problems = [Problem((1, 2, 3), 6), Problem((1, 2, 3, 4), 10)]
+        sampler = build_sampler({"kind": "hardest_test", "boost": 2.0}, problems, seed=0, max_steps=4)
+        assert isinstance(sampler, Hardest) and sampler.boost == 2.0
+        assert sampler.reference_prompts(0) == []  # the base class's no-op: no reference rollouts
+        with pytest.raises(ValueError, match="boost"):
+            check_curriculum({"kind": "hardest_test", "boost": -1})
+    finally:
+        SAMPLERS.pop("hardest_test", None)
+
+
+def test_an_advantage_estimator_is_selected_and_checked_by_its_registry_key(monkeypatch):
+    from ablate import objectives
+
+    with pytest.raises(ConfigError, match="stage.advantage='centred'"):
+        check_config(cfg_of("stage=rloo", "stage.advantage=centred"))
+    monkeypatch.setitem(objectives.ADVANTAGES, "centred", lambda r: r - r.mean(dim=-1, keepdim=True))
+    check_config(cfg_of("stage=rloo", "stage.advantage=centred"))
+    assert objectives.ADVANTAGES["centred"](torch.tensor([[1.0, 0.0]])).tolist() == [[0.5, -0.5]]
+
+
+def test_a_registered_tool_is_built_and_checked_by_its_kind(monkeypatch):
+    from ablate.models import load_tokenizer
+    from ablate.rollout import tools
+
+    class Echo(tools.Calculator):
+        kind = "echo_test"
+
+        @staticmethod
+        def check(t):
+            if int(t["max_calls"]) > 4:
+                raise ConfigError("tool.max_calls must be <= 4 for echo")
+
+    monkeypatch.setitem(tools.TOOLS, "echo_test", Echo)
+    cfg = cfg_of("stage=rloo", "tool=on", "tool.kind=echo_test")
+    with pytest.raises(ConfigError, match="<= 4 for echo"):
+        check_config(cfg)
+    cfg.tool.max_calls = 2
+    check_config(cfg)
+    tool = tools.build_tool(cfg.tool, load_tokenizer(cfg.model), cfg.model.template)
+    assert isinstance(tool, Echo) and tool.max_calls == 2

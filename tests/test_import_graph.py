@@ -1,0 +1,65 @@
+"""Every module of `ablate` imports, and no two modules import each other, directly or through others:
+the import graph (module-level imports and the ones inside functions alike) is acyclic."""
+
+import ast
+import importlib
+import pkgutil
+from pathlib import Path
+
+import ablate
+
+ROOT = Path(ablate.__file__).parent
+
+
+def modules() -> dict[str, Path]:
+    found = {"ablate": ROOT / "__init__.py"}
+    for info in pkgutil.walk_packages([str(ROOT)], prefix="ablate."):
+        path = ROOT.joinpath(*info.name.split(".")[1:])
+        found[info.name] = path / "__init__.py" if info.ispkg else path.with_suffix(".py")
+    return found
+
+
+def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+            # `from ablate.pkg import sub` imports the submodule `sub` when there is one
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
+        else:
+            continue
+        out |= {t for t in targets if t in known and t != name}
+    return out
+
+
+def test_every_module_imports():
+    for name in modules():
+        if name == "ablate.__main__" or name.endswith(".__main__"):
+            continue  # entry points run on import
+        importlib.import_module(name)
+
+
+def test_the_import_graph_is_acyclic():
+    found = modules()
+    graph = {name: imports_of(name, path, set(found)) for name, path in found.items()}
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(name: str, path: list[str]) -> None:
+        state[name] = 1
+        for target in sorted(graph[name]):
+            if state.get(target) == 1:
+                cycle = path[path.index(target):] + [target] if target in path else [name, target]
+                raise AssertionError(f"import circle: {' -> '.join(cycle)}")
+            if target not in state:
+                visit(target, [*path, target])
+        state[name] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
