@@ -15,21 +15,7 @@ def pass_at_k(n, c, k: int):
     size-k subset holds a correct sample). k > n is an error rather than a silent 1.0: pass@k
     is not estimable from fewer than k samples.
     """
-    k = int(k)
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
-    scalar = np.ndim(n) == 0 and np.ndim(c) == 0
-    n_arr, c_arr = np.broadcast_arrays(np.asarray(n), np.asarray(c))
-    if not (np.issubdtype(n_arr.dtype, np.integer) or _is_whole(n_arr)):
-        raise ValueError("n must hold whole numbers")
-    if not (np.issubdtype(c_arr.dtype, np.integer) or _is_whole(c_arr)):
-        raise ValueError("c must hold whole numbers")
-    n_arr = n_arr.astype(np.int64)
-    c_arr = c_arr.astype(np.int64)
-    if np.any(c_arr < 0) or np.any(c_arr > n_arr):
-        raise ValueError("need 0 <= c <= n")
-    if np.any(n_arr < k):
-        raise ValueError(f"pass@{k} needs at least {k} samples per prompt (smallest n is {n_arr.min()})")
+    k, scalar, n_arr, c_arr = _sample_counts(n, c, k, "pass@")
 
     flat_n = n_arr.ravel()
     flat_c = c_arr.ravel()
@@ -57,6 +43,16 @@ def pass_hat_k(n, c, k: int):
     that solves a prompt reliably from one that solves it sometimes. Same inputs, broadcasting and
     errors as `pass_at_k`.
     """
+    k, scalar, n_arr, c_arr = _sample_counts(n, c, k, "pass^")
+    i = np.arange(k)
+    factors = (c_arr[..., None] - i) / (n_arr[..., None] - i)
+    out = np.prod(np.maximum(factors, 0.0), axis=-1)  # a factor is 0 at i = c: the product is 0 for c < k
+    return float(out) if scalar else out
+
+
+def _sample_counts(n, c, k, name: str) -> tuple[int, bool, np.ndarray, np.ndarray]:
+    """(k, whether n and c are scalars, n and c as broadcast int64 arrays), after the checks both
+    estimators need: k >= 1, whole counts, 0 <= c <= n, and at least k samples per prompt."""
     k = int(k)
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
@@ -71,11 +67,8 @@ def pass_hat_k(n, c, k: int):
     if np.any(c_arr < 0) or np.any(c_arr > n_arr):
         raise ValueError("need 0 <= c <= n")
     if np.any(n_arr < k):
-        raise ValueError(f"pass^{k} needs at least {k} samples per prompt (smallest n is {n_arr.min()})")
-    i = np.arange(k)
-    factors = (c_arr[..., None] - i) / (n_arr[..., None] - i)
-    out = np.prod(np.maximum(factors, 0.0), axis=-1)  # a factor is 0 at i = c: the product is 0 for c < k
-    return float(out) if scalar else out
+        raise ValueError(f"{name}{k} needs at least {k} samples per prompt (smallest n is {n_arr.min()})")
+    return k, scalar, n_arr, c_arr
 
 
 def _is_whole(a: np.ndarray) -> bool:
