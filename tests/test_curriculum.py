@@ -14,6 +14,7 @@ from ablate.curriculum import (DotsSampler, FrontierReplaySampler, FrontierSampl
 from ablate.curriculum.dots import attention_difficulty, calibrate, fit_platt, pearson, selection_weights
 from ablate.rollout import Rollouts
 from ablate.tasks.countdown import Problem, generate
+from step_stubs import without_trainer
 
 
 def levels_of(*level_per_prompt, names=("easy", "hard")):
@@ -370,12 +371,7 @@ def test_rloo_step_with_replay_reuses_groups_against_their_own_behaviour_policy(
     module = rloo.RLOOModule(model, tokenizer, problems, "compact", TwoAnswerEngine(tokenizer), reward,
                              Sampler(Levels(torch.zeros(4, dtype=torch.long), ("all",)), 0), stage, seed=0,
                              replay=buffer)
-    optimizer = module.configure_optimizers()
-    module.optimizers = lambda: optimizer
-    module.manual_backward = lambda loss: loss.backward()
-    logged = {}
-    module.log_dict = lambda metrics, **kw: logged.update(metrics)
-    module.log = lambda *a, **k: None
+    logged = without_trainer(module)
     seen_behaviour = []
     real_loss = rloo.policy_gradient_loss
     monkeypatch.setattr(rloo, "policy_gradient_loss",

@@ -14,6 +14,7 @@ from ablate.objectives import token_logprobs
 from ablate.rollout import Rollouts
 from ablate.tasks.countdown import Problem, Reward
 from crash import assert_resume_reproduces
+from step_stubs import without_trainer
 
 
 
@@ -56,10 +57,7 @@ def test_one_step_prefers_the_rewarded_completion(tiny_policy):
     reward = Reward.from_config(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "reward" / "binary.yaml")))
     module = RLOOModule(model, tokenizer, [problem], "compact", engine, reward, build_sampler(None, [problem], 0, 1),
                         stage, seed=0)
-    optimizer = module.configure_optimizers()
-    module.optimizers = lambda: optimizer
-    module.manual_backward = lambda loss: loss.backward()
-    module.log_dict = module.log = lambda *a, **k: None
+    without_trainer(module)
     prompt = encode_prompt(prompt_text(problem, "compact", tokenizer), tokenizer)
     before = [sum(engine.sequence_logprobs(prompt, tokenizer(t, add_special_tokens=False)["input_ids"])) for t in texts]
     module.training_step(None, 0)
@@ -81,18 +79,13 @@ def one_step(model, tokenizer, texts, **stage_overrides) -> tuple[dict, dict]:
     reward = Reward.from_config(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "reward" / "binary.yaml")))
     module = RLOOModule(model, tokenizer, [problem], "compact", FixedEngine(model, tokenizer, texts), reward,
                         build_sampler(None, [problem], 0, 1), stage, seed=0)
-    optimizer = module.configure_optimizers()
-    module.optimizers = lambda: optimizer
     grads = {}
 
     def backward(loss):
         loss.backward()
         grads.update({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
 
-    module.manual_backward = backward
-    logged = {}
-    module.log_dict = lambda metrics, **k: logged.update(metrics)
-    module.log = lambda *a, **k: None
+    logged = without_trainer(module, backward)
     module.training_step(None, 0)
     return logged, grads, module
 
@@ -236,13 +229,7 @@ def dynamic_module(tiny_policy, script, max_gen_batches, replay=None):
     engine = OutcomeEngine(tokenizer, 2)
     module = RLOOModule(model, tokenizer, problems, "compact", engine, reward, sampler, stage, seed=0, replay=replay,
                         dynamic_sampling={"enabled": True, "max_gen_batches": max_gen_batches})
-    optimizer = module.configure_optimizers()
-    module.optimizers = lambda: optimizer
-    module.manual_backward = lambda loss: loss.backward()
-    logged = {}
-    module.log_dict = lambda metrics, **kw: logged.update(metrics)
-    module.log = lambda *a, **k: None
-    return module, sampler, engine, logged
+    return module, sampler, engine, without_trainer(module)
 
 
 def test_informative_groups_reads_correctness_not_reward():

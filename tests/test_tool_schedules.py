@@ -10,6 +10,7 @@ from ablate.config import CONF_DIR, load_group_config
 from ablate.models import encode_prompt, prompt_text
 from ablate.rollout.schedules import SCHEDULES, ToolAvailability, p_tool, show_preamble
 from ablate.tasks.countdown import Problem
+from step_stubs import without_trainer
 
 
 def cfg(schedule, **extra):
@@ -117,12 +118,7 @@ def test_rloo_draws_availability_per_rollout_and_states_it_in_the_prompt(tiny_po
     module = RLOOModule(model, tokenizer, problems, "compact", engine, reward,
                         build_sampler(None, problems, 0, 10), OmegaConf.to_container(c.stage), seed=0,
                         tool=OmegaConf.to_container(c.tool))
-    optimizer = module.configure_optimizers()
-    logged = {}
-    module.optimizers = lambda: optimizer
-    module.manual_backward = lambda loss: loss.backward()
-    module.log_dict = lambda metrics, **_: logged.update(metrics)
-    module.log = lambda *a, **k: None
+    logged = without_trainer(module)
     module.training_step(None, 0)  # global_step 0: p = 1
     prompts, k, available = engine.calls[-1]
     assert k == 1 and len(prompts) == 12 and available == [True] * 12
