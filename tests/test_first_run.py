@@ -103,6 +103,10 @@ warnings.warn("Experiment logs directory /x/ exists and is not empty. Previous l
 from tqdm.auto import tqdm
 for _ in tqdm(range(3), desc="bar"):
     pass
+# a bar asked for explicitly (as `progress=True` callers do) is off too: in a sweep job, tqdm is first
+# imported after setup and an explicit `disable=False` beats TQDM_DISABLE
+for _ in tqdm(range(3), desc="explicit bar", disable=False):
+    pass
 assert os.environ["TQDM_DISABLE"] == "1" and not console.progress_bars()
 """
     result = run(["-c", script], tmp_path)

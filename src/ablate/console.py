@@ -67,8 +67,8 @@ def setup(interactive: bool) -> None:
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     else:
         os.environ.pop("TQDM_DISABLE", None)
-    if "tqdm" in sys.modules and not interactive:
-        _disable_imported_tqdm()
+    if not interactive:
+        _disable_tqdm()
     import lightning  # noqa: F401 - adds its console handler on import: import first, then remove it
 
     for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
@@ -98,8 +98,9 @@ def setup(interactive: bool) -> None:
         pass
 
 
-def _disable_imported_tqdm() -> None:
-    """tqdm imported before `setup`: wrap its constructor so every bar starts disabled."""
+def _disable_tqdm() -> None:
+    """Wrap tqdm's constructor so every bar starts disabled: TQDM_DISABLE alone does not stop a bar made
+    with an explicit `disable=False` (`progress=True` callers), nor one from a tqdm imported earlier."""
     import tqdm.std
 
     if getattr(tqdm.std.tqdm, "_ablate_quiet", False):
