@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from ablate.metrics import pass_at_k, pass_hat_k
+from ablate.metrics import prompt_ratios
 from ablate.stats.intervals import (
     hierarchical_bootstrap_distribution,
     holm_bonferroni,
@@ -80,66 +80,30 @@ class MetricBlock:
 
 
 def prompt_metrics(t: PromptTable, ks: Sequence[int] = KS) -> MetricBlock:
-    """Every metric as sum(num)/sum(den) over prompts, defined as `ablate.eval.summarize` does.
-
-    pass@k: mean over prompts of the unbiased estimator, for k <= the fewest samples of any
-    prompt; pass^k: likewise of C(c, k) / C(n, k) (all k correct); exact_pass@1: mean over prompts of correct/samples; coverage: answered / samples;
-    precision: correct / answered; mixed_fraction: share of prompts with some but not all samples
-    correct; best_of_n: share of prompts with a correct sample; mean_response_length:
-    sample-weighted mean length. by_operands/<j>/<metric>: each of these over the prompts with j
-    numbers. verdict_rate/<v>: share of samples with verdict v. tool/calls_per_rollout: tool
-    calls / samples; tool/calc_emission_rate: samples that emitted a <calc> / samples.
-    """
+    """Every metric of `ablate.metrics.prompt_ratios` (the table evaluation sums into summary.json) as
+    per-prompt num/den, and by_operands/<j>/<metric> for the prompts with j numbers."""
     names, nums, dens, wilson = [], [], [], []
-
-    def add(name, num, den, counts=None):
-        """counts=True: num/den are themselves counts; a pair: the (successes, trials) behind a rate."""
-        names.append(name)
-        nums.append(np.asarray(num, dtype=np.float64))
-        dens.append(np.asarray(den, dtype=np.float64))
-        wilson.append((nums[-1], dens[-1]) if counts is True else counts or None)
-
-    n, c = t.n, t.n_correct
-    ones = np.ones_like(n)
-    constant_n = bool(np.all(n == n[0]))
+    n, c = t.cols["n"], t.cols["n_correct"]
     # with the same n for every prompt, the mean of c/n is the sample success rate: Wilson applies
-    sample_rate = (c, n) if constant_n else None
-    base = []  # metrics that by_operands repeats, as eval.summarize does
-    for k in ks:
-        if k <= int(n.min()):
-            base.append((f"pass@{k}", pass_at_k(n.astype(np.int64), c.astype(np.int64), k), ones,
-                         sample_rate if k == 1 else None))
-    for k in ks:
-        if k <= int(n.min()):
-            base.append((f"pass^{k}", pass_hat_k(n.astype(np.int64), c.astype(np.int64), k), ones,
-                         sample_rate if k == 1 else None))
-    base.append(("exact_pass@1", c / n, ones, sample_rate))
-    if t.n_answered is not None:
-        base.append(("coverage", t.n_answered, n, True))
-        base.append(("precision", c, t.n_answered, True))
-    mixed = ((c > 0) & (c < n)).astype(np.float64)
-    solved = (c > 0).astype(np.float64)
-    base.append(("mixed_fraction", mixed, ones, (mixed, ones)))
-    base.append(("best_of_n", solved, ones, (solved, ones)))
-    if t.mean_length is not None:
-        base.append(("mean_response_length", t.mean_length * n, n, None))
-    for entry in base:
-        add(*entry)
-    for verdict, col in t.verdicts.items():
-        add(f"verdict_rate/{verdict}", col, n, True)
-    if t.tool_calls is not None:
-        add("tool/calls_per_rollout", t.tool_calls, n)
-    if t.n_calc is not None:
-        add("tool/calc_emission_rate", t.n_calc, n, True)
-    if t.n_numbers is not None:
-        for j in sorted(set(t.n_numbers.astype(int).tolist())):
-            # restricting a ratio of sums to a subset of prompts = zeroing the others' terms
-            mask = (t.n_numbers == j).astype(np.float64)
-            for name, num, den, counts in base:
-                if counts is True:
-                    counts = (num, den)
-                w = None if counts is None else (counts[0] * mask, counts[1] * mask)
-                add(f"by_operands/{j}/{name}", num * mask, den * mask, w)
+    sample_rate = (c, n) if bool(np.all(n == n[0])) else None
+    ratios = prompt_ratios(t.cols, ks)
+    masks = [(None, None)]
+    if "n_numbers" in t.cols:
+        # restricting a ratio of sums to a subset of prompts = zeroing the others' terms
+        masks += [(f"by_operands/{j}/", (t.cols["n_numbers"] == j).astype(np.float64))
+                  for j in sorted(set(t.cols["n_numbers"].astype(int).tolist()))]
+    for prefix, mask in masks:
+        for name, num, den, kind, repeated in ratios:
+            if prefix is not None and not repeated:
+                continue
+            counts = (num, den) if kind == "counts" else sample_rate if kind == "samples" else None
+            if mask is not None:
+                num, den = num * mask, den * mask
+                counts = None if counts is None else (counts[0] * mask, counts[1] * mask)
+            names.append((prefix or "") + name)
+            nums.append(np.asarray(num, dtype=np.float64))
+            dens.append(np.asarray(den, dtype=np.float64))
+            wilson.append(counts)
     return MetricBlock(t.ids, names, np.stack(nums, axis=1), np.stack(dens, axis=1), wilson)
 
 
