@@ -157,6 +157,11 @@ class Group:
     hier: np.ndarray  # (B, M)
     reported: dict[str, np.ndarray] = field(default_factory=dict)  # summary-only metrics, (S,)
 
+    def values(self, name: str) -> np.ndarray | None:
+        """Per-run values of a metric (recomputed, else the runs' summary-only numbers), finite ones only."""
+        v = self.run_values[:, self.names.index(name)] if name in self.names else self.reported.get(name)
+        return None if v is None else v[np.isfinite(v)]
+
 
 @dataclass
 class Analysis:
@@ -325,15 +330,8 @@ def _robust(groups: dict, labels: dict, regimes: Sequence[str], s: Settings) -> 
             for (cond, r), g in groups.items():
                 if r != regime:
                     continue
-                if metric in g.names:
-                    values = g.run_values[:, g.names.index(metric)]
-                elif metric in g.reported:
-                    values = g.reported[metric]
-                else:
-                    continue
-                values = np.asarray(values, dtype=np.float64)
-                values = values[np.isfinite(values)]
-                if not values.size:
+                values = g.values(metric)
+                if values is None or not values.size:
                     continue
                 ci = iqm_ci(values, confidence=s.confidence, n_resamples=s.resamples,
                             rng=rng_for(s.seed, "iqm", condition_label(cond), regime, metric))
@@ -654,11 +652,7 @@ def _power_table(groups, baseline_for, labels, regimes, s: Settings, m: int) -> 
             names = [n for n in g.names if n in base.names]
             reported = [n for n in g.reported if n in base.reported and n not in names]
             for name in names + reported:
-                if name in names:
-                    x, y = g.run_values[:, g.names.index(name)], base.run_values[:, base.names.index(name)]
-                else:
-                    x, y = g.reported[name], base.reported[name]
-                x, y = x[np.isfinite(x)], y[np.isfinite(y)]
+                x, y = g.values(name), base.values(name)
                 if not (x.size and y.size):
                     continue
                 rows.append({"regime": regime, "metric": name, "deciding": name in s.metrics,

@@ -205,15 +205,20 @@ def newest_sweep(multirun_root: Path = Path("multirun")) -> Path:
 # loading
 
 
-def _read_json(path: Path, issues: list[str], what: str):
+def _read(path: Path, issues: list[str], what: str, parse=json.loads):
+    """`parse` of a file's text; None when it is absent, and named in `issues` when it is unreadable."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
+        return parse(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        issues.append(f"{what}: unreadable ({_short(exc)})")
+    except (OSError, ValueError, yaml.YAMLError) as exc:  # JSON and Unicode errors are ValueErrors
+        issues.append(f"{what} unreadable ({_short(exc)})")
         return None
+
+
+def _yaml(text: str):
+    data = yaml.safe_load(text)
+    return () if data is None else data  # an empty file: no overrides
 
 
 def _short(exc: BaseException, limit: int = 160) -> str:
@@ -324,7 +329,7 @@ def load_samples(path: Path, issues: list[str], what: str) -> PromptTable | None
 
 def load_regime(path: Path, rel: str) -> RegimeEval:
     issues: list[str] = []
-    summary = _read_json(path / "summary.json", issues, f"{rel}/summary.json")
+    summary = _read(path / "summary.json", issues, f"{rel}/summary.json:")
     if summary is not None and not isinstance(summary, dict):
         issues.append(f"{rel}/summary.json: not a JSON object")
         summary = None
@@ -375,31 +380,6 @@ def load_metrics_csv(path: Path, issues: list[str], what: str):
     return frame.groupby("step", sort=True).mean()
 
 
-def _read_overrides(path: Path, issues: list[str]) -> tuple[str, ...] | None:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        issues.append(f".hydra/overrides.yaml unreadable ({_short(exc)})")
-        return None
-    if data is None:
-        return ()
-    if not isinstance(data, list):
-        issues.append(".hydra/overrides.yaml is not a list")
-        return None
-    return tuple(str(x) for x in data)
-
-
-def _read_config(path: Path, issues: list[str]) -> dict | None:
-    try:
-        cfg = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        issues.append(f".hydra/config.yaml unreadable ({_short(exc)})")
-        return None
-    return cfg if isinstance(cfg, dict) else None
-
-
 def _status_warnings(status: dict | None, issues: list[str]) -> list[str]:
     raw = (status or {}).get("warnings")
     if raw is None:
@@ -410,18 +390,6 @@ def _status_warnings(status: dict | None, issues: list[str]) -> list[str]:
         issues.append("status.json: `warnings` is not a list of strings; ignored")
         return []
     return [str(w) for w in raw if str(w).strip()]
-
-
-def _config_value(path: Path, dotted: str):
-    try:
-        cfg = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return None
-    for part in dotted.split("."):
-        if not isinstance(cfg, dict):
-            return None
-        cfg = cfg.get(part)
-    return cfg
 
 
 def _coverage_gap(run: "Run", expected: int | None) -> str | None:
@@ -466,12 +434,17 @@ def load_run(path: Path, root: Path | None = None) -> Run:
     except ValueError:
         rel = str(path)
     issues: list[str] = []
-    overrides = _read_overrides(path.joinpath(*RUN_MARKER), issues)
+    overrides = _read(path.joinpath(*RUN_MARKER), issues, ".hydra/overrides.yaml", _yaml)
+    if overrides is not None and not isinstance(overrides, (list, tuple)):
+        issues.append(".hydra/overrides.yaml is not a list")
+        overrides = None
+    overrides = None if overrides is None else tuple(str(x) for x in overrides)
     condition, seed = split_overrides(overrides or ())
-    config = _read_config(path / ".hydra" / "config.yaml", issues)
+    config = _read(path / ".hydra" / "config.yaml", issues, ".hydra/config.yaml", _yaml)
+    config = config if isinstance(config, dict) else None
     if seed is None and config is not None and config.get("seed") is not None:
         seed = str(config["seed"])
-    status = _read_json(path / "status.json", issues, "status.json")
+    status = _read(path / "status.json", issues, "status.json:")
     if status is not None and not isinstance(status, dict):
         issues.append("status.json is not a JSON object")
         status = None
@@ -515,9 +488,8 @@ def load_run(path: Path, root: Path | None = None) -> Run:
         run.outcome = "ok"
         if state == "unknown":
             run.reason = "no readable status.json; counted as completed because eval/ exists"
-        config = path / ".hydra" / "config.yaml"
-        expected = _whole(_config_value(config, "task.test_size")) if config.is_file() else None
-        gap = _coverage_gap(run, expected)
+        task = (config or {}).get("task")
+        gap = _coverage_gap(run, _whole(task.get("test_size")) if isinstance(task, dict) else None)
         if gap:
             run.outcome, run.reason = "missing", gap
     return run
