@@ -38,7 +38,9 @@ VAL_REACH_METRIC = "val/pass@1"
 DEFAULT_METRICS = ("pass@1",)
 DEFAULT_EFFECT = 0.03
 TRAIN_CAVEAT = "training reward: not a skill measure (easier batches reach it sooner)"
-# summary.json numbers that equal a recomputed metric, or are bookkeeping, not results
+# summary.json numbers that equal a recomputed metric, or are bookkeeping, not results. The other numbers
+# are shown next to the recomputed ones (`reported`); as both come from ablate.metrics' one table, a
+# difference above AGREEMENT_TOL means the files disagree (summary.json edited or from another version).
 _NOT_SUMMARY_METRICS = re.compile(
     r"^(regime|n_prompts|n_samples|verdicts/.*|verdict_rate/.*|by_operands/[^/]+/(n_prompts|n_samples))$")
 AGREEMENT_TOL = 1e-4
