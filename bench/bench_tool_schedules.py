@@ -1,75 +1,89 @@
-"""Tool use over training for each availability schedule (paper 003's figure 2, as tables).
+"""Tool use over training for each availability schedule (paper 003's figure 2, as tables), read from the
+`ablate.stats` report of the sweep.
 
     python bench/bench_tool_schedules.py                          # the sweep in multirun/tools
     python bench/bench_tool_schedules.py --dir multirun/<sweep> multirun/<other sweep> --every 5
+    python bench/bench_tool_schedules.py --report stats/tools      # an existing report (curves.csv, summary.csv)
     python bench/bench_tool_schedules.py --run stage.init=model model.name_or_path=<sft-calc dir>
 
-Reads each run's `metrics.csv` (`tool/p_available`, `tool/available_frac`,
-`tool/calls_per_rollout`, `tool/calc_emission_rate`, `train/reward_mean`) and `eval/<regime>/
-summary.json`, groups runs by their `tool` condition, and prints: calls per rollout over training
-per schedule (mean over each window of `--every` steps, and over seeds), the scheduled p_tool next
-to the fraction of rollouts that actually had the tool, and the two evaluation regimes. `--run`
-first runs the sweep `stage=rloo tool=off,on,anneal_linear` (extra overrides as arguments) into the
-directory. Prints figures; asserts nothing.
+Writes the sweep's report with `ablate.stats` (into --report, default a temporary directory; sweeps given
+together are pooled) and reads its tables: `curves.csv` (per condition and step, the mean over seeds of
+`tool/p_available`, `tool/available_frac`, `tool/calls_per_rollout`, `tool/calc_emission_rate`,
+`train/reward_mean`) and `summary.csv` (per condition and eval regime, the mean over seeds). Prints calls
+per rollout over training per schedule (mean over each window of `--every` steps of the seed means), the
+scheduled p_tool next to the fraction of rollouts that actually had the tool, and the two evaluation
+regimes. Conditions without `tool/p_available` (SFT runs, runs from before tool schedules) are left out.
+`--run` first runs the sweep `stage=rloo tool=off,on,anneal_linear` (extra overrides as arguments) into
+the directory. Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import re
 import subprocess
 import sys
-from collections import defaultdict
+import tempfile
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 COLUMNS = ("tool/p_available", "tool/available_frac", "tool/calls_per_rollout", "tool/calc_emission_rate",
            "train/reward_mean")
+EVAL = {"pass@1": "pass@1", "pass@8": "pass@8", "calls/rollout": "tool/calls_per_rollout",
+        "<calc> emission": "tool/calc_emission_rate", "tool errors": "tool/tool_errors"}
+ORDER = ("off", "on", "anneal_linear", "anneal_step", "anneal_log", "oracle")
 
 
-def load_runs(sweep: Path) -> dict[str, list[Path]]:
-    """RL run directories of the sweep with a metrics.csv, by tool condition (`tool.name`)."""
-    runs: dict[str, list[Path]] = defaultdict(list)
-    for config in sorted(sweep.glob("*/.hydra/config.yaml")):
-        run, cfg = config.parent.parent, yaml.safe_load(config.read_text())
-        metrics = run / "metrics.csv"
-        # RL runs that log tool use (not SFT runs, not runs from before tool schedules existed)
-        if metrics.is_file() and "tool/p_available" in metrics.open().readline().split(","):
-            runs[cfg["tool"]["name"]].append(run)
-    return dict(runs)
+def make_report(sweeps: list[Path], out: Path) -> Path:
+    """The ablate.stats report of the sweeps (tables only)."""
+    from ablate.stats import Settings, analyze, load_sweep, write_report
 
-
-def curves(runs: list[Path], every: int) -> pd.DataFrame:
-    """Per window of `every` steps: the mean of COLUMNS over the window and over runs."""
-    frames = []
-    for run in runs:
-        metrics = pd.read_csv(run / "metrics.csv")
-        metrics = metrics.dropna(subset=["tool/p_available"]).drop_duplicates("step", keep="last")
-        metrics["window"] = (metrics["step"] // every) * every
-        frames.append(metrics.groupby("window")[list(COLUMNS)].mean())
-    return pd.concat(frames).groupby(level=0).mean()
-
-
-def evals(runs: list[Path]) -> dict[str, dict[str, float]]:
-    out: dict[str, dict[str, float]] = {}
-    for regime in ("no_tool", "tool"):
-        summaries = [json.loads(p.read_text()) for p in (r / "eval" / regime / "summary.json" for r in runs) if p.is_file()]
-        if summaries:
-            out[regime] = {key: sum(get(s) for s in summaries) / len(summaries) for key, get in (
-                ("pass@1", lambda s: s.get("pass@1", s["exact_pass@1"])),
-                ("pass@8", lambda s: s.get("pass@8", float("nan"))),
-                ("calls/rollout", lambda s: s["tool"]["calls_per_rollout"]),
-                ("<calc> emission", lambda s: s["tool"]["calc_emission_rate"]),
-                ("tool errors", lambda s: s["tool"]["tool_errors"]))}
+    write_report(analyze(load_sweep(sweeps), Settings(resamples=1000)), out, plots=False)
     return out
+
+
+def schedule(condition: str) -> str:
+    """`tool=anneal_linear,...` -> anneal_linear: the report labels a condition by its distinguishing overrides."""
+    found = re.search(r"(?:^|,)tool=([^,]+)", condition)
+    return found.group(1) if found else condition
+
+
+def curves(report: Path, every: int) -> dict[str, tuple[pd.DataFrame, int]]:
+    """Per schedule, per window of `every` steps: the mean over the window of COLUMNS' seed means; and the seeds."""
+    frame = pd.read_csv(report / "curves.csv")
+    frame = frame[frame["metric"].isin(COLUMNS)]
+    tables = {}
+    for condition, rows in frame.groupby("condition", sort=False):
+        wide = rows.pivot_table(index="step", columns="metric", values="mean")
+        if "tool/p_available" not in wide:
+            continue
+        wide = wide.dropna(subset=["tool/p_available"])
+        wide["window"] = (wide.index // every) * every
+        tables[schedule(condition)] = (wide.groupby("window")[[c for c in COLUMNS if c in wide]].mean(),
+                                       int(rows["n_seeds"].max()))
+    return tables
+
+
+def evals(report: Path, names: list[str]) -> pd.DataFrame:
+    summary = pd.read_csv(report / "summary.csv")
+    summary = summary[summary["level"] == "condition"]
+    summary = summary.assign(tool=summary["condition"].map(schedule))
+    rows = []
+    for name in names:
+        for regime, group in summary[summary["tool"] == name].groupby("regime", sort=True):
+            values = group.set_index("metric")["value"]
+            if "pass@1" not in values:
+                values["pass@1"] = values.get("exact_pass@1", float("nan"))
+            rows.append({"tool": name, "regime": regime, **{k: values.get(m, float("nan")) for k, m in EVAL.items()}})
+    return pd.DataFrame(rows)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dir", dest="sweeps", nargs="+", default=[Path("multirun/tools")], type=Path,
                         help="sweep directories (runs are grouped by tool condition across them)")
+    parser.add_argument("--report", type=Path, help="the report directory: read it if it has curves.csv, else write it")
     parser.add_argument("--every", type=int, default=10, help="steps per window of the training table")
     parser.add_argument("--run", action="store_true", help="run the sweep first, with the overrides given")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for --run")
@@ -79,19 +93,18 @@ def main() -> None:
                    f"hydra.sweep.dir={args.sweeps[0]}", *args.overrides]
         print("running:", " ".join(command), flush=True)
         subprocess.run(command, check=True)
-    runs: dict[str, list[Path]] = defaultdict(list)
-    for sweep in args.sweeps:
-        for name, found in load_runs(sweep).items():
-            runs[name] += found
-    if not runs:
-        raise SystemExit(f"no RL runs with tool metrics under {[str(s) for s in args.sweeps]}; run the sweep first (--run)")
-    order = [n for n in ("off", "on", "anneal_linear", "anneal_step", "anneal_log", "oracle") if n in runs]
-    order += sorted(set(runs) - set(order))
-    tables = {name: curves(runs[name], args.every) for name in order}
+    report = args.report or Path(tempfile.mkdtemp(prefix="bench-tools-"))
+    if args.run or not (report / "curves.csv").is_file():
+        make_report(args.sweeps, report)
+    tables = curves(report, args.every)
+    if not tables:
+        raise SystemExit(f"no RL runs with tool metrics in the report {report}; run the sweep first (--run)")
+    order = [n for n in ORDER if n in tables] + sorted(set(tables) - set(ORDER))
+    seeds = {name: tables[name][1] for name in order}
+    tables = {name: tables[name][0] for name in order}
 
-    print(f"{', '.join(str(s) for s in args.sweeps)}: " + ", ".join(f"{name} ({len(runs[name])} run{'s' * (len(runs[name]) > 1)})"
-                                               for name in order))
-    print(f"\ncalls per rollout over training (mean over steps [s, s+{args.every}) and runs)")
+    print(f"report {report}: " + ", ".join(f"{name} ({n} seed{'s' * (n > 1)})" for name, n in seeds.items()))
+    print(f"\ncalls per rollout over training (mean over steps [s, s+{args.every}) of the mean over seeds)")
     calls = pd.DataFrame({name: t["tool/calls_per_rollout"] for name, t in tables.items()})
     print(calls.to_string(float_format=lambda v: f"{v:.2f}", index_names=False))
 
@@ -108,13 +121,10 @@ def main() -> None:
         print(f"\n[{name}]")
         print(shown.to_string(float_format=lambda v: f"{v:.3f}", index_names=False))
 
-    print("\nevaluation (mean over runs)")
-    rows = []
-    for name in order:
-        for regime, values in evals(runs[name]).items():
-            rows.append({"tool": name, "regime": regime, **values})
-    if rows:
-        print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    rows = evals(report, order)
+    if len(rows):
+        print("\nevaluation (mean over seeds)")
+        print(rows.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
 
 
 if __name__ == "__main__":

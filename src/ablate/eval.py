@@ -26,13 +26,14 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import hydra
+import numpy as np
 import torch
 from omegaconf import DictConfig
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ablate import schemas  # noqa: F401 - registers the group schemas before Hydra composes
-from ablate.metrics import pass_at_k, pass_hat_k
+from ablate.metrics import prompt_ratios
 from ablate.models import encode_prompt, prompt_text
 from ablate.rollout import SamplingParams
 from ablate.rollout.hf import HFEngine
@@ -44,36 +45,24 @@ log = logging.getLogger(__name__)
 
 
 def summarize(rows: Sequence[Mapping[str, Any]], ks: Sequence[int]) -> dict[str, Any]:
-    """Aggregate per-prompt rows (n, n_correct, n_answered, verdicts, mean_length) into metrics."""
-
-    def block(group: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-        samples = sum(r["n"] for r in group)
-        correct = sum(r["n_correct"] for r in group)
-        answered = sum(r["n_answered"] for r in group)
-        out: dict[str, Any] = {"n_prompts": len(group)}
-        for k in ks:
-            if all(r["n"] >= k for r in group):
-                out[f"pass@{k}"] = sum(pass_at_k(r["n"], r["n_correct"], k) for r in group) / len(group)
-        for k in ks:
-            if all(r["n"] >= k for r in group):
-                out[f"pass^{k}"] = sum(pass_hat_k(r["n"], r["n_correct"], k) for r in group) / len(group)
-        out["exact_pass@1"] = sum(r["n_correct"] / r["n"] for r in group) / len(group)
-        out["coverage"] = answered / samples
-        out["precision"] = correct / answered if answered else 0.0
-        out["mixed_fraction"] = sum(0 < r["n_correct"] < r["n"] for r in group) / len(group)
-        out["best_of_n"] = sum(r["n_correct"] > 0 for r in group) / len(group)
-        out["mean_response_length"] = sum(r["mean_length"] * r["n"] for r in group) / samples
-        return out
-
-    def tool_block(group: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-        samples = sum(r["n"] for r in group)
-        return {"calls_per_rollout": sum(r["tool_calls"] for r in group) / samples,
-                "calc_emission_rate": sum(r["n_calc"] for r in group) / samples,
-                "tool_errors": sum(r["tool_errors"] for r in group)}
-
+    """Aggregate per-prompt rows (n, n_correct, n_answered, verdicts, mean_length) into the metrics of
+    `ablate.metrics.prompt_ratios`, overall and by operand count; tool metrics when rows count tool use."""
     if not rows:
         raise ValueError("no prompts to summarize")
+    tool = all("n_calc" in r for r in rows)
+    keys = ["n", "n_correct", "n_answered", "mean_length"] + (["n_calc", "tool_calls"] if tool else [])
+
+    def block(group: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        cols = {key: np.asarray([r[key] for r in group]) for key in keys}
+        out: dict[str, Any] = {"n_prompts": len(group)}
+        for name, num, den, _, _ in prompt_ratios(cols, ks):
+            # sums in row order (Python's sum), as summary.json has always been computed
+            total = sum(den.tolist())
+            out[name] = sum(num.tolist()) / total if total else 0.0
+        return out
+
     summary = block(rows)
+    tool_metrics = {name.split("/", 1)[1]: summary.pop(name) for name in list(summary) if name.startswith("tool/")}
     summary["n_samples"] = rows[0]["n"]
     verdicts = Counter()
     for r in rows:
@@ -82,9 +71,11 @@ def summarize(rows: Sequence[Mapping[str, Any]], ks: Sequence[int]) -> dict[str,
     by_operands: dict[int, list] = defaultdict(list)
     for r in rows:
         by_operands[r["n_numbers"]].append(r)
+    keys = keys[:4]  # tool use is reported for all prompts only
     summary["by_operands"] = {str(k): block(group) for k, group in sorted(by_operands.items())}
-    if all("n_calc" in r for r in rows):
-        summary["tool"] = tool_block(rows)
+    if tool:
+        # a count of the tool's error answers, not a rate: stats carries it from summary.json
+        summary["tool"] = {**tool_metrics, "tool_errors": sum(r["tool_errors"] for r in rows)}
     return summary
 
 

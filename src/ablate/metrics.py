@@ -1,9 +1,56 @@
-"""Sample-based evaluation metrics shared by evaluation and `ablate.stats` (one definition each):
-pass@k (some of k samples correct) and pass^k (all of k samples correct)."""
+"""The evaluation metrics, one definition each, for evaluation (`ablate.eval.summarize`) and
+`ablate.stats` (per-prompt statistics) alike.
+
+Every metric is a ratio of sums over prompts, sum(num) / sum(den), of per-prompt numerators and
+denominators computed from a prompt's sample counts (`samples.jsonl` columns: n samples, n_correct,
+n_answered, mean_length, per-verdict counts, tool counts). `prompt_ratios` is the table: evaluation
+sums it over a set of prompts into `summary.json`; stats resamples the same per-prompt terms.
+pass@k (some of k samples correct) and pass^k (all of k samples correct) are the two estimators below.
+"""
 
 from __future__ import annotations
 
+from typing import Mapping
+
 import numpy as np
+
+Columns = Mapping[str, np.ndarray]
+# (name, per-prompt numerator, per-prompt denominator, what a Wilson interval counts, repeated by operand count)
+Ratio = tuple[str, np.ndarray, np.ndarray, "str | None", bool]
+
+
+def prompt_ratios(cols: Columns, ks) -> list[Ratio]:
+    """The metric table: every metric the columns allow, as per-prompt (num, den).
+
+    `cols` holds arrays over prompts: n and n_correct always; n_answered, mean_length, tool_calls,
+    n_calc and `verdict/<name>` counts when known. pass@k and pass^k are given for the k in `ks` that
+    every prompt has samples for. The Wilson entry says which binomial counts an interval is over:
+    "counts" (num and den are successes and trials), "samples" (n_correct of n samples: a rate over
+    samples only where every prompt has the same n), None (no binomial rate). The flag marks the
+    metrics that are also reported per operand count (`by_operands/<j>/<name>`).
+    """
+    n, c = cols["n"], cols["n_correct"]
+    ones = np.ones(np.shape(n))
+    ks = [int(k) for k in ks if int(k) <= int(np.min(n))]
+    out: list[Ratio] = [(f"pass@{k}", pass_at_k(n, c, k), ones, "samples" if k == 1 else None, True) for k in ks]
+    out += [(f"pass^{k}", pass_hat_k(n, c, k), ones, "samples" if k == 1 else None, True) for k in ks]
+    out.append(("exact_pass@1", c / n, ones, "samples", True))  # mean over prompts of the correct share
+    if "n_answered" in cols:
+        out.append(("coverage", cols["n_answered"], n, "counts", True))  # samples with an answer
+        out.append(("precision", c, cols["n_answered"], "counts", True))  # correct among answered
+    # prompts with some but not all samples correct: the ones that give RLOO a gradient
+    out.append(("mixed_fraction", ((c > 0) & (c < n)).astype(np.float64), ones, "counts", True))
+    # a correct sample among the n: best-of-n with the verifier as the selector (= pass@n)
+    out.append(("best_of_n", (c > 0).astype(np.float64), ones, "counts", True))
+    if "mean_length" in cols:  # sample-weighted mean response length in tokens
+        out.append(("mean_response_length", cols["mean_length"] * n, n, None, True))
+    out += [(f"verdict_rate/{key.split('/', 1)[1]}", col, n, "counts", False)
+            for key, col in cols.items() if key.startswith("verdict/")]
+    if "tool_calls" in cols:  # tool answers spliced in, per sample
+        out.append(("tool/calls_per_rollout", cols["tool_calls"], n, None, False))
+    if "n_calc" in cols:  # samples that write <calc> at all
+        out.append(("tool/calc_emission_rate", cols["n_calc"], n, "counts", False))
+    return out
 
 
 def pass_at_k(n, c, k: int):

@@ -5,36 +5,21 @@ in `analysis`, files and figures in `report`. Names are imported on first use so
 reject a bad path before paying for scipy, pandas and matplotlib.
 """
 
-from __future__ import annotations
-
 import importlib
 
-_EXPORTS = {
-    "ablate.stats.intervals": [
-        "BootstrapCI", "Interval", "PairedResult", "ProbabilityOfImprovement", "SeedTest",
-        "hierarchical_bootstrap_distribution", "holm_bonferroni", "iqm", "iqm_ci", "paired_test", "percentile_interval",
-        "performance_profile", "probability_of_improvement", "prompt_replicates", "ratio_bootstrap_ci", "seed_test",
-        "t_interval", "wilson_interval",
-    ],
-    "ablate.stats.runs": [
-        "PromptTable", "RegimeEval", "Run", "StatsInputError", "Sweep", "find_run_dirs", "find_sweeps",
-        "load_run", "load_sweep", "newest_sweep",
-    ],
-    "ablate.stats.analysis": ["Analysis", "Settings", "analyze", "choose_baseline", "prompt_metrics"],
-    "ablate.stats.report": ["print_summary", "render_markdown", "report_json", "write_report"],
-}
-_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
+_WHERE = {name: f"ablate.stats.{module}" for module, names in {
+    "intervals": "BootstrapCI Interval PairedResult ProbabilityOfImprovement SeedTest hierarchical_bootstrap_distribution "
+                 "holm_bonferroni iqm iqm_ci paired_test percentile_interval performance_profile "
+                 "probability_of_improvement prompt_replicates ratio_bootstrap_ci seed_test t_interval wilson_interval",
+    "runs": "PromptTable RegimeEval Run StatsInputError Sweep find_run_dirs find_sweeps load_run load_sweep newest_sweep",
+    "analysis": "Analysis Settings analyze choose_baseline prompt_metrics",
+    "report": "print_summary render_markdown report_json write_report",
+}.items() for name in names.split()}
 __all__ = sorted(_WHERE)
 
 
 def __getattr__(name: str):
-    module = _WHERE.get(name)
-    if module is None:
+    if name not in _WHERE:
         raise AttributeError(f"module 'ablate.stats' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
+    value = globals()[name] = getattr(importlib.import_module(_WHERE[name]), name)
     return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))

@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from ablate.metrics import pass_at_k, pass_hat_k
+from ablate.metrics import prompt_ratios
 from ablate.stats.intervals import (
     hierarchical_bootstrap_distribution,
     holm_bonferroni,
@@ -38,7 +38,9 @@ VAL_REACH_METRIC = "val/pass@1"
 DEFAULT_METRICS = ("pass@1",)
 DEFAULT_EFFECT = 0.03
 TRAIN_CAVEAT = "training reward: not a skill measure (easier batches reach it sooner)"
-# summary.json numbers that equal a recomputed metric, or are bookkeeping, not results
+# summary.json numbers that equal a recomputed metric, or are bookkeeping, not results. The other numbers
+# are shown next to the recomputed ones (`reported`); as both come from ablate.metrics' one table, a
+# difference above AGREEMENT_TOL means the files disagree (summary.json edited or from another version).
 _NOT_SUMMARY_METRICS = re.compile(
     r"^(regime|n_prompts|n_samples|verdicts/.*|verdict_rate/.*|by_operands/[^/]+/(n_prompts|n_samples))$")
 AGREEMENT_TOL = 1e-4
@@ -80,66 +82,30 @@ class MetricBlock:
 
 
 def prompt_metrics(t: PromptTable, ks: Sequence[int] = KS) -> MetricBlock:
-    """Every metric as sum(num)/sum(den) over prompts, defined as `ablate.eval.summarize` does.
-
-    pass@k: mean over prompts of the unbiased estimator, for k <= the fewest samples of any
-    prompt; pass^k: likewise of C(c, k) / C(n, k) (all k correct); exact_pass@1: mean over prompts of correct/samples; coverage: answered / samples;
-    precision: correct / answered; mixed_fraction: share of prompts with some but not all samples
-    correct; best_of_n: share of prompts with a correct sample; mean_response_length:
-    sample-weighted mean length. by_operands/<j>/<metric>: each of these over the prompts with j
-    numbers. verdict_rate/<v>: share of samples with verdict v. tool/calls_per_rollout: tool
-    calls / samples; tool/calc_emission_rate: samples that emitted a <calc> / samples.
-    """
+    """Every metric of `ablate.metrics.prompt_ratios` (the table evaluation sums into summary.json) as
+    per-prompt num/den, and by_operands/<j>/<metric> for the prompts with j numbers."""
     names, nums, dens, wilson = [], [], [], []
-
-    def add(name, num, den, counts=None):
-        """counts=True: num/den are themselves counts; a pair: the (successes, trials) behind a rate."""
-        names.append(name)
-        nums.append(np.asarray(num, dtype=np.float64))
-        dens.append(np.asarray(den, dtype=np.float64))
-        wilson.append((nums[-1], dens[-1]) if counts is True else counts or None)
-
-    n, c = t.n, t.n_correct
-    ones = np.ones_like(n)
-    constant_n = bool(np.all(n == n[0]))
+    n, c = t.cols["n"], t.cols["n_correct"]
     # with the same n for every prompt, the mean of c/n is the sample success rate: Wilson applies
-    sample_rate = (c, n) if constant_n else None
-    base = []  # metrics that by_operands repeats, as eval.summarize does
-    for k in ks:
-        if k <= int(n.min()):
-            base.append((f"pass@{k}", pass_at_k(n.astype(np.int64), c.astype(np.int64), k), ones,
-                         sample_rate if k == 1 else None))
-    for k in ks:
-        if k <= int(n.min()):
-            base.append((f"pass^{k}", pass_hat_k(n.astype(np.int64), c.astype(np.int64), k), ones,
-                         sample_rate if k == 1 else None))
-    base.append(("exact_pass@1", c / n, ones, sample_rate))
-    if t.n_answered is not None:
-        base.append(("coverage", t.n_answered, n, True))
-        base.append(("precision", c, t.n_answered, True))
-    mixed = ((c > 0) & (c < n)).astype(np.float64)
-    solved = (c > 0).astype(np.float64)
-    base.append(("mixed_fraction", mixed, ones, (mixed, ones)))
-    base.append(("best_of_n", solved, ones, (solved, ones)))
-    if t.mean_length is not None:
-        base.append(("mean_response_length", t.mean_length * n, n, None))
-    for entry in base:
-        add(*entry)
-    for verdict, col in t.verdicts.items():
-        add(f"verdict_rate/{verdict}", col, n, True)
-    if t.tool_calls is not None:
-        add("tool/calls_per_rollout", t.tool_calls, n)
-    if t.n_calc is not None:
-        add("tool/calc_emission_rate", t.n_calc, n, True)
-    if t.n_numbers is not None:
-        for j in sorted(set(t.n_numbers.astype(int).tolist())):
-            # restricting a ratio of sums to a subset of prompts = zeroing the others' terms
-            mask = (t.n_numbers == j).astype(np.float64)
-            for name, num, den, counts in base:
-                if counts is True:
-                    counts = (num, den)
-                w = None if counts is None else (counts[0] * mask, counts[1] * mask)
-                add(f"by_operands/{j}/{name}", num * mask, den * mask, w)
+    sample_rate = (c, n) if bool(np.all(n == n[0])) else None
+    ratios = prompt_ratios(t.cols, ks)
+    masks = [(None, None)]
+    if "n_numbers" in t.cols:
+        # restricting a ratio of sums to a subset of prompts = zeroing the others' terms
+        masks += [(f"by_operands/{j}/", (t.cols["n_numbers"] == j).astype(np.float64))
+                  for j in sorted(set(t.cols["n_numbers"].astype(int).tolist()))]
+    for prefix, mask in masks:
+        for name, num, den, kind, repeated in ratios:
+            if prefix is not None and not repeated:
+                continue
+            counts = (num, den) if kind == "counts" else sample_rate if kind == "samples" else None
+            if mask is not None:
+                num, den = num * mask, den * mask
+                counts = None if counts is None else (counts[0] * mask, counts[1] * mask)
+            names.append((prefix or "") + name)
+            nums.append(np.asarray(num, dtype=np.float64))
+            dens.append(np.asarray(den, dtype=np.float64))
+            wilson.append(counts)
     return MetricBlock(t.ids, names, np.stack(nums, axis=1), np.stack(dens, axis=1), wilson)
 
 
@@ -192,6 +158,11 @@ class Group:
     run_values: np.ndarray  # (S, M)
     hier: np.ndarray  # (B, M)
     reported: dict[str, np.ndarray] = field(default_factory=dict)  # summary-only metrics, (S,)
+
+    def values(self, name: str) -> np.ndarray | None:
+        """Per-run values of a metric (recomputed, else the runs' summary-only numbers), finite ones only."""
+        v = self.run_values[:, self.names.index(name)] if name in self.names else self.reported.get(name)
+        return None if v is None else v[np.isfinite(v)]
 
 
 @dataclass
@@ -361,15 +332,8 @@ def _robust(groups: dict, labels: dict, regimes: Sequence[str], s: Settings) -> 
             for (cond, r), g in groups.items():
                 if r != regime:
                     continue
-                if metric in g.names:
-                    values = g.run_values[:, g.names.index(metric)]
-                elif metric in g.reported:
-                    values = g.reported[metric]
-                else:
-                    continue
-                values = np.asarray(values, dtype=np.float64)
-                values = values[np.isfinite(values)]
-                if not values.size:
+                values = g.values(metric)
+                if values is None or not values.size:
                     continue
                 ci = iqm_ci(values, confidence=s.confidence, n_resamples=s.resamples,
                             rng=rng_for(s.seed, "iqm", condition_label(cond), regime, metric))
@@ -690,11 +654,7 @@ def _power_table(groups, baseline_for, labels, regimes, s: Settings, m: int) -> 
             names = [n for n in g.names if n in base.names]
             reported = [n for n in g.reported if n in base.reported and n not in names]
             for name in names + reported:
-                if name in names:
-                    x, y = g.run_values[:, g.names.index(name)], base.run_values[:, base.names.index(name)]
-                else:
-                    x, y = g.reported[name], base.reported[name]
-                x, y = x[np.isfinite(x)], y[np.isfinite(y)]
+                x, y = g.values(name), base.values(name)
                 if not (x.size and y.size):
                     continue
                 rows.append({"regime": regime, "metric": name, "deciding": name in s.metrics,

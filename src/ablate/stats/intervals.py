@@ -12,7 +12,6 @@ import warnings
 from typing import NamedTuple, Sequence
 
 import numpy as np
-import scipy.special
 import scipy.stats
 
 # Rows of the resample-count matrix are built in chunks so memory stays near this many cells.
@@ -53,39 +52,23 @@ class SeedTest(NamedTuple):
     note: str
 
 
-def _z(confidence: float) -> float:
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    return float(scipy.special.ndtri(0.5 + confidence / 2.0))
-
-
 def wilson_interval(successes, n, confidence: float = 0.95) -> Interval:
-    """Wilson score interval for a binomial rate (same numbers as statsmodels' "wilson").
+    """Wilson score interval for a binomial rate: statsmodels' proportion_confint(method="wilson"), set
+    to exactly 0 and 1 at the ends (where the formula leaves ~1e-18 of rounding). Vectorised over
+    arrays; n == 0 gives NaN bounds."""
+    from statsmodels.stats.proportion import proportion_confint
 
-    Vectorised over arrays; n == 0 gives NaN bounds.
-    """
-    z = _z(confidence)
-    scalar = np.ndim(successes) == 0 and np.ndim(n) == 0
     x = np.asarray(successes, dtype=np.float64)
     m = np.asarray(n, dtype=np.float64)
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     if np.any(x < 0) or np.any(x > m):
         raise ValueError("need 0 <= successes <= n")
     with np.errstate(divide="ignore", invalid="ignore"):
-        p = x / m
-        z2 = z * z
-        denom = 1.0 + z2 / m
-        center = (p + z2 / (2.0 * m)) / denom
-        half = z * np.sqrt(p * (1.0 - p) / m + z2 / (4.0 * m * m)) / denom
-        low = np.clip(center - half, 0.0, 1.0)
-        high = np.clip(center + half, 0.0, 1.0)
-    # exact at the ends (the formula leaves ~1e-18 of rounding there)
-    low = np.where(x == 0, 0.0, low)
-    high = np.where(x == m, 1.0, high)
-    low = np.where(m > 0, low, np.nan)
-    high = np.where(m > 0, high, np.nan)
-    if scalar:
-        return Interval(float(low), float(high))
-    return Interval(low, high)
+        low, high = proportion_confint(x, m, alpha=1.0 - confidence, method="wilson")
+    low = np.where(m > 0, np.where(x == 0, 0.0, low), np.nan)
+    high = np.where(m > 0, np.where(x == m, 1.0, high), np.nan)
+    return Interval(float(low), float(high)) if low.ndim == 0 else Interval(low, high)
 
 
 def t_interval(values, confidence: float = 0.95, axis: int = 0) -> Interval:
@@ -129,17 +112,8 @@ def _run_scipy_bootstrap(data, statistic, *, confidence, n_resamples, rng, batch
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with np.errstate(divide="ignore", invalid="ignore"):
-            res = scipy.stats.bootstrap(
-                data,
-                statistic,
-                n_resamples=n_resamples,
-                batch=batch,
-                vectorized=True,
-                axis=-1,
-                confidence_level=confidence,
-                method=method,
-                rng=rng,
-            )
+            res = scipy.stats.bootstrap(data, statistic, n_resamples=n_resamples, batch=batch, vectorized=True, axis=-1,
+                                        confidence_level=confidence, method=method, rng=rng)
     dist = np.asarray(res.bootstrap_distribution, dtype=np.float64)
     low = np.array(res.confidence_interval.low, dtype=np.float64, ndmin=1)
     high = np.array(res.confidence_interval.high, dtype=np.float64, ndmin=1)
@@ -151,9 +125,8 @@ def _run_scipy_bootstrap(data, statistic, *, confidence, n_resamples, rng, batch
             warnings.simplefilter("ignore", RuntimeWarning)
             spread = (np.nanmax(flat, axis=-1) - np.nanmin(flat, axis=-1)).reshape(low.shape)
         use = ~np.isfinite(low) | ~np.isfinite(high) | (low > high) | ~(spread > 1e-12)
-        if low.size == 1 and any(
-            issubclass(w.category, (scipy.stats.DegenerateDataWarning, RuntimeWarning)) for w in caught
-        ):
+        if low.size == 1 and any(issubclass(w.category, (scipy.stats.DegenerateDataWarning, RuntimeWarning))
+                                 for w in caught):
             use[...] = True
         if use.any():
             pl, ph = percentile_interval(flat, confidence, axis=-1)
@@ -218,19 +191,12 @@ def _index_statistic(num: np.ndarray, den: np.ndarray):
     return statistic
 
 
-def _batch_for(n_prompts: int, n_metrics: int = 1) -> int:
+def _batch_for(n_prompts: int) -> int:
     return max(1, _CELLS_PER_CHUNK // max(1, n_prompts))
 
 
-def ratio_bootstrap_ci(
-    num,
-    den=None,
-    *,
-    confidence: float = 0.95,
-    n_resamples: int = 10_000,
-    rng: np.random.Generator,
-    method: str = "BCa",
-) -> BootstrapCI:
+def ratio_bootstrap_ci(num, den=None, *, confidence: float = 0.95, n_resamples: int = 10_000,
+                       rng: np.random.Generator, method: str = "BCa") -> BootstrapCI:
     """Bootstrap over prompts (rows) of sum(num)/sum(den), for every metric column at once.
 
     `num`, `den`: (P,) or (P, M). Returns arrays of length M (scalars for 1-D input) and the
@@ -250,8 +216,7 @@ def ratio_bootstrap_ci(
     else:
         low, high, methods, dist = _run_scipy_bootstrap(
             (np.arange(n_prompts),), _index_statistic(num2, den2), confidence=confidence,
-            n_resamples=n_resamples, rng=rng, batch=_batch_for(n_prompts), method=method,
-        )
+            n_resamples=n_resamples, rng=rng, batch=_batch_for(n_prompts), method=method)
         res = BootstrapCI(est, low, high, methods, dist.reshape(n_metrics, -1))
     if one_d:
         return BootstrapCI(float(res.estimate[0]), float(res.low[0]), float(res.high[0]),
@@ -273,14 +238,9 @@ def prompt_replicates(num, den=None, *, n_resamples: int, rng: np.random.Generat
     return out
 
 
-def hierarchical_bootstrap_distribution(
-    nums: Sequence,
-    dens: Sequence | None = None,
-    *,
-    n_resamples: int = 10_000,
-    rng: np.random.Generator,
-    replicates: Sequence[np.ndarray] | None = None,
-) -> np.ndarray:
+def hierarchical_bootstrap_distribution(nums: Sequence, dens: Sequence | None = None, *, n_resamples: int = 10_000,
+                                        rng: np.random.Generator,
+                                        replicates: Sequence[np.ndarray] | None = None) -> np.ndarray:
     """Two-level bootstrap: resample seeds with replacement, then prompts within each drawn seed.
 
     The statistic is the mean over drawn seeds of each seed's sum(num)/sum(den) (the mean across
@@ -332,16 +292,8 @@ def _permutation_p(null: np.ndarray, observed: float, exact: bool) -> float:
     return float(min(1.0, 2.0 * min(greater, less)))
 
 
-def paired_test(
-    x,
-    y,
-    x_den=None,
-    y_den=None,
-    *,
-    confidence: float = 0.95,
-    n_resamples: int = 10_000,
-    rng: np.random.Generator,
-) -> PairedResult:
+def paired_test(x, y, x_den=None, y_den=None, *, confidence: float = 0.95, n_resamples: int = 10_000,
+                rng: np.random.Generator) -> PairedResult:
     """Paired comparison of two conditions on the same prompts (row i of x and y = one prompt).
 
     Statistic: sum(x)/sum(x_den) - sum(y)/sum(y_den) (a mean difference when dens are None).
@@ -399,10 +351,8 @@ def paired_test(
                 r = (w @ num) / (w @ den)
             return (r[:, 0] - r[:, 1]).reshape(np.shape(idx)[:-1])
 
-        low, high, methods, _ = _run_scipy_bootstrap(
-            (np.arange(n),), diff_statistic, confidence=confidence, n_resamples=n_resamples,
-            rng=rng, batch=_batch_for(n), method="BCa",
-        )
+        low, high, methods, _ = _run_scipy_bootstrap((np.arange(n),), diff_statistic, confidence=confidence,
+                                                     n_resamples=n_resamples, rng=rng, batch=_batch_for(n), method="BCa")
         low, high, method = float(low[0]), float(high[0]), str(methods[0])
     else:
         low = high = np.nan
@@ -433,14 +383,8 @@ def _poi(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return gt + 0.5 * eq
 
 
-def probability_of_improvement(
-    x,
-    y,
-    *,
-    confidence: float = 0.95,
-    n_resamples: int = 10_000,
-    rng: np.random.Generator,
-) -> ProbabilityOfImprovement:
+def probability_of_improvement(x, y, *, confidence: float = 0.95, n_resamples: int = 10_000,
+                               rng: np.random.Generator) -> ProbabilityOfImprovement:
     """rliable's probability of improvement of X over Y from seed-level scores.
 
     P(X > Y) + 0.5 P(X = Y) = Mann-Whitney U / (n m); CI: percentile of a bootstrap that
@@ -522,12 +466,3 @@ def holm_bonferroni(p_values, alpha: float = 0.05):
     if ok.any():
         reject[ok], adjusted[ok] = multipletests(p[ok], alpha=alpha, method="holm")[:2]
     return reject, adjusted
-
-
-__all__ = [
-    "BootstrapCI", "Interval", "PairedResult", "ProbabilityOfImprovement", "SeedTest",
-    "hierarchical_bootstrap_distribution", "holm_bonferroni", "iqm", "iqm_ci", "paired_test", "percentile_interval",
-    "performance_profile", "probability_of_improvement", "prompt_replicates", "ratio_bootstrap_ci", "ratio_of_sums",
-    "seed_test", "t_interval", "wilson_interval",
-]
-

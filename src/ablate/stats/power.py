@@ -112,6 +112,3 @@ def power_line(n1: int, n2: int, sd: float, mdd_value: float, needed: float, eff
     if math.isinf(needed):
         return f"{head}; more than {MAX_SEEDS} seeds would be needed to detect {fmt(effect)}"
     return f"{head}; {int(needed)} seeds would detect {fmt(effect)}"
-
-
-__all__ = ["POWER", "mdd", "pooled_sd", "power_line", "seeds_needed", "standard_mdd"]

@@ -606,7 +606,3 @@ def print_summary(a: Analysis, written: dict[str, Path], console=None) -> None:
     report = written.get("report.md") or written.get("report.json")
     if report is not None:
         console.print(f"Report: {report}", highlight=False, soft_wrap=True)
-
-
-__all__ = ["make_figures", "print_summary", "render_markdown", "report_json", "write_report"]
-

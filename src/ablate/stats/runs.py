@@ -4,6 +4,7 @@ note on the run (or the sweep) so the report can name it; only a bad path given 
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 import math
@@ -28,17 +29,16 @@ class StatsInputError(Exception):
 
 @dataclass
 class PromptTable:
-    """Per-prompt counts of one run in one eval regime (one row per samples.jsonl line)."""
+    """Per-prompt counts of one run in one eval regime (one row per samples.jsonl line): `cols` holds
+    n and n_correct, and each optional column of `ablate.metrics.prompt_ratios` (n_answered,
+    mean_length, tool_calls, n_calc, verdict/<name>) and n_numbers when every line has it."""
 
     ids: np.ndarray  # object array of str
-    n: np.ndarray  # samples per prompt
-    n_correct: np.ndarray
-    n_answered: np.ndarray | None  # None when any line lacks it
-    n_numbers: np.ndarray | None
-    mean_length: np.ndarray | None
-    verdicts: dict[str, np.ndarray]
-    n_calc: np.ndarray | None
-    tool_calls: np.ndarray | None
+    cols: dict[str, np.ndarray]
+
+    @property
+    def n(self) -> np.ndarray:
+        return self.cols["n"]
 
     def __len__(self) -> int:
         return int(self.ids.size)
@@ -205,15 +205,20 @@ def newest_sweep(multirun_root: Path = Path("multirun")) -> Path:
 # loading
 
 
-def _read_json(path: Path, issues: list[str], what: str):
+def _read(path: Path, issues: list[str], what: str, parse=json.loads):
+    """`parse` of a file's text; None when it is absent, and named in `issues` when it is unreadable."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
+        return parse(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        issues.append(f"{what}: unreadable ({_short(exc)})")
+    except (OSError, ValueError, yaml.YAMLError) as exc:  # JSON and Unicode errors are ValueErrors
+        issues.append(f"{what} unreadable ({_short(exc)})")
         return None
+
+
+def _yaml(text: str):
+    data = yaml.safe_load(text)
+    return () if data is None else data  # an empty file: no overrides
 
 
 def _short(exc: BaseException, limit: int = 160) -> str:
@@ -231,18 +236,39 @@ def _whole(value) -> int | None:
     return None
 
 
+def _number(v) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return None
+    return float(v)
+
+
+def _n_numbers(row: dict) -> int | None:
+    diff = row.get("difficulty")
+    for v in (row.get("n_numbers"), diff.get("n_numbers") if isinstance(diff, dict) else None):
+        if _whole(v) is not None:
+            return _whole(v)
+    nums = row.get("numbers")
+    return len(nums) if isinstance(nums, list) else None
+
+
 def load_samples(path: Path, issues: list[str], what: str) -> PromptTable | None:
-    """Read samples.jsonl; bad lines are skipped and named (line numbers) in `issues`."""
+    """Read samples.jsonl with pandas and check it against its schema (id; whole n >= 1; 0 <= n_correct
+    <= n; 0 <= n_answered <= n when given). Lines that fail are skipped and named (line numbers) in
+    `issues`, so are lines that are not JSON objects (a crashed run's truncated last line)."""
+    import pandas as pd
+
     try:
-        fh = open(path, encoding="utf-8", errors="replace")
+        text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         issues.append(f"{what}: unreadable ({_short(exc)})")
         return None
-    rows, bad, dupes, seen = [], [], [], set()
-    with fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
+    lines = [(i, line) for i, line in enumerate(text.split("\n"), 1) if line.strip()]
+    bad: list[tuple[int, str]] = []
+    try:
+        frame = pd.read_json(io.StringIO(text), lines=True, dtype=False)
+    except (ValueError, TypeError):  # some line is not a JSON object: name it, read the others
+        kept = []
+        for lineno, line in lines:
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError:
@@ -251,93 +277,59 @@ def load_samples(path: Path, issues: list[str], what: str) -> PromptTable | None
             if not isinstance(obj, dict):
                 bad.append((lineno, "not a JSON object"))
                 continue
-            pid, n, c = obj.get("id"), _whole(obj.get("n")), _whole(obj.get("n_correct"))
-            if pid is None or n is None or c is None:
-                bad.append((lineno, "missing id, n or n_correct"))
-                continue
-            if n < 1 or not 0 <= c <= n:
-                bad.append((lineno, f"inconsistent counts n={n}, n_correct={c}"))
-                continue
-            a = obj.get("n_answered")
-            if a is not None:
-                a = _whole(a)
-                if a is None or not 0 <= a <= n:
-                    bad.append((lineno, f"inconsistent n_answered={obj.get('n_answered')!r}"))
-                    continue
-            pid = str(pid)
-            if pid in seen:
-                dupes.append(lineno)
-                continue
-            seen.add(pid)
-            rows.append((lineno, pid, n, c, a, obj))
+            kept.append((lineno, line))
+        lines = kept
+        frame = pd.read_json(io.StringIO("\n".join(line for _, line in kept)), lines=True, dtype=False)
+    rows = frame.to_dict("records")
+    for key in ("id", "n", "n_correct", "n_answered"):  # pandas fills a key some lines lack with NaN
+        for row in rows:
+            if isinstance(row.get(key), float) and math.isnan(row[key]):
+                row[key] = None
+    good, dupes, seen = [], [], set()
+    for (lineno, _), row in zip(lines, rows):
+        n, c, a = _whole(row.get("n")), _whole(row.get("n_correct")), row.get("n_answered")
+        if row.get("id") is None or n is None or c is None:
+            bad.append((lineno, "missing id, n or n_correct"))
+        elif n < 1 or not 0 <= c <= n:
+            bad.append((lineno, f"inconsistent counts n={n}, n_correct={c}"))
+        elif a is not None and (_whole(a) is None or not 0 <= _whole(a) <= n):
+            bad.append((lineno, f"inconsistent n_answered={a!r}"))
+        elif str(row["id"]) in seen:
+            dupes.append(lineno)
+        else:
+            seen.add(str(row["id"]))
+            good.append({**row, "n": n, "n_correct": c})
     if bad:
+        bad.sort()
         shown = ", ".join(f"line {ln} ({why})" for ln, why in bad[:5])
         more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
         issues.append(f"{what}: skipped {len(bad)} bad line(s): {shown}{more}")
     if dupes:
         issues.append(f"{what}: {len(dupes)} duplicate prompt id(s) ignored (first at line {dupes[0]})")
-    if not rows:
+    if not good:
         issues.append(f"{what}: no usable prompt lines")
         return None
 
-    def column(getter, dtype=np.float64):
-        vals = [getter(obj) for *_, obj in rows]
-        if any(v is None for v in vals):
-            return None
-        try:
-            return np.asarray(vals, dtype=dtype)
-        except (TypeError, ValueError):
-            return None
-
-    def n_numbers(obj):
-        diff = obj.get("difficulty")
-        for v in (obj.get("n_numbers"), diff.get("n_numbers") if isinstance(diff, dict) else None):
-            if _whole(v) is not None:
-                return _whole(v)
-        nums = obj.get("numbers")
-        return len(nums) if isinstance(nums, list) else None
-
-    answered = [r[4] for r in rows]
-    verdict_names = sorted({str(k) for *_, obj in rows if isinstance(obj.get("verdicts"), dict)
-                            for k in obj["verdicts"]})
-    verdicts = {}
-    for name in verdict_names:
-        col = column(lambda o: _verdict_count(o, name))
-        if col is not None:
-            verdicts[name] = col
-    c_arr = np.asarray([r[3] for r in rows], dtype=np.float64)
-    a_arr = None if any(v is None for v in answered) else np.asarray(answered, dtype=np.float64)
-    if a_arr is not None and np.any(c_arr > a_arr):
+    cols: dict[str, np.ndarray] = {}
+    getters = {"n": lambda r: r["n"], "n_correct": lambda r: r["n_correct"], "n_answered": lambda r: _whole(r.get("n_answered")),
+               "n_numbers": _n_numbers, **{key: (lambda r, key=key: _number(r.get(key)))
+                                          for key in ("mean_length", "tool_calls", "n_calc")}}
+    verdicts = sorted({str(k) for r in good if isinstance(r.get("verdicts"), dict) for k in r["verdicts"]})
+    for name in verdicts:
+        getters[f"verdict/{name}"] = lambda r, name=name: (_number(r["verdicts"].get(name, 0))
+                                                           if isinstance(r.get("verdicts"), dict) else None)
+    for key, get in getters.items():  # a column is known when every line has it
+        values = [get(r) for r in good]
+        if all(v is not None for v in values):
+            cols[key] = np.asarray(values, dtype=np.float64)
+    if "n_answered" in cols and np.any(cols["n_correct"] > cols["n_answered"]):
         issues.append(f"{what}: some prompts have n_correct > n_answered (precision above 1)")
-    return PromptTable(
-        ids=np.asarray([r[1] for r in rows], dtype=object),
-        n=np.asarray([r[2] for r in rows], dtype=np.float64),
-        n_correct=c_arr,
-        n_answered=a_arr,
-        n_numbers=column(n_numbers),
-        mean_length=column(lambda o: _number(o.get("mean_length"))),
-        verdicts=verdicts,
-        n_calc=column(lambda o: _number(o.get("n_calc"))),
-        tool_calls=column(lambda o: _number(o.get("tool_calls"))),
-    )
-
-
-def _number(v):
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        return None
-    return float(v)
-
-
-def _verdict_count(obj: dict, name: str):
-    v = obj.get("verdicts")
-    if not isinstance(v, dict):
-        return None
-    return _number(v.get(name, 0))
+    return PromptTable(np.asarray([str(r["id"]) for r in good], dtype=object), cols)
 
 
 def load_regime(path: Path, rel: str) -> RegimeEval:
     issues: list[str] = []
-    summary = _read_json(path / "summary.json", issues, f"{rel}/summary.json")
+    summary = _read(path / "summary.json", issues, f"{rel}/summary.json:")
     if summary is not None and not isinstance(summary, dict):
         issues.append(f"{rel}/summary.json: not a JSON object")
         summary = None
@@ -388,31 +380,6 @@ def load_metrics_csv(path: Path, issues: list[str], what: str):
     return frame.groupby("step", sort=True).mean()
 
 
-def _read_overrides(path: Path, issues: list[str]) -> tuple[str, ...] | None:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        issues.append(f".hydra/overrides.yaml unreadable ({_short(exc)})")
-        return None
-    if data is None:
-        return ()
-    if not isinstance(data, list):
-        issues.append(".hydra/overrides.yaml is not a list")
-        return None
-    return tuple(str(x) for x in data)
-
-
-def _read_config(path: Path, issues: list[str]) -> dict | None:
-    try:
-        cfg = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        issues.append(f".hydra/config.yaml unreadable ({_short(exc)})")
-        return None
-    return cfg if isinstance(cfg, dict) else None
-
-
 def _status_warnings(status: dict | None, issues: list[str]) -> list[str]:
     raw = (status or {}).get("warnings")
     if raw is None:
@@ -423,18 +390,6 @@ def _status_warnings(status: dict | None, issues: list[str]) -> list[str]:
         issues.append("status.json: `warnings` is not a list of strings; ignored")
         return []
     return [str(w) for w in raw if str(w).strip()]
-
-
-def _config_value(path: Path, dotted: str):
-    try:
-        cfg = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return None
-    for part in dotted.split("."):
-        if not isinstance(cfg, dict):
-            return None
-        cfg = cfg.get(part)
-    return cfg
 
 
 def _coverage_gap(run: "Run", expected: int | None) -> str | None:
@@ -479,12 +434,17 @@ def load_run(path: Path, root: Path | None = None) -> Run:
     except ValueError:
         rel = str(path)
     issues: list[str] = []
-    overrides = _read_overrides(path.joinpath(*RUN_MARKER), issues)
+    overrides = _read(path.joinpath(*RUN_MARKER), issues, ".hydra/overrides.yaml", _yaml)
+    if overrides is not None and not isinstance(overrides, (list, tuple)):
+        issues.append(".hydra/overrides.yaml is not a list")
+        overrides = None
+    overrides = None if overrides is None else tuple(str(x) for x in overrides)
     condition, seed = split_overrides(overrides or ())
-    config = _read_config(path / ".hydra" / "config.yaml", issues)
+    config = _read(path / ".hydra" / "config.yaml", issues, ".hydra/config.yaml", _yaml)
+    config = config if isinstance(config, dict) else None
     if seed is None and config is not None and config.get("seed") is not None:
         seed = str(config["seed"])
-    status = _read_json(path / "status.json", issues, "status.json")
+    status = _read(path / "status.json", issues, "status.json:")
     if status is not None and not isinstance(status, dict):
         issues.append("status.json is not a JSON object")
         status = None
@@ -528,9 +488,8 @@ def load_run(path: Path, root: Path | None = None) -> Run:
         run.outcome = "ok"
         if state == "unknown":
             run.reason = "no readable status.json; counted as completed because eval/ exists"
-        config = path / ".hydra" / "config.yaml"
-        expected = _whole(_config_value(config, "task.test_size")) if config.is_file() else None
-        gap = _coverage_gap(run, expected)
+        task = (config or {}).get("task")
+        gap = _coverage_gap(run, _whole(task.get("test_size")) if isinstance(task, dict) else None)
         if gap:
             run.outcome, run.reason = "missing", gap
     return run

@@ -150,6 +150,3 @@ def sweep_study(runs: Sequence[Run], explicit: bool, problems: list[str]) -> Stu
         problems.append(f"study {name}: the study block differs between runs (e.g. {members[0].rel} vs "
                         f"{differing[0]}); using {members[0].rel}'s")
     return parse_study(first, problems)
-
-
-__all__ = ["Rule", "Study", "lookup", "matches", "parse_study", "same", "sweep_study"]
