@@ -56,7 +56,7 @@ def fit_rloo(cfg: DictConfig, model, tokenizer, train_problems, reward, run_dir:
     replay = (ReplayBuffer(int(cfg.replay.capacity), float(cfg.replay.fresh_fraction), int(cfg.seed))
               if cfg.replay.enabled else None)
     module = RLOOModule(model, tokenizer, train_problems, cfg.model.template, engine, reward, sampler,
-                        OmegaConf.to_container(s, resolve=True), int(cfg.seed), replay=replay,
+                        s, int(cfg.seed), replay=replay,
                         tool=OmegaConf.to_container(cfg.tool, resolve=True),
                         dynamic_sampling=OmegaConf.to_container(cfg.dynamic_sampling, resolve=True))
     # One item per optimizer step: prompts come from the sampler inside training_step.

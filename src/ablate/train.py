@@ -158,6 +158,19 @@ def drop_multirun_when_printing(argv: list[str]) -> list[str]:
     return [a for a in argv if a not in ("-m", "--multirun")] if printing else argv
 
 
+def refuse_added_keys(argv: list[str]) -> None:
+    """`+key=value` naming a key no schema has: exit 2 naming it, before Hydra composes (which would
+    refuse it too, with its own message and exit code 1)."""
+    from ablate.config import CONF_DIR
+    from ablate.config_checks import added_keys_error
+
+    error = added_keys_error([a for a in argv if not a.startswith("-")], CONF_DIR)
+    if error:
+        print(f"config error: {error}", file=sys.stderr)
+        sys.exit(2)
+
+
 if __name__ == "__main__":
     sys.argv[1:] = drop_multirun_when_printing(sys.argv[1:])
+    refuse_added_keys(sys.argv[1:])
     main()

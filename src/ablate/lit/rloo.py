@@ -29,6 +29,7 @@ from ablate.objectives import (ADVANTAGES, aggregate, entropy_from_logits, kl_pe
                                token_logprobs)
 from ablate.rollout import Rollouts, SamplingParams
 from ablate.rollout.schedules import ToolAvailability, p_tool, show_preamble
+from ablate.schemas import RLOOStageConfig, typed
 from ablate.tasks.countdown import VERDICTS, Problem
 
 
@@ -166,7 +167,8 @@ class Collected:
 
 class RLOOModule(L.LightningModule):
     def __init__(self, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problems: Sequence[Problem],
-                 template: str, engine: Any, reward: Callable, sampler: Any, stage: Mapping[str, Any], seed: int,
+                 template: str, engine: Any, reward: Callable, sampler: Any, stage: RLOOStageConfig | Mapping[str, Any],
+                 seed: int,
                  replay: Any = None, tool: Mapping[str, Any] | None = None,
                  dynamic_sampling: Mapping[str, Any] | None = None):
         super().__init__()
@@ -174,7 +176,8 @@ class RLOOModule(L.LightningModule):
         self.model = policy
         # Kept out of the module tree (a tuple, not an attribute Lightning registers): the frozen
         # starting model is rebuilt from the same init on resume, so it needs no checkpoint space.
-        reference_dtype = getattr(torch, str(stage.get("reference_dtype", "float32")))
+        stage = typed(RLOOStageConfig, stage)
+        reference_dtype = getattr(torch, stage.reference_dtype)
         self._frozen = (copy.deepcopy(policy).eval().requires_grad_(False).to(reference_dtype),)
         self.tokenizer = tokenizer
         self.problems = list(problems)
@@ -185,8 +188,8 @@ class RLOOModule(L.LightningModule):
         self.replay = replay
         self.dynamic = dict(dynamic_sampling or {"enabled": False})
         self.n_numbers_values = sorted({p.n_numbers for p in self.problems})
-        self.stage = dict(stage)
-        self.params = SamplingParams(**dict(stage["sampling"]))
+        self.stage = stage
+        self.params = SamplingParams(**dataclasses.asdict(stage.sampling))
         self.seed = seed
         self.rollout_generator = torch.Generator().manual_seed(seed)
         self.tool = dict(tool or TOOL_OFF)
@@ -215,9 +218,9 @@ class RLOOModule(L.LightningModule):
 
     def configure_optimizers(self):
         s = self.stage
-        optimizer = torch.optim.AdamW(self.model.parameters(), lr=float(s["lr"]), weight_decay=float(s["weight_decay"]),
+        optimizer = torch.optim.AdamW(self.model.parameters(), lr=s.lr, weight_decay=s.weight_decay,
                                       betas=(0.9, 0.999))
-        warmup = int(s.get("warmup_steps", 0))
+        warmup = s.warmup_steps
         if warmup <= 0:  # constant lr: no scheduler at all
             return optimizer
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
@@ -234,8 +237,8 @@ class RLOOModule(L.LightningModule):
 
     def _generate(self, indices: Sequence[int]) -> tuple[list[Problem], Rollouts, list[bool], float]:
         problems = [self.problems[i] for i in indices]
-        k = int(self.stage["k"])
-        p_available = p_tool(self.global_step, int(self.stage["max_steps"]), self.tool)
+        k = self.stage.k
+        p_available = p_tool(self.global_step, self.stage.max_steps, self.tool)
         available = self.availability.draw(len(problems) * k, p_available)
         oracle = self.tool.get("kind") == "oracle"
         # One prompt per rollout (prompt-major), since the preamble can follow each rollout's draw.
@@ -292,7 +295,7 @@ class RLOOModule(L.LightningModule):
             reference = self.sampler.reference_prompts(step)
             if reference:
                 self.sampler.observe_reference(reference, self._score(*self._generate(reference)[:2])[0])
-        n_prompts = int(self.stage["batch_prompts"])
+        n_prompts = self.stage.batch_prompts
         n_replay = self.replay.replay_count(n_prompts) if self.replay is not None else 0
         kept, seen, metrics = self._fresh(n_prompts - n_replay, step)
         rollouts, rewards = kept.rollouts, kept.rewards
@@ -313,14 +316,14 @@ class RLOOModule(L.LightningModule):
         Micro-batches of sequences of similar length (cut to their longest: right padding changes no
         logit) compute less padding; each one's loss is scaled by its `micro_batch_shares`."""
         s = self.stage
-        advantages = ADVANTAGES[s["advantage"]](rewards).flatten()
+        advantages = ADVANTAGES[s.advantage](rewards).flatten()
         batch = pad_rollouts(rollouts, self.tokenizer.pad_token_id)
         optimizer = self.optimizers()
         n = advantages.numel()
         totals = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "is_weight_mean": 0.0, "is_clip_frac": 0.0}
         # logged only when switched on, so a default run's metrics.csv keeps its columns
-        optional = {"mask_fraction": "is_mask_frac"} if s.get("is_mode", "truncate") == "mask" else {}
-        if s.get("dual_clip") is not None:
+        optional = {"mask_fraction": "is_mask_frac"} if s.is_mode == "mask" else {}
+        if s.dual_clip is not None:
             optional["dual_clip_fraction"] = "is_dual_clip_frac"
         totals.update({name: 0.0 for name in optional.values()})
         is_weight_max = 0.0
@@ -328,8 +331,8 @@ class RLOOModule(L.LightningModule):
         lengths = batch["attention_mask"].sum(-1)
         order = torch.argsort(lengths, descending=True, stable=True)
         tokens_total = batch["loss_mask"].sum().clamp(min=1)
-        for start in range(0, n, int(s["micro_batch"])):
-            part = order[start:start + int(s["micro_batch"])]
+        for start in range(0, n, s.micro_batch):
+            part = order[start:start + s.micro_batch]
             width = int(lengths[part].max())
             ids = batch["input_ids"][part, :width].to(self.device)
             mask = batch["loss_mask"][part, :width - 1].to(self.device)
@@ -342,15 +345,13 @@ class RLOOModule(L.LightningModule):
                 ref_logits = self.reference(input_ids=ids).logits[:, :-1]
                 ref_logprobs = token_logprobs(ref_logits.float(), ids[:, 1:])
             pg, info = policy_gradient_loss(logprobs, batch["behaviour"][part, :width - 1].to(self.device),
-                                            advantages[part].to(self.device), mask, level=s["is_level"],
-                                            clip=float(s["is_clip"]), clip_eps=float(s["clip_eps"]),
-                                            aggregation=s["aggregation"], mode=s.get("is_mode", "truncate"),
-                                            low=float(s.get("is_low", 0.0)),
-                                            dual_clip=None if s.get("dual_clip") is None else float(s["dual_clip"]))
-            kl = aggregate(kl_penalty(logprobs, ref_logprobs, s["kl_estimator"]), mask, s["aggregation"])
-            entropy = aggregate(entropy_from_logits(logits), mask, s["aggregation"])
-            loss = pg + float(s["kl_coef"]) * kl - float(s["entropy_coef"]) * entropy
-            share = micro_batch_shares(len(part), n, mask.sum(), tokens_total, s["aggregation"], s["is_level"])
+                                            advantages[part].to(self.device), mask, level=s.is_level, clip=s.is_clip,
+                                            clip_eps=s.clip_eps, aggregation=s.aggregation, mode=s.is_mode,
+                                            low=s.is_low, dual_clip=s.dual_clip)
+            kl = aggregate(kl_penalty(logprobs, ref_logprobs, s.kl_estimator), mask, s.aggregation)
+            entropy = aggregate(entropy_from_logits(logits), mask, s.aggregation)
+            loss = pg + s.kl_coef * kl - s.entropy_coef * entropy
+            share = micro_batch_shares(len(part), n, mask.sum(), tokens_total, s.aggregation, s.is_level)
             with self.timer("backward"):
                 self.manual_backward(loss * share.loss)
             for key, value in (("loss", loss), ("pg_loss", pg), ("kl", kl), ("entropy", entropy)):
@@ -360,12 +361,12 @@ class RLOOModule(L.LightningModule):
             for key, name in optional.items():  # fractions of sequences, or of tokens at the token level
                 totals[name] += float(info[key]) * share.fraction
             is_weight_max = max(is_weight_max, float(info["ratio_max"]))
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), float(s["grad_clip"]))
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), s.grad_clip)
         lr = optimizer.param_groups[0]["lr"]
         with self.timer("optimizer"):
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
-            if int(s.get("warmup_steps", 0)) > 0:
+            if s.warmup_steps > 0:
                 self.lr_schedulers().step()
         metrics = {f"train/{key}": value for key, value in totals.items()}
         metrics.update({"train/is_weight_max": is_weight_max, "train/grad_norm": float(grad_norm), "train/lr": lr})
