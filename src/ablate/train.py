@@ -61,9 +61,7 @@ def run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any] = ()) -> Path:
         return run_dir
 
     worker = global_rank() > 0  # a DDP worker trains; rank 0 writes the run directory and evaluates
-    status = RunStatus(run_dir, writer=not worker)
-    status.start(stage=cfg.stage.name)
-    try:
+    with RunStatus(run_dir, writer=not worker).running(stage=cfg.stage.name) as status:
         torch.set_num_threads(int(cfg.trainer.num_threads or os.cpu_count() or 1))
         clock = time.monotonic()
         start = starting_model_config(cfg, run)  # may train an upstream stage: before seeding, which it would disturb
@@ -98,14 +96,10 @@ def run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any] = ()) -> Path:
             clock = time.monotonic()
             tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if regime == REGIME_TOOL else None
             summary, rows = evaluate(model, tokenizer, splits.test, cfg.model.template, reward, cfg.eval, int(cfg.seed),
-                                     tool, prompt_mode=cfg.tool.prompt, oracle=cfg.tool.kind == "oracle")
+                                     tool, tool_cfg=cfg.tool)
             write_eval(run_dir, regime, summary, rows)
             status.timing(f"eval_{regime}_s", time.monotonic() - clock)
             print(f"eval [{regime}]: {format_summary(summary)}")
-        status.complete()
-    except BaseException as exc:
-        status.fail(exc)
-        raise
     print(f"run directory: {run_dir}")
     return run_dir
 

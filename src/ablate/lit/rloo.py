@@ -24,16 +24,14 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from ablate.models import encode_prompt, prompt_text
 from ablate.objectives import (ADVANTAGES, aggregate, entropy_from_logits, kl_penalty, policy_gradient_loss,
                                token_logprobs)
+from ablate.padding import attention_mask, right_pad
 from ablate.rollout import Rollouts, SamplingParams
-from ablate.rollout.schedules import ToolAvailability, p_tool, show_preamble
+from ablate.rollout.schedules import ToolAvailability, p_tool
+from ablate.rollout.tools import TOOL_OFF, ToolPrompt
 from ablate.schemas import RLOOStageConfig, typed
 from ablate.tasks.countdown import VERDICTS, Problem
-
-
-TOOL_OFF = {"kind": "calculator", "schedule": "off", "prompt": "when_available"}
 
 
 def availability_seed(seed: int) -> int:
@@ -45,19 +43,14 @@ def availability_seed(seed: int) -> int:
 def pad_rollouts(rollouts: Rollouts, pad_id: int) -> dict[str, torch.Tensor]:
     """Right-padded prompt+completion ids with masks aligned to next-token targets [N, L-1]."""
     sequences = [p + c for p, c in zip(rollouts.prompt_ids, rollouts.completion_ids)]
-    width = max(map(len, sequences))
-    n = len(sequences)
-    ids = torch.full((n, width), pad_id, dtype=torch.long)
-    attention = torch.zeros((n, width), dtype=torch.long)
-    loss_mask = torch.zeros((n, width - 1))
-    behaviour = torch.zeros((n, width - 1))
-    for i, (prompt, completion) in enumerate(zip(rollouts.prompt_ids, rollouts.completion_ids)):
-        ids[i, :len(prompt) + len(completion)] = torch.tensor(prompt + completion)
-        attention[i, :len(prompt) + len(completion)] = 1
-        start = len(prompt) - 1  # target position t+1 is predicted at t
-        span = slice(start, start + len(completion))
-        loss_mask[i, span] = torch.tensor([0.0 if tool else 1.0 for tool in rollouts.tool_mask[i]])
-        behaviour[i, span] = torch.tensor(rollouts.behaviour_logprobs[i])
+    # Position t predicts token t+1: [N, L-1] targets, a completion's from position len(prompt) - 1 on.
+    targets = max(map(len, sequences)) - 1
+    before = [[0.0] * (len(prompt) - 1) for prompt in rollouts.prompt_ids]
+    ids, attention = right_pad(sequences, pad_id), attention_mask(sequences)
+    loss_mask = right_pad([b + [0.0 if tool else 1.0 for tool in rollouts.tool_mask[i]] for i, b in enumerate(before)],
+                          0.0, torch.float32, targets)
+    behaviour = right_pad([b + list(rollouts.behaviour_logprobs[i]) for i, b in enumerate(before)], 0.0,
+                          torch.float32, targets)
     return {"input_ids": ids, "attention_mask": attention, "loss_mask": loss_mask, "behaviour": behaviour}
 
 
@@ -167,9 +160,9 @@ class Collected:
 
 class RLOOModule(L.LightningModule):
     def __init__(self, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problems: Sequence[Problem],
-                 template: str, engine: Any, reward: Callable, sampler: Any, stage: RLOOStageConfig | Mapping[str, Any],
-                 seed: int,
-                 replay: Any = None, tool: Mapping[str, Any] | None = None,
+                 template: str, engine: Any, reward: Callable, sampler: Any,
+                 stage: RLOOStageConfig | Mapping[str, Any], seed: int, replay: Any = None,
+                 tool: Mapping[str, Any] | None = None,
                  dynamic_sampling: Mapping[str, Any] | None = None):
         super().__init__()
         self.automatic_optimization = False
@@ -193,9 +186,8 @@ class RLOOModule(L.LightningModule):
         self.seed = seed
         self.rollout_generator = torch.Generator().manual_seed(seed)
         self.tool = dict(tool or TOOL_OFF)
+        self.prompt = ToolPrompt(self.tool, template, tokenizer)  # the tool decorates the prompts
         self.availability = ToolAvailability(availability_seed(seed))
-        self.elapsed_before = 0.0
-        self.started = time.monotonic()
         self.timer = PhaseTimer()  # a new one each step
         self.p_available = 0.0
         self.collected: Collected | None = None
@@ -205,7 +197,6 @@ class RLOOModule(L.LightningModule):
         return self._frozen[0]
 
     def on_train_start(self) -> None:
-        self.started = time.monotonic()
         self.reference.to(self.device)
         if self.global_rank > 0:
             # Data-parallel ranks sample their own prompts and rollouts (the checkpoint holds rank 0's
@@ -240,12 +231,8 @@ class RLOOModule(L.LightningModule):
         k = self.stage.k
         p_available = p_tool(self.global_step, self.stage.max_steps, self.tool)
         available = self.availability.draw(len(problems) * k, p_available)
-        oracle = self.tool.get("kind") == "oracle"
-        # One prompt per rollout (prompt-major), since the preamble can follow each rollout's draw.
-        prompts = [encode_prompt(prompt_text(problems[i // k], self.template, self.tokenizer,
-                                             calculator=show_preamble(self.tool.get("prompt", "when_available"), a),
-                                             oracle=oracle),
-                                 self.tokenizer) for i, a in enumerate(available)]
+        # One prompt per rollout (prompt-major), since its decoration can follow each rollout's draw.
+        prompts = [self.prompt.ids(problems[i // k], a) for i, a in enumerate(available)]
         rollouts = self.engine.generate(prompts, 1, self.params, self.rollout_generator, tool_available=available)
         return problems, dataclasses.replace(rollouts, k=k), available, p_available
 
@@ -411,7 +398,6 @@ class RLOOModule(L.LightningModule):
         generated = sum(len(c) for c in seen.rollouts.completion_ids)
         metrics.update(self.timer.metrics())
         metrics["time/generate_tokens_per_s"] = generated / max(self.timer.seconds["generate"], 1e-9)
-        metrics["time/elapsed_s"] = self.elapsed_before + time.monotonic() - self.started
         self.log_dict(metrics, prog_bar=False, on_step=True)
         self.log("reward", metrics["train/reward_mean"], prog_bar=True, logger=False)
 
@@ -421,7 +407,6 @@ class RLOOModule(L.LightningModule):
             checkpoint["replay"] = self.replay.state_dict()
         checkpoint["rollout_generator"] = self.rollout_generator.get_state()
         checkpoint["tool_availability"] = self.availability.state_dict()
-        checkpoint["elapsed_s"] = self.elapsed_before + time.monotonic() - self.started
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.sampler.load_state_dict(checkpoint["sampler"])
@@ -430,7 +415,6 @@ class RLOOModule(L.LightningModule):
         self.rollout_generator.set_state(checkpoint["rollout_generator"])
         if "tool_availability" in checkpoint:  # absent in checkpoints written before tool schedules
             self.availability.load_state_dict(checkpoint["tool_availability"])
-        self.elapsed_before = float(checkpoint.get("elapsed_s", 0.0))
 
 
 def check_stage(cfg) -> None:
@@ -441,29 +425,27 @@ def check_stage(cfg) -> None:
 
     s = cfg.stage
     for key in ("batch_prompts", "max_steps", "micro_batch", "pool_size", "checkpoint_every"):
-        require(int(s[key]) >= 1, f"stage.{key}={s[key]} must be >= 1")
-    require(int(s.k) >= 2, f"stage.k={s.k}: RLOO needs at least 2 samples per prompt")
-    require(0 <= int(s.warmup_steps) < int(s.max_steps),
+        require(s[key] >= 1, f"stage.{key}={s[key]} must be >= 1")
+    require(s.k >= 2, f"stage.k={s.k}: RLOO needs at least 2 samples per prompt")
+    require(0 <= s.warmup_steps < s.max_steps,
             f"stage.warmup_steps={s.warmup_steps} must be in [0, stage.max_steps={s.max_steps})")
     require(s.advantage in ADVANTAGES, f"stage.advantage={s.advantage!r}: expected one of {tuple(ADVANTAGES)}")
     require(s.is_level in IS_LEVELS, f"stage.is_level={s.is_level!r}: expected one of {IS_LEVELS}")
     require(s.is_mode in IS_MODES, f"stage.is_mode={s.is_mode!r}: expected one of {IS_MODES}")
-    require(0 <= float(s.is_low) < float(s.is_clip),
+    require(0 <= s.is_low < s.is_clip,
             f"stage.is_low={s.is_low} must be in [0, stage.is_clip={s.is_clip}) (the importance weights kept or "
             "truncated lie in [is_low, is_clip])")
     if s.dual_clip is not None:
         require(s.is_level == "token", f"stage.dual_clip={s.dual_clip} caps token-level PPO's loss on negative "
                                        f"advantages; it needs stage.is_level=token, not {s.is_level}")
-        require(float(s.dual_clip) > 1, f"stage.dual_clip={s.dual_clip} must be > 1 (3.0 in Ye et al. and verl)")
+        require(s.dual_clip > 1, f"stage.dual_clip={s.dual_clip} must be > 1 (3.0 in Ye et al. and verl)")
     require(s.aggregation in AGGREGATIONS, f"stage.aggregation={s.aggregation!r}: expected one of {AGGREGATIONS}")
     require(s.kl_estimator in KL_ESTIMATORS, f"stage.kl_estimator={s.kl_estimator!r}: expected one of {tuple(KL_ESTIMATORS)}")
     require(s.reference_dtype in ("float32", "bfloat16"),
             f"stage.reference_dtype={s.reference_dtype!r}: expected float32 or bfloat16")
-    require(float(s.sampling.temperature) > 0 and 0 < float(s.sampling.top_p) <= 1,
+    require(s.sampling.temperature > 0 and 0 < s.sampling.top_p <= 1,
             "stage.sampling.temperature must be > 0 and stage.sampling.top_p in (0, 1]")
     check_rollout(cfg.rollout, cfg.model)
-    require(cfg.rollout.name != "vllm" or cfg.tool.kind != "oracle",
-            "tool=oracle runs with rollout=hf only (the vLLM engine splices the calculator, not the oracle)")
 
 
 def check_dynamic_sampling(cfg) -> None:
