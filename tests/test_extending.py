@@ -75,3 +75,50 @@ def test_a_registered_tool_is_built_and_checked_by_its_kind(monkeypatch):
     check_config(cfg)
     tool = tools.build_tool(cfg.tool, load_tokenizer(cfg.model), cfg.model.template)
     assert isinstance(tool, Echo) and tool.max_calls == 2
+
+
+def test_a_tool_owns_its_prompt_decoration(monkeypatch):
+    from ablate.models import load_tokenizer
+    from ablate.rollout import tools
+
+    class Marked(tools.Calculator):
+        kind = "marked_test"
+
+        @staticmethod
+        def prompt_text(problem, template, tokenizer, mode, available):
+            return ("! " if available else "") + f"{problem.target}\n"
+
+    monkeypatch.setitem(tools.TOOLS, "marked_test", Marked)
+    cfg = cfg_of("stage=rloo", "tool=on", "tool.kind=marked_test")
+    check_config(cfg)
+    prompt = tools.ToolPrompt(cfg.tool, cfg.model.template, load_tokenizer(cfg.model))
+    problem = Problem((1, 2, 3), 6)
+    assert prompt.text(problem, available=True) == "! 6\n" and prompt.text(problem, available=False) == "6\n"
+
+
+def test_the_shipped_tools_decorate_their_prompts():
+    from ablate.models import load_tokenizer
+    from ablate.rollout.tools import ToolPrompt
+
+    tokenizer = load_tokenizer(cfg_of().model)
+    problem = Problem((44, 19, 35), 98)
+    calculator = ToolPrompt({"kind": "calculator", "prompt": "when_available"}, "compact", tokenizer)
+    assert calculator.text(problem, True) == "<calc>44 19 35 -> 98\n" and calculator.text(problem, False) == "44 19 35 -> 98\n"
+    oracle = ToolPrompt({"kind": "oracle", "prompt": "never"}, "compact", tokenizer)
+    assert oracle.text(problem, True) == oracle.text(problem, False) == "44 19 35 -> 98\n"
+
+
+def test_a_preference_loss_is_a_stage_by_its_registry_key(monkeypatch):
+    from ablate import objectives
+    from ablate.lit.dpo import PreferenceModule
+    from ablate.stages import preference_stages
+
+    hinge = lambda c, r, rc, rr, stage: torch.relu(1 - stage.beta * objectives.preference_margin(c, r, rc, rr))  # noqa: E731
+    with pytest.raises(ConfigError, match="stage='slic_test'"):
+        check_config(cfg_of("stage=dpo", "stage.name=slic_test"))
+    monkeypatch.setitem(objectives.PREFERENCE_LOSSES, "slic_test", hinge)
+    assert "slic_test" in preference_stages()
+    cfg = cfg_of("stage=dpo", "stage.name=slic_test")
+    check_config(cfg)
+    module = PreferenceModule(torch.nn.Linear(1, 1), [], torch.zeros(0, 2), lambda n: [], cfg.stage, pad_id=0)
+    assert module.loss is hinge and module.stage.beta == cfg.stage.beta

@@ -241,7 +241,8 @@ def test_evaluation_counts_substitution_errors_and_oracle_errors():
     reward = Reward.from_config(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "reward" / "tinyzero.yaml")))
     cfg = {"n": 2, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_new_tokens": 160, "batch_size": 2, "ks": [1]}
     tool = build_tool({"kind": "oracle", "max_messages": 20}, tokenizer, "compact")
-    summary, rows = evaluate(model, tokenizer, [problem], "compact", reward, cfg, seed=0, tool=tool, oracle=True)
+    summary, rows = evaluate(model, tokenizer, [problem], "compact", reward, cfg, seed=0, tool=tool,
+                             tool_cfg={"kind": "oracle", "prompt": "never"})
     assert summary["verdicts"]["substitution_error"] == 2 and summary["exact_pass@1"] == 0
     assert summary["tool"] == {"calls_per_rollout": 5.0, "calc_emission_rate": 0.0, "tool_errors": 2}
     assert rows[0]["completions"][0].endswith("END\n<answer>52+32-63</answer>")

@@ -1,6 +1,6 @@
-"""Config groups with a schema (ablate.schemas): wrong types fail at composition, and each schema holds
-exactly its yaml's keys with the yaml's types (so composed configs, and the cache keys hashed from them,
-are what they were without schemas)."""
+"""Config groups with a schema (ablate.schemas): wrong types and unknown keys fail at composition with
+Hydra's message naming the key, and each schema holds exactly its yaml's keys with the yaml's types (so
+composed configs, and the cache keys hashed from them, are what they were without schemas)."""
 
 import dataclasses
 
@@ -10,10 +10,22 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
 from ablate import schemas
-from ablate.config import CONF_DIR, load_group_config
+from ablate.config import CONF_DIR, group_options, load_group_config
 
+# (group, option) -> schema, and the overrides that select the option (a curriculum needs stage=rloo)
 GROUPS = {("eval", "default"): schemas.EvalConfig, ("rollout", "hf"): schemas.HFRolloutConfig,
-          ("rollout", "vllm"): schemas.VLLMRolloutConfig}
+          ("rollout", "vllm"): schemas.VLLMRolloutConfig, ("task", "countdown"): schemas.TaskConfig,
+          ("stage", "sft"): schemas.SFTStageConfig, ("stage", "rloo"): schemas.RLOOStageConfig,
+          ("stage", "dpo"): schemas.PreferenceStageConfig,
+          ("tool", "off"): schemas.ToolConfig, ("tool", "on"): schemas.ToolConfig,
+          ("tool", "anneal_linear"): schemas.AnnealedToolConfig, ("tool", "anneal_log"): schemas.AnnealedToolConfig,
+          ("tool", "anneal_step"): schemas.SteppedToolConfig, ("tool", "oracle"): schemas.OracleToolConfig,
+          ("curriculum", "none"): schemas.UniformCurriculum, ("curriculum", "static"): schemas.StaticCurriculum,
+          ("curriculum", "static_thirds"): schemas.StaticThirdsCurriculum,
+          ("curriculum", "threshold"): schemas.ThresholdCurriculum,
+          ("curriculum", "frontier"): schemas.FrontierCurriculum,
+          ("curriculum", "frontier_replay"): schemas.FrontierReplayCurriculum,
+          ("curriculum", "dots"): schemas.DotsCurriculum}
 
 
 def cfg_of(*overrides):
@@ -21,14 +33,40 @@ def cfg_of(*overrides):
         return compose(config_name="config", overrides=list(overrides))
 
 
+def plain_of(group, option):
+    plain = load_group_config(group, option)
+    return plain["curriculum"] if group == "curriculum" else plain  # `@package _global_`: under `curriculum:`
+
+
+def types(value):
+    if isinstance(value, dict):
+        return {k: types(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [types(v) for v in value]
+    return type(value)
+
+
+def test_every_schema_group_option_has_a_schema():
+    for group in ("eval", "rollout", "task", "stage", "tool", "curriculum"):
+        for option in group_options(group):
+            assert (group, option) in GROUPS or (group, option) == ("stage", "ipo"), (group, option)
+
+
 @pytest.mark.parametrize("group, option", list(GROUPS))
 def test_a_schema_has_its_yaml_keys_types_and_values(group, option):
-    plain = load_group_config(group, option)
+    plain = plain_of(group, option)
     schema = GROUPS[group, option]
     assert [f.name for f in dataclasses.fields(schema)] == list(plain)
-    assert OmegaConf.to_container(OmegaConf.structured(schema)) == plain  # defaults: the shipped values
+    if schema not in (schemas.ToolConfig, schemas.AnnealedToolConfig):  # shared by two yamls: the first's values
+        assert OmegaConf.to_container(OmegaConf.structured(schema)) == plain  # defaults: the shipped values
     composed = OmegaConf.to_container(cfg_of("stage=rloo", f"{group}={option}")[group])
-    assert composed == plain and [type(v) for v in composed.values()] == [type(v) for v in plain.values()]
+    assert composed == plain and types(composed) == types(plain)
+
+
+def test_ipo_is_the_preference_schema_with_its_own_values():
+    composed = cfg_of("stage=ipo").stage
+    assert OmegaConf.get_type(composed) is schemas.PreferenceStageConfig
+    assert composed.name == "ipo" and composed.beta == 0.5
 
 
 @pytest.mark.parametrize("override", ["eval.n=abc", "eval.every=soon", "rollout.batch_size=1.5",
@@ -37,3 +75,70 @@ def test_a_wrong_type_fails_at_composition_naming_the_key(override):
     with pytest.raises(ConfigCompositionException) as err:
         cfg_of("stage=rloo", override)
     assert override.split("=")[0] in str(err.value) + str(err.value.__cause__)
+
+
+# One wrong type and one unknown key in each group with a schema: (selection, override, the key named)
+WRONG = [
+    (["stage=sft"], "stage.batch_size=eight", "stage.batch_size"),
+    (["stage=sft"], "stage.batch_prompts=4", "stage.batch_prompts"),
+    (["stage=rloo"], "stage.kl_coef=lots", "stage.kl_coef"),
+    (["stage=rloo"], "stage.sampling.top_k=0.5", "stage.sampling.top_k"),
+    (["stage=rloo"], "stage.kl_cof=0.1", "stage.kl_cof"),
+    (["stage=dpo"], "stage.average_logps=maybe", "stage.average_logps"),
+    (["stage=ipo"], "stage.pairs.n_prompts=many", "stage.pairs.n_prompts"),
+    (["stage=dpo"], "stage.pairs.solver.mix.typo=0.5", "stage.pairs.solver.mix.typo"),
+    (["stage=dpo"], "stage.k=4", "stage.k"),
+    ([], "tool.max_calls=x", "tool.max_calls"),
+    (["tool=anneal_linear"], "tool.anneal_ratio=most", "tool.anneal_ratio"),
+    (["tool=on"], "tool.anneal_ratio=0.5", "tool.anneal_ratio"),
+    (["tool=oracle"], "tool.max_mesages=10", "tool.max_mesages"),
+    (["curriculum=frontier"], "curriculum.floor=low", "curriculum.floor"),
+    (["curriculum=static"], "curriculum.stages=[{until:x,levels:[0]}]", "until"),
+    (["curriculum=dots"], "curriculum.temperature=1", "curriculum.temperature"),
+    (["curriculum=threshold"], "curriculum.difficulty.bnis=3", "curriculum.difficulty.bnis"),
+    ([], "task.test_size=half", "task.test_size"),
+    ([], "task.generator.counts=[3,four]", "task.generator.counts"),
+    ([], "task.hub.revision=main", "task.hub.revision"),
+]
+
+
+@pytest.mark.parametrize("selection, override, key", WRONG, ids=[w[1] for w in WRONG])
+def test_a_wrong_type_or_an_unknown_key_fails_at_composition_naming_it(selection, override, key):
+    with pytest.raises(ConfigCompositionException) as err:
+        cfg_of(*selection, override)
+    message = str(err.value) + str(err.value.__cause__)
+    assert key.rsplit(".", 1)[-1] in message and (key in message or key.rsplit(".", 1)[0] in message), message
+
+
+def test_the_upstream_stages_are_typed_too():
+    cfg = cfg_of("stage=rloo")
+    assert OmegaConf.get_type(cfg.upstream.sft) is schemas.SFTStageConfig
+    with pytest.raises(ConfigCompositionException):
+        cfg_of("stage=rloo", "upstream.sft.max_steps=ten")
+
+
+@pytest.mark.parametrize("stage", ["sft", "rloo", "dpo", "ipo"])
+def test_the_smoke_size_fits_each_stage(stage):
+    cfg = cfg_of("experiment=smoke", f"stage={stage}")
+    assert cfg.stage.name == stage and cfg.stage.pool_size == 300 and cfg.stage.max_steps == 6
+
+
+# An unknown key in a preset (a user's yaml): what the schemas add over Hydra's struct mode, which refuses
+# unknown keys on the command line only.
+PRESETS = {
+    "stage": (["stage=rloo"], "stage:\n  kl_cof: 0.1\n", "kl_cof"),
+    "tool": (["tool=on"], "tool:\n  anneal_ratio: 0.5\n", "anneal_ratio"),
+    "curriculum": (["curriculum=frontier"], "curriculum:\n  flor: 0.1\n", "flor"),
+    "task": ([], "task:\n  generator:\n    max_numbr: 50\n", "max_numbr"),
+}
+
+
+@pytest.mark.parametrize("group", list(PRESETS))
+def test_an_unknown_key_in_a_preset_fails_at_composition_naming_it(tmp_path, group):
+    selection, body, key = PRESETS[group]
+    (tmp_path / "experiment").mkdir()
+    (tmp_path / "experiment" / "mine.yaml").write_text("# @package _global_\n" + body)
+    with pytest.raises(ConfigCompositionException) as err:
+        cfg_of(*selection, f"hydra.searchpath=[file://{tmp_path}]", "experiment=mine")
+    message = str(err.value) + str(err.value.__cause__)
+    assert key in message and "not in" in message, message

@@ -28,7 +28,7 @@ SCRIPT = {"\n": "<think>", "<think>": "<calc>", "<calc>": "4", "4": "+", "+": "5
 
 
 def run(tokenizer, table, tool_available=True, max_calls=8, max_new_tokens=40):
-    engine = HFEngine(Bigram(tokenizer, table), tokenizer, calculator=Calculator(tokenizer, max_calls=max_calls))
+    engine = HFEngine(Bigram(tokenizer, table), tokenizer, tool=Calculator(tokenizer, max_calls=max_calls))
     prompt = [tokenizer.bos_token_id] + tokenizer("4 5 -> 9\n", add_special_tokens=False)["input_ids"]
     out = engine.generate([prompt], 1, SamplingParams(max_new_tokens=max_new_tokens), torch.Generator().manual_seed(0),
                           tool_available=[tool_available])

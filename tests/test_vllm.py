@@ -208,9 +208,9 @@ def test_calculator_splice_mask_and_availability_match_hf(request):
     model = scripted_qwen2(tokenizer, SCRIPT)
     prompt = encode_prompt("4 5 -> 9\n", tokenizer)
     params = SamplingParams(max_new_tokens=40)
-    engine = VLLMEngine(model, tokenizer, calculator=Calculator(tokenizer, max_calls=2), llm_kwargs=LLM_KWARGS)
+    engine = VLLMEngine(model, tokenizer, tool=Calculator(tokenizer, max_calls=2), llm_kwargs=LLM_KWARGS)
     request.addfinalizer(engine.close)
-    hf = HFEngine(model, tokenizer, calculator=Calculator(tokenizer, max_calls=2))
+    hf = HFEngine(model, tokenizer, tool=Calculator(tokenizer, max_calls=2))
     out = engine.generate([prompt], 2, params, torch.Generator().manual_seed(0), tool_available=[True, False])
     assert out.texts == ["<think><calc>4+5</calc><result>9</result></think><answer>9</answer>",
                          "<think><calc>4+5</calc></think><answer>9</answer>"]

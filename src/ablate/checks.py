@@ -44,15 +44,15 @@ def check_model_and_task(cfg: DictConfig) -> None:
 
 
 def check_stage(cfg: DictConfig) -> None:
-    from ablate.stages import PREFERENCE, STAGES
+    from ablate.stages import preference_stages, stages
     from ablate.upstream import check_init
 
     s = cfg.stage
-    require(s.name in STAGES, f"stage={s.name!r}: expected one of {STAGES}")
+    require(s.name in stages(), f"stage={s.name!r}: expected one of {stages()}")
     require(float(s.lr) > 0, f"stage.lr={s.lr} must be > 0")
     if s.name == "sft":
         from ablate.lit.sft import check_stage as check
-    elif s.name in PREFERENCE:
+    elif s.name in preference_stages():
         from ablate.lit.dpo import check_stage as check
     else:
         from ablate.lit.rloo import check_stage as check
@@ -82,10 +82,10 @@ def check_curriculum_stage(cfg: DictConfig) -> None:
     if not cfg.get("curriculum"):
         return
     from ablate.curriculum import check_curriculum
-    from ablate.stages import PREFERENCE
+    from ablate.stages import preference_stages
 
     s, c = cfg.stage, cfg.curriculum
-    static_pairs = s.name in PREFERENCE and c.kind == "static" and c.difficulty.field == "n_numbers"
+    static_pairs = s.name in preference_stages() and c.kind == "static" and c.difficulty.field == "n_numbers"
     require(s.name == "rloo" or static_pairs,
             f"curriculum={c.name} chooses RL prompts; it needs stage=rloo, not stage={s.name} (preference "
             "stages take a static curriculum on n_numbers as an ordering of their pairs: curriculum=static)")

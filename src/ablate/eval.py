@@ -34,11 +34,9 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ablate import schemas  # noqa: F401 - registers the group schemas before Hydra composes
 from ablate.metrics import prompt_ratios
-from ablate.models import encode_prompt, prompt_text
 from ablate.rollout import SamplingParams
 from ablate.rollout.hf import HFEngine
-from ablate.rollout.schedules import show_preamble
-from ablate.rollout.tools import Tool, build_tool
+from ablate.rollout.tools import Tool, ToolPrompt, build_tool
 from ablate.tasks.countdown import VERDICTS, Problem, Reward
 
 log = logging.getLogger(__name__)
@@ -81,14 +79,14 @@ def summarize(rows: Sequence[Mapping[str, Any]], ks: Sequence[int]) -> dict[str,
 
 def evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problems: Sequence[Problem], template: str,
              reward: Reward, eval_cfg: Mapping[str, Any], seed: int, tool: Tool | None = None, *,
-             prompt_mode: str = "when_available", oracle: bool = False,
+             tool_cfg: Mapping[str, Any] | None = None,
              progress: bool = True) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Sample `eval.n` completions per problem (with `tool` answering when one is given: the `tool`
-    regime) and score them: (summary, per-prompt rows). `prompt_mode` (`tool.prompt`) decides the
-    calculator preamble given the regime; `oracle` prompts in paper 004's search format."""
+    regime) and score them: (summary, per-prompt rows). The run's `tool` config (`tool_cfg`) decorates
+    the prompts given the regime (`ablate.rollout.tools.ToolPrompt`)."""
     n = int(eval_cfg["n"])
     engine = HFEngine(model, tokenizer, batch_size=int(eval_cfg["batch_size"]), tool=tool)
-    preamble = show_preamble(prompt_mode, available=tool is not None)
+    prompt = ToolPrompt(tool_cfg, template, tokenizer)
     params = SamplingParams(temperature=float(eval_cfg["temperature"]), top_p=float(eval_cfg["top_p"]),
                             top_k=int(eval_cfg["top_k"]), max_new_tokens=int(eval_cfg["max_new_tokens"]))
     generator = torch.Generator().manual_seed(seed)
@@ -97,8 +95,7 @@ def evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problem
     rows = []
     for start in tqdm(range(0, len(problems), prompts_per_call), desc="evaluating", unit="batch", disable=not progress):
         chunk = problems[start:start + prompts_per_call]
-        prompts = [encode_prompt(prompt_text(p, template, tokenizer, calculator=preamble, oracle=oracle), tokenizer)
-                   for p in chunk]
+        prompts = [prompt.ids(p, available=tool is not None) for p in chunk]
         rollouts = engine.generate(prompts, n, params, generator)
         for i, problem in enumerate(chunk):
             group = slice(i * n, (i + 1) * n)
@@ -162,9 +159,7 @@ def main(cfg: DictConfig) -> None:
         raise SystemExit(f"model_dir={cfg.model_dir}: no config.json there; point it at a run's model/ directory "
                          "or a shipped checkpoint such as builtin:tiny-sft")
     run_dir = Path(HydraConfig.get().runtime.output_dir)
-    status = RunStatus(run_dir)
-    status.start(stage="eval", model_dir=str(model_dir))
-    try:
+    with RunStatus(run_dir).running(stage="eval", model_dir=str(model_dir)):
         torch.set_num_threads(int(cfg.trainer.num_threads or os.cpu_count() or 1))
         cfg.model.name_or_path = str(model_dir)
         tokenizer = load_tokenizer(cfg.model)
@@ -173,12 +168,8 @@ def main(cfg: DictConfig) -> None:
         splits = build_splits(cfg.task, pool_size=int(cfg.task.test_pool))
         tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if cfg.regime == "tool" else None
         summary, rows = evaluate(model, tokenizer, splits.test, cfg.model.template, reward, cfg.eval, int(cfg.seed),
-                                 tool, prompt_mode=cfg.tool.prompt, oracle=cfg.tool.kind == "oracle")
+                                 tool, tool_cfg=cfg.tool)
         out = write_eval(run_dir, cfg.regime, summary, rows)
-        status.complete()
-    except BaseException as exc:
-        status.fail(exc)
-        raise
     print(f"eval [{cfg.regime}]: {format_summary(summary)}")
     print(f"written to {out}")
 

@@ -40,6 +40,7 @@ def fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=None
     from lightning.pytorch.loggers import CSVLogger
 
     from ablate.atomic import checkpoint_io
+    from ablate.lit.elapsed import ElapsedTime
     from ablate.console import progress_bars, progress_log
     from ablate.run_dir import merge_metrics, stash_metrics
 
@@ -55,7 +56,7 @@ def fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=None
         devices=cfg.trainer.devices, strategy=cfg.trainer.strategy, num_nodes=int(cfg.trainer.num_nodes),
         precision=precision(cfg.trainer), gradient_clip_val=gradient_clip, logger=loggers,
         # Lightning runs checkpoint callbacks last: a step's validation is logged before its checkpoint.
-        callbacks=[*callbacks, ModelCheckpoint(dirpath=str(checkpoints), save_last=True,
+        callbacks=[ElapsedTime(), *callbacks, ModelCheckpoint(dirpath=str(checkpoints), save_last=True,
                                                every_n_train_steps=int(cfg.stage.checkpoint_every))],
         log_every_n_steps=int(cfg.trainer.log_every_n_steps), enable_model_summary=False, num_sanity_val_steps=0,
         limit_val_batches=0, default_root_dir=str(run_dir), plugins=[checkpoint_io()],

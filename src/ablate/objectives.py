@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
@@ -223,3 +223,15 @@ def ipo_loss(policy_chosen_logps: torch.Tensor, policy_rejected_logps: torch.Ten
         raise ValueError(f"beta={beta} must be > 0")
     h = preference_margin(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps)
     return (h - 1 / (2 * beta)) ** 2
+
+
+# stage.name -> the per-pair loss of a preference stage, from the policy's and the reference's sequence
+# log-probs of the chosen and rejected responses and the stage config (beta, label_smoothing, ...). A new
+# preference loss is an entry here and its `conf/stage/<name>.yaml` (`defaults: [dpo, _self_]`, `name: <name>`).
+PreferenceLoss = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, Any], torch.Tensor]
+PREFERENCE_LOSSES: dict[str, PreferenceLoss] = {
+    "dpo": lambda chosen, rejected, ref_chosen, ref_rejected, stage: dpo_loss(
+        chosen, rejected, ref_chosen, ref_rejected, stage.beta, stage.label_smoothing),
+    "ipo": lambda chosen, rejected, ref_chosen, ref_rejected, stage: ipo_loss(
+        chosen, rejected, ref_chosen, ref_rejected, stage.beta),
+}

@@ -7,6 +7,7 @@ that it was interrupted (`interrupted`), and its next attempt records it so in `
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -18,7 +19,7 @@ import traceback
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 PACKAGES = ("ablate", "torch", "transformers", "lightning", "hydra-core", "datasets", "vllm")
 
@@ -212,6 +213,19 @@ class RunStatus:
 
     def complete(self) -> None:
         self._finish("completed", None)
+
+    @contextlib.contextmanager
+    def running(self, **extra: Any) -> Iterator["RunStatus"]:
+        """`with RunStatus(run_dir).running(stage=...) as status:` starts the attempt, completes it when
+        the block ends, and records any exception out of the block as the failure (then re-raises it)."""
+        self.start(**extra)
+        try:
+            yield self
+        except BaseException as exc:
+            self.fail(exc)
+            raise
+        if self.data.get("state") == "running":
+            self.complete()
 
     def fail(self, exc: BaseException) -> None:
         detail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-3:])

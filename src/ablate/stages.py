@@ -19,14 +19,24 @@ from ablate.fit import fit, global_rank, precision
 
 log = logging.getLogger("ablate.train")
 
-STAGES = ("sft", "rloo", "dpo", "ipo")
-PREFERENCE = ("dpo", "ipo")
 REGIME_NO_TOOL, REGIME_TOOL = "no_tool", "tool"
 
 
+def preference_stages() -> tuple[str, ...]:
+    """The preference stages: the keys of `ablate.objectives.PREFERENCE_LOSSES` (dpo, ipo, ...)."""
+    from ablate.objectives import PREFERENCE_LOSSES
+
+    return tuple(PREFERENCE_LOSSES)
+
+
+def stages() -> tuple[str, ...]:
+    """What `stage.name` may be."""
+    return ("sft", "rloo", *preference_stages())
+
+
 def build_engine(cfg: DictConfig, model, tokenizer, tool):
-    """The RL rollout engine named by `rollout=`: hf (the policy itself) or vllm (a colocated copy;
-    calculator only: check_config refuses the oracle with vllm)."""
+    """The RL rollout engine named by `rollout=`: hf (the policy itself) or vllm (a colocated copy);
+    either runs any tool."""
     r = cfg.rollout
     if r.name == "vllm":
         from ablate.rollout import VLLM_LLM_KEYS
@@ -34,10 +44,10 @@ def build_engine(cfg: DictConfig, model, tokenizer, tool):
 
         llm_kwargs = {key: r[key] for key in VLLM_LLM_KEYS if r.get(key) is not None}
         llm_kwargs.update(OmegaConf.to_container(r.engine_kwargs, resolve=True) or {})
-        return VLLMEngine(model, tokenizer, calculator=tool, seed=int(cfg.seed), llm_kwargs=llm_kwargs)
+        return VLLMEngine(model, tokenizer, tool=tool, seed=int(cfg.seed), llm_kwargs=llm_kwargs)
     from ablate.rollout.hf import HFEngine
 
-    return HFEngine(model, tokenizer, batch_size=int(r.batch_size), tool=tool)
+    return HFEngine(model, tokenizer, batch_size=r.batch_size, tool=tool)
 
 
 def fit_rloo(cfg: DictConfig, model, tokenizer, train_problems, reward, run_dir: Path, callbacks=()) -> None:
@@ -51,16 +61,16 @@ def fit_rloo(cfg: DictConfig, model, tokenizer, train_problems, reward, run_dir:
     tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if cfg.tool.schedule != "off" else None
     engine = build_engine(cfg, model, tokenizer, tool)
     curriculum = OmegaConf.to_container(cfg.curriculum, resolve=True) if cfg.get("curriculum") else None
-    sampler = build_sampler(curriculum, train_problems, int(cfg.seed), int(s.max_steps),
+    sampler = build_sampler(curriculum, train_problems, int(cfg.seed), s.max_steps,
                             embed=lambda: prompt_embeddings(cfg, model, tokenizer, train_problems))
     replay = (ReplayBuffer(int(cfg.replay.capacity), float(cfg.replay.fresh_fraction), int(cfg.seed))
               if cfg.replay.enabled else None)
     module = RLOOModule(model, tokenizer, train_problems, cfg.model.template, engine, reward, sampler,
-                        OmegaConf.to_container(s, resolve=True), int(cfg.seed), replay=replay,
+                        s, int(cfg.seed), replay=replay,
                         tool=OmegaConf.to_container(cfg.tool, resolve=True),
                         dynamic_sampling=OmegaConf.to_container(cfg.dynamic_sampling, resolve=True))
     # One item per optimizer step: prompts come from the sampler inside training_step.
-    steps = DataLoader(range(int(s.max_steps)), batch_size=None)
+    steps = DataLoader(range(s.max_steps), batch_size=None)
     try:
         fit(cfg, module, run_dir, dataloader=steps, callbacks=callbacks)
     finally:  # rollout=vllm holds a vLLM engine: release it before a sweep's next job builds one
@@ -76,25 +86,28 @@ def build_pairs(cfg: DictConfig, model, tokenizer, train_problems, reward) -> li
     from ablate.models import encode_prompt, prompt_text
     from ablate.rollout import SamplingParams
     from ablate.rollout.hf import HFEngine
-    from ablate.rollout.tools import Calculator
+    from ablate.rollout.tools import ToolPrompt, build_tool
 
     p = cfg.stage.pairs
     if p.source == "file":
         return load_pairs(str(p.file.path))
-    problems = list(train_problems[: int(p.n_prompts)])
+    problems = list(train_problems[: p.n_prompts])
     prompts = [prompt_text(problem, cfg.model.template, tokenizer) for problem in problems]
     if p.source == "solver":
         return solver_pairs(problems, prompts, dict(p.solver.mix), int(cfg.seed), p.solver.trace,
                             compact=cfg.model.template == "compact")
     q = p.sampled
-    calculator = Calculator(tokenizer, int(cfg.tool.max_calls)) if cfg.tool.name == "on" else None
-    engine = HFEngine(model, tokenizer, batch_size=int(cfg.rollout.batch_size), calculator=calculator)
-    params = SamplingParams(temperature=float(q.temperature), top_p=float(q.top_p), top_k=int(q.top_k),
-                            max_new_tokens=int(q.max_new_tokens))
+    # The tool (any kind) answers while sampling when its schedule is `on`; the prompts are decorated as in
+    # the no_tool regime, since the pairs' prompts are what the stage trains and is evaluated on.
+    tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if cfg.tool.schedule == "on" else None
+    prompts = [ToolPrompt(cfg.tool, cfg.model.template, tokenizer).text(problem, available=False) for problem in problems]
+    engine = HFEngine(model, tokenizer, batch_size=cfg.rollout.batch_size, tool=tool)
+    params = SamplingParams(temperature=q.temperature, top_p=q.top_p, top_k=q.top_k,
+                            max_new_tokens=q.max_new_tokens)
     generator = torch.Generator().manual_seed(int(cfg.seed))
-    return sampled_pairs(problems, prompts, [encode_prompt(t, tokenizer) for t in prompts], engine, params, int(q.n),
-                         reward, float(q.margin), int(q.max_pairs_per_prompt), generator,
-                         chunk=max(1, int(cfg.rollout.batch_size) // int(q.n)), progress=True)
+    return sampled_pairs(problems, prompts, [encode_prompt(t, tokenizer) for t in prompts], engine, params, q.n,
+                         reward, q.margin, q.max_pairs_per_prompt, generator,
+                         chunk=max(1, cfg.rollout.batch_size // q.n), progress=True)
 
 
 def fit_preference(cfg: DictConfig, model, tokenizer, train_problems, reward, run_dir: Path, status=None,
@@ -110,13 +123,13 @@ def fit_preference(cfg: DictConfig, model, tokenizer, train_problems, reward, ru
     from ablate.lit.pairs import load_pairs, order_pairs, save_pairs
 
     s = cfg.stage
-    average = bool(s.average_logps)
+    average = s.average_logps
     pairs_file = run_dir / "pairs.jsonl"
     if cfg.resume == "auto" and pairs_file.is_file():
         pairs = load_pairs(pairs_file)
         rows = [json.loads(line) for line in pairs_file.read_text().splitlines() if line.strip()]
         reference = torch.tensor([[r["ref_chosen_logps"], r["ref_rejected_logps"]] for r in rows])
-        encoded = [encode_pair(pair, tokenizer, int(s.max_length)) for pair in pairs]
+        encoded = [encode_pair(pair, tokenizer, s.max_length) for pair in pairs]
     else:
         if torch.cuda.is_available() and cfg.trainer.accelerator != "cpu":
             model.to("cuda")  # sampling and the reference pass; Lightning keeps it there
@@ -127,11 +140,11 @@ def fit_preference(cfg: DictConfig, model, tokenizer, train_problems, reward, ru
                                "(sampled: no prompt had a reward gap >= stage.pairs.sampled.margin; raise "
                                "stage.pairs.n_prompts or stage.pairs.sampled.n, or lower the margin)")
         pairs_s = time.monotonic() - clock
-        encoded = [encode_pair(pair, tokenizer, int(s.max_length)) for pair in pairs]
+        encoded = [encode_pair(pair, tokenizer, s.max_length) for pair in pairs]
         clock = time.monotonic()
         autocast = "bf16" if precision(cfg.trainer).startswith("bf16") else None
         reference = reference_logprobs(model, encoded, tokenizer.pad_token_id, average,
-                                       batch_size=int(s.batch_size), autocast=autocast)
+                                       batch_size=s.batch_size, autocast=autocast)
         if global_rank() == 0:  # DDP ranks build the same pairs (sampled ones up to device noise); one writes
             save_pairs(pairs_file, pairs, [{"ref_chosen_logps": float(c), "ref_rejected_logps": float(r)}
                                            for c, r in reference.tolist()])
@@ -149,11 +162,10 @@ def fit_preference(cfg: DictConfig, model, tokenizer, train_problems, reward, ru
     else:
         stages = [{"until": 1.0, "n_numbers": None}]
     module = PreferenceModule(model, encoded, reference,
-                              lambda length: order_pairs(pairs, stages, length, int(cfg.seed)),
-                              OmegaConf.to_container(s, resolve=True), tokenizer.pad_token_id)
+                              lambda length: order_pairs(pairs, stages, length, int(cfg.seed)), s, tokenizer.pad_token_id)
     # One item per optimizer step: the module takes its pairs from the schedule by global step.
-    fit(cfg, module, run_dir, dataloader=DataLoader(range(int(s.max_steps)), batch_size=None),
-         gradient_clip=float(s.grad_clip), callbacks=callbacks)
+    fit(cfg, module, run_dir, dataloader=DataLoader(range(s.max_steps), batch_size=None),
+         gradient_clip=s.grad_clip, callbacks=callbacks)
 
 
 def pair_stages(curriculum: dict, problems) -> list[dict]:
@@ -187,11 +199,11 @@ def fit_sft(cfg: DictConfig, model, tokenizer, train_problems, run_dir: Path, ca
     s = cfg.stage
     inputs = sft_tool_inputs(s, cfg.tool)
     oracle = {key: inputs[key] for key in ("mistake_rate", "max_messages")} if s.trace == "oracle" else None
-    data = SFTDataModule(train_problems, tokenizer, cfg.model.template, s.trace, int(s.batch_size), int(cfg.seed),
-                         int(s.max_length), preamble=inputs.get("preamble", False), oracle=oracle)
-    module = SFTModule(model, lr=float(s.lr), weight_decay=float(s.weight_decay), warmup_steps=int(s.warmup_steps),
-                       total_steps=int(s.max_steps), min_lr_ratio=float(s.min_lr_ratio))
-    fit(cfg, module, run_dir, datamodule=data, gradient_clip=float(s.grad_clip), callbacks=callbacks)
+    data = SFTDataModule(train_problems, tokenizer, cfg.model.template, s.trace, s.batch_size, int(cfg.seed),
+                         s.max_length, tool_cfg=cfg.tool, oracle=oracle)
+    module = SFTModule(model, lr=s.lr, weight_decay=s.weight_decay, warmup_steps=s.warmup_steps,
+                       total_steps=s.max_steps, min_lr_ratio=s.min_lr_ratio)
+    fit(cfg, module, run_dir, datamodule=data, gradient_clip=s.grad_clip, callbacks=callbacks)
 
 
 def starting_model_config(cfg: DictConfig, run: Callable[[DictConfig, Path], Any]) -> DictConfig:
@@ -219,8 +231,7 @@ def validation_callbacks(cfg: DictConfig, val_problems, tokenizer, reward, run_d
     keep = run_dir / "checkpoints" if cfg.checkpoint.keep_evaluated else None
     return [ValidationCallback(val_problems, tokenizer, cfg.model.template, reward,
                                OmegaConf.to_container(cfg.eval, resolve=True), int(cfg.seed), int(cfg.eval.every),
-                               int(cfg.stage.max_steps), keep, prompt_mode=cfg.tool.prompt,
-                               oracle=cfg.tool.kind == "oracle")]
+                               cfg.stage.max_steps, keep, tool_cfg=cfg.tool)]
 
 
 def record_engagement(cfg: DictConfig, run_dir: Path, status) -> None:
@@ -243,7 +254,7 @@ def fit_stage(cfg: DictConfig, model, tokenizer, splits, reward, run_dir: Path, 
     callbacks = [*validation_callbacks(cfg, splits.val, tokenizer, reward, run_dir), *extra_callbacks]
     if cfg.stage.name == "sft":
         fit_sft(cfg, model, tokenizer, splits.train, run_dir, callbacks)
-    elif cfg.stage.name in PREFERENCE:
+    elif cfg.stage.name in preference_stages():
         fit_preference(cfg, model, tokenizer, splits.train, reward, run_dir, status, callbacks)
     else:
         fit_rloo(cfg, model, tokenizer, splits.train, reward, run_dir, callbacks)

@@ -61,9 +61,7 @@ def run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any] = ()) -> Path:
         return run_dir
 
     worker = global_rank() > 0  # a DDP worker trains; rank 0 writes the run directory and evaluates
-    status = RunStatus(run_dir, writer=not worker)
-    status.start(stage=cfg.stage.name)
-    try:
+    with RunStatus(run_dir, writer=not worker).running(stage=cfg.stage.name) as status:
         torch.set_num_threads(int(cfg.trainer.num_threads or os.cpu_count() or 1))
         clock = time.monotonic()
         start = starting_model_config(cfg, run)  # may train an upstream stage: before seeding, which it would disturb
@@ -98,14 +96,10 @@ def run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any] = ()) -> Path:
             clock = time.monotonic()
             tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if regime == REGIME_TOOL else None
             summary, rows = evaluate(model, tokenizer, splits.test, cfg.model.template, reward, cfg.eval, int(cfg.seed),
-                                     tool, prompt_mode=cfg.tool.prompt, oracle=cfg.tool.kind == "oracle")
+                                     tool, tool_cfg=cfg.tool)
             write_eval(run_dir, regime, summary, rows)
             status.timing(f"eval_{regime}_s", time.monotonic() - clock)
             print(f"eval [{regime}]: {format_summary(summary)}")
-        status.complete()
-    except BaseException as exc:
-        status.fail(exc)
-        raise
     print(f"run directory: {run_dir}")
     return run_dir
 
@@ -158,6 +152,19 @@ def drop_multirun_when_printing(argv: list[str]) -> list[str]:
     return [a for a in argv if a not in ("-m", "--multirun")] if printing else argv
 
 
+def refuse_added_keys(argv: list[str]) -> None:
+    """`+key=value` naming a key no schema has: exit 2 naming it, before Hydra composes (which would
+    refuse it too, with its own message and exit code 1)."""
+    from ablate.config import CONF_DIR
+    from ablate.config_checks import added_keys_error
+
+    error = added_keys_error([a for a in argv if not a.startswith("-")], CONF_DIR)
+    if error:
+        print(f"config error: {error}", file=sys.stderr)
+        sys.exit(2)
+
+
 if __name__ == "__main__":
     sys.argv[1:] = drop_multirun_when_printing(sys.argv[1:])
+    refuse_added_keys(sys.argv[1:])
     main()

@@ -52,7 +52,7 @@ def val_generator_seed(seed: int, step: int) -> int:
 class ValidationCallback(L.Callback):
     def __init__(self, problems: Sequence[Problem], tokenizer, template: str, reward: Reward,
                  eval_cfg: Mapping[str, Any], seed: int, every: int, max_steps: int, keep_checkpoints: Path | None = None,
-                 prompt_mode: str = "when_available", oracle: bool = False):
+                 tool_cfg: Mapping[str, Any] | None = None):
         self.problems = list(problems)
         self.tokenizer = tokenizer
         self.template = template
@@ -60,7 +60,7 @@ class ValidationCallback(L.Callback):
         self.eval_cfg = {**dict(eval_cfg), "n": int(eval_cfg["val_n"]), "ks": [1], "save_completions": 0}
         self.seed, self.every, self.max_steps = seed, every, max_steps
         self.keep_checkpoints = keep_checkpoints
-        self.prompt_mode, self.oracle = prompt_mode, oracle
+        self.tool_cfg = tool_cfg  # decorates the prompts (no tool answers in validation)
 
     def due(self, updates: int) -> bool:
         return updates % self.every == 0 or updates == self.max_steps
@@ -82,8 +82,8 @@ class ValidationCallback(L.Callback):
         model = pl_module.model
         was_training = model.training
         summary, _ = evaluate(model, self.tokenizer, self.problems, self.template, self.reward, self.eval_cfg,
-                              val_generator_seed(self.seed, updates), None, prompt_mode=self.prompt_mode,
-                              oracle=self.oracle, progress=False)
+                              val_generator_seed(self.seed, updates), None, tool_cfg=self.tool_cfg,
+                              progress=False)
         model.train(was_training)
         metrics = val_metrics(summary)
         metrics["time/val_s"] = time.monotonic() - clock

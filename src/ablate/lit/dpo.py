@@ -10,7 +10,6 @@ the global step, so a resumed run continues the same order. With DDP each rank t
 
 from __future__ import annotations
 
-import time
 from contextlib import nullcontext
 from typing import Any, Callable, Mapping, Sequence
 
@@ -22,10 +21,9 @@ from ablate.lit.pairs import Pair
 from ablate.lit.sft import warmup_cosine
 from ablate.lit.sft_data import tool_output_mask
 from ablate.models import encode_prompt
-from ablate.objectives import dpo_loss, ipo_loss, preference_margin, sequence_logprobs, token_logprobs
-
-LOSSES = {"dpo": "sigmoid", "ipo": "ipo"}
-
+from ablate.objectives import PREFERENCE_LOSSES, preference_margin, sequence_logprobs, token_logprobs
+from ablate.padding import attention_mask, right_pad
+from ablate.schemas import PreferenceStageConfig, typed
 
 def encode_pair(pair: Pair, tokenizer: PreTrainedTokenizerBase, max_length: int) -> dict[str, Any]:
     """Token ids of prompt + response + eos for both responses, and which response tokens carry loss
@@ -47,14 +45,9 @@ def collate_pairs(items: Sequence[Mapping[str, Any]], pad_id: int) -> dict[str, 
     with next-token targets (position t predicts token t+1)."""
     sequences = [item["chosen"] for item in items] + [item["rejected"] for item in items]
     masks = [item["chosen_loss"] for item in items] + [item["rejected_loss"] for item in items]
-    width = max(map(len, sequences))
-    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
-    attention = torch.zeros((len(sequences), width), dtype=torch.long)
-    loss_mask = torch.zeros((len(sequences), width - 1))
-    for row, (sequence, mask) in enumerate(zip(sequences, masks)):
-        ids[row, :len(sequence)] = torch.tensor(sequence)
-        attention[row, :len(sequence)] = 1
-        loss_mask[row, :len(sequence) - 1] = torch.tensor(mask[1:], dtype=torch.float32)
+    ids, attention = right_pad(sequences, pad_id), attention_mask(sequences)
+    loss_mask = right_pad([[float(m) for m in mask[1:len(sequence)]] for sequence, mask in zip(sequences, masks)],
+                          0.0, torch.float32, ids.shape[1] - 1)
     return {"input_ids": ids, "attention_mask": attention, "loss_mask": loss_mask}
 
 
@@ -88,7 +81,8 @@ def reference_logprobs(model: PreTrainedModel, encoded: Sequence[Mapping[str, An
 
 class PreferenceModule(L.LightningModule):
     def __init__(self, model: PreTrainedModel, encoded: Sequence[Mapping[str, Any]], reference: torch.Tensor,
-                 order: Callable[[int], Sequence[int]], stage: Mapping[str, Any], pad_id: int):
+                 order: Callable[[int], Sequence[int]], stage: PreferenceStageConfig | Mapping[str, Any],
+                 pad_id: int):
         """`order(length)` gives the training order of pair indices (ablate.lit.pairs.order_pairs)."""
         super().__init__()
         if len(reference) != len(encoded):
@@ -101,21 +95,16 @@ class PreferenceModule(L.LightningModule):
         self.reference = reference.float()  # [P, 2], fixed; not a parameter, not in the checkpoint
         self.order = order
         self.schedule: list[int] = []
-        self.stage = dict(stage)
+        self.stage = typed(PreferenceStageConfig, stage)
         self.pad_id = pad_id
-        self.loss_type = LOSSES[self.stage["name"]]
-        self.elapsed_before = 0.0
-        self.started = time.monotonic()
+        self.loss = PREFERENCE_LOSSES[self.stage.name]
 
     def on_fit_start(self) -> None:
-        size, world = int(self.stage["batch_size"]), self.trainer.world_size
-        self.schedule = list(self.order(int(self.stage["max_steps"]) * size * world))
-
-    def on_train_start(self) -> None:
-        self.started = time.monotonic()
+        size, world = self.stage.batch_size, self.trainer.world_size
+        self.schedule = list(self.order(self.stage.max_steps * size * world))
 
     def indices(self, step: int) -> list[int]:
-        size = int(self.stage["batch_size"])
+        size = self.stage.batch_size
         start = (step * self.trainer.world_size + self.global_rank) * size
         return self.schedule[start:start + size]
 
@@ -123,15 +112,11 @@ class PreferenceModule(L.LightningModule):
         s = self.stage
         indices = self.indices(self.global_step)
         chosen, rejected = pair_logprobs(self.model, collate_pairs([self.encoded[i] for i in indices], self.pad_id),
-                                         bool(s["average_logps"]))
+                                         s.average_logps)
         ref = self.reference[indices].to(chosen.device)
         ref_chosen, ref_rejected = ref[:, 0], ref[:, 1]
-        beta = float(s["beta"])
-        if self.loss_type == "sigmoid":
-            losses = dpo_loss(chosen, rejected, ref_chosen, ref_rejected, beta, float(s["label_smoothing"]))
-        else:
-            losses = ipo_loss(chosen, rejected, ref_chosen, ref_rejected, beta)
-        loss = losses.mean()
+        beta = s.beta
+        loss = self.loss(chosen, rejected, ref_chosen, ref_rejected, s).mean()
         h = preference_margin(chosen, rejected, ref_chosen, ref_rejected).detach()
         self.log_dict({
             "train/loss": loss.detach(),
@@ -142,24 +127,17 @@ class PreferenceModule(L.LightningModule):
             "train/reward_chosen": beta * (chosen.detach() - ref_chosen).mean(),
             "train/reward_rejected": beta * (rejected.detach() - ref_rejected).mean(),
             "train/lr": self.optimizers().param_groups[0]["lr"],
-            "time/elapsed_s": self.elapsed_before + time.monotonic() - self.started,
         }, on_step=True)
         self.log("acc", (h > 0).float().mean(), prog_bar=True, logger=False)
         return loss
 
     def configure_optimizers(self):
         s = self.stage
-        optimizer = torch.optim.AdamW(self.model.parameters(), lr=float(s["lr"]), weight_decay=float(s["weight_decay"]),
+        optimizer = torch.optim.AdamW(self.model.parameters(), lr=s.lr, weight_decay=s.weight_decay,
                                       betas=(0.9, 0.999))
-        warmup, total, floor = int(s["warmup_steps"]), int(s["max_steps"]), float(s["min_lr_ratio"])
+        warmup, total, floor = s.warmup_steps, s.max_steps, s.min_lr_ratio
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: warmup_cosine(step, warmup, total, floor))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
-
-    def on_save_checkpoint(self, checkpoint: dict) -> None:
-        checkpoint["elapsed_s"] = self.elapsed_before + time.monotonic() - self.started
-
-    def on_load_checkpoint(self, checkpoint: dict) -> None:
-        self.elapsed_before = float(checkpoint.get("elapsed_s", 0.0))
 
 
 def check_stage(cfg) -> None:
@@ -173,15 +151,15 @@ def check_stage(cfg) -> None:
     from ablate.tasks.countdown.traces import TRACE_STYLES
 
     s, p = cfg.stage, cfg.stage.pairs
-    require(float(s.beta) > 0, f"stage.beta={s.beta} must be > 0")
-    require(0 <= float(s.label_smoothing) < 0.5, f"stage.label_smoothing={s.label_smoothing} must be in [0, 0.5)")
+    require(s.beta > 0, f"stage.beta={s.beta} must be > 0")
+    require(0 <= s.label_smoothing < 0.5, f"stage.label_smoothing={s.label_smoothing} must be in [0, 0.5)")
     for key in ("batch_size", "max_steps", "max_length", "pool_size", "checkpoint_every"):
-        require(int(s[key]) >= 1, f"stage.{key}={s[key]} must be >= 1")
-    require(0 <= int(s.warmup_steps) < int(s.max_steps),
+        require(s[key] >= 1, f"stage.{key}={s[key]} must be >= 1")
+    require(0 <= s.warmup_steps < s.max_steps,
             f"stage.warmup_steps={s.warmup_steps} must be in [0, stage.max_steps={s.max_steps})")
     require(p.source in SOURCES, f"stage.pairs.source={p.source!r}: expected one of {SOURCES}")
     require(p.order in ORDERS, f"stage.pairs.order={p.order!r}: expected one of {ORDERS}")
-    require(int(p.n_prompts) >= 1, f"stage.pairs.n_prompts={p.n_prompts} must be >= 1")
+    require(p.n_prompts >= 1, f"stage.pairs.n_prompts={p.n_prompts} must be >= 1")
     if p.order == "static":
         try:
             check_stages(OmegaConf.to_container(p.stages, resolve=True))
@@ -195,14 +173,14 @@ def check_stage(cfg) -> None:
                 f"stage.pairs.solver.mix={mix}: fractions >= 0, not all 0, of the kinds {list(REJECTED_KINDS)}")
     elif p.source == "sampled":
         q = p.sampled
-        require(int(q.n) >= 2, f"stage.pairs.sampled.n={q.n}: pairs need at least 2 responses per prompt")
-        require(float(q.margin) > 0, f"stage.pairs.sampled.margin={q.margin} must be > 0")
-        require(int(q.max_pairs_per_prompt) >= 1,
+        require(q.n >= 2, f"stage.pairs.sampled.n={q.n}: pairs need at least 2 responses per prompt")
+        require(q.margin > 0, f"stage.pairs.sampled.margin={q.margin} must be > 0")
+        require(q.max_pairs_per_prompt >= 1,
                 f"stage.pairs.sampled.max_pairs_per_prompt={q.max_pairs_per_prompt} must be >= 1")
-        require(float(q.temperature) > 0 and 0 < float(q.top_p) <= 1,
+        require(q.temperature > 0 and 0 < q.top_p <= 1,
                 "stage.pairs.sampled.temperature must be > 0 and stage.pairs.sampled.top_p in (0, 1]")
-        require(int(cfg.rollout.batch_size) >= 1, f"rollout.batch_size={cfg.rollout.batch_size} must be >= 1")
+        require(cfg.rollout.batch_size >= 1, f"rollout.batch_size={cfg.rollout.batch_size} must be >= 1")
     else:
-        require(bool(p.file.path) and Path(str(p.file.path)).is_file(),
+        require(p.file.path and Path(str(p.file.path)).is_file(),
                 f"stage.pairs.file.path={p.file.path!r}: stage.pairs.source=file needs an existing .jsonl of "
                 f"prompt/chosen/rejected")

@@ -24,15 +24,14 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from ablate.models import encode_prompt, prompt_text
 from ablate.objectives import (ADVANTAGES, aggregate, entropy_from_logits, kl_penalty, policy_gradient_loss,
                                token_logprobs)
+from ablate.padding import attention_mask, right_pad
 from ablate.rollout import Rollouts, SamplingParams
-from ablate.rollout.schedules import ToolAvailability, p_tool, show_preamble
+from ablate.rollout.schedules import ToolAvailability, p_tool
+from ablate.rollout.tools import TOOL_OFF, ToolPrompt
+from ablate.schemas import RLOOStageConfig, typed
 from ablate.tasks.countdown import VERDICTS, Problem
-
-
-TOOL_OFF = {"kind": "calculator", "schedule": "off", "prompt": "when_available"}
 
 
 def availability_seed(seed: int) -> int:
@@ -44,19 +43,14 @@ def availability_seed(seed: int) -> int:
 def pad_rollouts(rollouts: Rollouts, pad_id: int) -> dict[str, torch.Tensor]:
     """Right-padded prompt+completion ids with masks aligned to next-token targets [N, L-1]."""
     sequences = [p + c for p, c in zip(rollouts.prompt_ids, rollouts.completion_ids)]
-    width = max(map(len, sequences))
-    n = len(sequences)
-    ids = torch.full((n, width), pad_id, dtype=torch.long)
-    attention = torch.zeros((n, width), dtype=torch.long)
-    loss_mask = torch.zeros((n, width - 1))
-    behaviour = torch.zeros((n, width - 1))
-    for i, (prompt, completion) in enumerate(zip(rollouts.prompt_ids, rollouts.completion_ids)):
-        ids[i, :len(prompt) + len(completion)] = torch.tensor(prompt + completion)
-        attention[i, :len(prompt) + len(completion)] = 1
-        start = len(prompt) - 1  # target position t+1 is predicted at t
-        span = slice(start, start + len(completion))
-        loss_mask[i, span] = torch.tensor([0.0 if tool else 1.0 for tool in rollouts.tool_mask[i]])
-        behaviour[i, span] = torch.tensor(rollouts.behaviour_logprobs[i])
+    # Position t predicts token t+1: [N, L-1] targets, a completion's from position len(prompt) - 1 on.
+    targets = max(map(len, sequences)) - 1
+    before = [[0.0] * (len(prompt) - 1) for prompt in rollouts.prompt_ids]
+    ids, attention = right_pad(sequences, pad_id), attention_mask(sequences)
+    loss_mask = right_pad([b + [0.0 if tool else 1.0 for tool in rollouts.tool_mask[i]] for i, b in enumerate(before)],
+                          0.0, torch.float32, targets)
+    behaviour = right_pad([b + list(rollouts.behaviour_logprobs[i]) for i, b in enumerate(before)], 0.0,
+                          torch.float32, targets)
     return {"input_ids": ids, "attention_mask": attention, "loss_mask": loss_mask, "behaviour": behaviour}
 
 
@@ -166,15 +160,17 @@ class Collected:
 
 class RLOOModule(L.LightningModule):
     def __init__(self, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problems: Sequence[Problem],
-                 template: str, engine: Any, reward: Callable, sampler: Any, stage: Mapping[str, Any], seed: int,
-                 replay: Any = None, tool: Mapping[str, Any] | None = None,
+                 template: str, engine: Any, reward: Callable, sampler: Any,
+                 stage: RLOOStageConfig | Mapping[str, Any], seed: int, replay: Any = None,
+                 tool: Mapping[str, Any] | None = None,
                  dynamic_sampling: Mapping[str, Any] | None = None):
         super().__init__()
         self.automatic_optimization = False
         self.model = policy
         # Kept out of the module tree (a tuple, not an attribute Lightning registers): the frozen
         # starting model is rebuilt from the same init on resume, so it needs no checkpoint space.
-        reference_dtype = getattr(torch, str(stage.get("reference_dtype", "float32")))
+        stage = typed(RLOOStageConfig, stage)
+        reference_dtype = getattr(torch, stage.reference_dtype)
         self._frozen = (copy.deepcopy(policy).eval().requires_grad_(False).to(reference_dtype),)
         self.tokenizer = tokenizer
         self.problems = list(problems)
@@ -185,14 +181,13 @@ class RLOOModule(L.LightningModule):
         self.replay = replay
         self.dynamic = dict(dynamic_sampling or {"enabled": False})
         self.n_numbers_values = sorted({p.n_numbers for p in self.problems})
-        self.stage = dict(stage)
-        self.params = SamplingParams(**dict(stage["sampling"]))
+        self.stage = stage
+        self.params = SamplingParams(**dataclasses.asdict(stage.sampling))
         self.seed = seed
         self.rollout_generator = torch.Generator().manual_seed(seed)
         self.tool = dict(tool or TOOL_OFF)
+        self.prompt = ToolPrompt(self.tool, template, tokenizer)  # the tool decorates the prompts
         self.availability = ToolAvailability(availability_seed(seed))
-        self.elapsed_before = 0.0
-        self.started = time.monotonic()
         self.timer = PhaseTimer()  # a new one each step
         self.p_available = 0.0
         self.collected: Collected | None = None
@@ -202,7 +197,6 @@ class RLOOModule(L.LightningModule):
         return self._frozen[0]
 
     def on_train_start(self) -> None:
-        self.started = time.monotonic()
         self.reference.to(self.device)
         if self.global_rank > 0:
             # Data-parallel ranks sample their own prompts and rollouts (the checkpoint holds rank 0's
@@ -215,9 +209,9 @@ class RLOOModule(L.LightningModule):
 
     def configure_optimizers(self):
         s = self.stage
-        optimizer = torch.optim.AdamW(self.model.parameters(), lr=float(s["lr"]), weight_decay=float(s["weight_decay"]),
+        optimizer = torch.optim.AdamW(self.model.parameters(), lr=s.lr, weight_decay=s.weight_decay,
                                       betas=(0.9, 0.999))
-        warmup = int(s.get("warmup_steps", 0))
+        warmup = s.warmup_steps
         if warmup <= 0:  # constant lr: no scheduler at all
             return optimizer
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
@@ -234,15 +228,11 @@ class RLOOModule(L.LightningModule):
 
     def _generate(self, indices: Sequence[int]) -> tuple[list[Problem], Rollouts, list[bool], float]:
         problems = [self.problems[i] for i in indices]
-        k = int(self.stage["k"])
-        p_available = p_tool(self.global_step, int(self.stage["max_steps"]), self.tool)
+        k = self.stage.k
+        p_available = p_tool(self.global_step, self.stage.max_steps, self.tool)
         available = self.availability.draw(len(problems) * k, p_available)
-        oracle = self.tool.get("kind") == "oracle"
-        # One prompt per rollout (prompt-major), since the preamble can follow each rollout's draw.
-        prompts = [encode_prompt(prompt_text(problems[i // k], self.template, self.tokenizer,
-                                             calculator=show_preamble(self.tool.get("prompt", "when_available"), a),
-                                             oracle=oracle),
-                                 self.tokenizer) for i, a in enumerate(available)]
+        # One prompt per rollout (prompt-major), since its decoration can follow each rollout's draw.
+        prompts = [self.prompt.ids(problems[i // k], a) for i, a in enumerate(available)]
         rollouts = self.engine.generate(prompts, 1, self.params, self.rollout_generator, tool_available=available)
         return problems, dataclasses.replace(rollouts, k=k), available, p_available
 
@@ -292,7 +282,7 @@ class RLOOModule(L.LightningModule):
             reference = self.sampler.reference_prompts(step)
             if reference:
                 self.sampler.observe_reference(reference, self._score(*self._generate(reference)[:2])[0])
-        n_prompts = int(self.stage["batch_prompts"])
+        n_prompts = self.stage.batch_prompts
         n_replay = self.replay.replay_count(n_prompts) if self.replay is not None else 0
         kept, seen, metrics = self._fresh(n_prompts - n_replay, step)
         rollouts, rewards = kept.rollouts, kept.rewards
@@ -313,14 +303,14 @@ class RLOOModule(L.LightningModule):
         Micro-batches of sequences of similar length (cut to their longest: right padding changes no
         logit) compute less padding; each one's loss is scaled by its `micro_batch_shares`."""
         s = self.stage
-        advantages = ADVANTAGES[s["advantage"]](rewards).flatten()
+        advantages = ADVANTAGES[s.advantage](rewards).flatten()
         batch = pad_rollouts(rollouts, self.tokenizer.pad_token_id)
         optimizer = self.optimizers()
         n = advantages.numel()
         totals = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "is_weight_mean": 0.0, "is_clip_frac": 0.0}
         # logged only when switched on, so a default run's metrics.csv keeps its columns
-        optional = {"mask_fraction": "is_mask_frac"} if s.get("is_mode", "truncate") == "mask" else {}
-        if s.get("dual_clip") is not None:
+        optional = {"mask_fraction": "is_mask_frac"} if s.is_mode == "mask" else {}
+        if s.dual_clip is not None:
             optional["dual_clip_fraction"] = "is_dual_clip_frac"
         totals.update({name: 0.0 for name in optional.values()})
         is_weight_max = 0.0
@@ -328,8 +318,8 @@ class RLOOModule(L.LightningModule):
         lengths = batch["attention_mask"].sum(-1)
         order = torch.argsort(lengths, descending=True, stable=True)
         tokens_total = batch["loss_mask"].sum().clamp(min=1)
-        for start in range(0, n, int(s["micro_batch"])):
-            part = order[start:start + int(s["micro_batch"])]
+        for start in range(0, n, s.micro_batch):
+            part = order[start:start + s.micro_batch]
             width = int(lengths[part].max())
             ids = batch["input_ids"][part, :width].to(self.device)
             mask = batch["loss_mask"][part, :width - 1].to(self.device)
@@ -342,15 +332,13 @@ class RLOOModule(L.LightningModule):
                 ref_logits = self.reference(input_ids=ids).logits[:, :-1]
                 ref_logprobs = token_logprobs(ref_logits.float(), ids[:, 1:])
             pg, info = policy_gradient_loss(logprobs, batch["behaviour"][part, :width - 1].to(self.device),
-                                            advantages[part].to(self.device), mask, level=s["is_level"],
-                                            clip=float(s["is_clip"]), clip_eps=float(s["clip_eps"]),
-                                            aggregation=s["aggregation"], mode=s.get("is_mode", "truncate"),
-                                            low=float(s.get("is_low", 0.0)),
-                                            dual_clip=None if s.get("dual_clip") is None else float(s["dual_clip"]))
-            kl = aggregate(kl_penalty(logprobs, ref_logprobs, s["kl_estimator"]), mask, s["aggregation"])
-            entropy = aggregate(entropy_from_logits(logits), mask, s["aggregation"])
-            loss = pg + float(s["kl_coef"]) * kl - float(s["entropy_coef"]) * entropy
-            share = micro_batch_shares(len(part), n, mask.sum(), tokens_total, s["aggregation"], s["is_level"])
+                                            advantages[part].to(self.device), mask, level=s.is_level, clip=s.is_clip,
+                                            clip_eps=s.clip_eps, aggregation=s.aggregation, mode=s.is_mode,
+                                            low=s.is_low, dual_clip=s.dual_clip)
+            kl = aggregate(kl_penalty(logprobs, ref_logprobs, s.kl_estimator), mask, s.aggregation)
+            entropy = aggregate(entropy_from_logits(logits), mask, s.aggregation)
+            loss = pg + s.kl_coef * kl - s.entropy_coef * entropy
+            share = micro_batch_shares(len(part), n, mask.sum(), tokens_total, s.aggregation, s.is_level)
             with self.timer("backward"):
                 self.manual_backward(loss * share.loss)
             for key, value in (("loss", loss), ("pg_loss", pg), ("kl", kl), ("entropy", entropy)):
@@ -360,12 +348,12 @@ class RLOOModule(L.LightningModule):
             for key, name in optional.items():  # fractions of sequences, or of tokens at the token level
                 totals[name] += float(info[key]) * share.fraction
             is_weight_max = max(is_weight_max, float(info["ratio_max"]))
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), float(s["grad_clip"]))
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), s.grad_clip)
         lr = optimizer.param_groups[0]["lr"]
         with self.timer("optimizer"):
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
-            if int(s.get("warmup_steps", 0)) > 0:
+            if s.warmup_steps > 0:
                 self.lr_schedulers().step()
         metrics = {f"train/{key}": value for key, value in totals.items()}
         metrics.update({"train/is_weight_max": is_weight_max, "train/grad_norm": float(grad_norm), "train/lr": lr})
@@ -410,7 +398,6 @@ class RLOOModule(L.LightningModule):
         generated = sum(len(c) for c in seen.rollouts.completion_ids)
         metrics.update(self.timer.metrics())
         metrics["time/generate_tokens_per_s"] = generated / max(self.timer.seconds["generate"], 1e-9)
-        metrics["time/elapsed_s"] = self.elapsed_before + time.monotonic() - self.started
         self.log_dict(metrics, prog_bar=False, on_step=True)
         self.log("reward", metrics["train/reward_mean"], prog_bar=True, logger=False)
 
@@ -420,7 +407,6 @@ class RLOOModule(L.LightningModule):
             checkpoint["replay"] = self.replay.state_dict()
         checkpoint["rollout_generator"] = self.rollout_generator.get_state()
         checkpoint["tool_availability"] = self.availability.state_dict()
-        checkpoint["elapsed_s"] = self.elapsed_before + time.monotonic() - self.started
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.sampler.load_state_dict(checkpoint["sampler"])
@@ -429,7 +415,6 @@ class RLOOModule(L.LightningModule):
         self.rollout_generator.set_state(checkpoint["rollout_generator"])
         if "tool_availability" in checkpoint:  # absent in checkpoints written before tool schedules
             self.availability.load_state_dict(checkpoint["tool_availability"])
-        self.elapsed_before = float(checkpoint.get("elapsed_s", 0.0))
 
 
 def check_stage(cfg) -> None:
@@ -440,29 +425,27 @@ def check_stage(cfg) -> None:
 
     s = cfg.stage
     for key in ("batch_prompts", "max_steps", "micro_batch", "pool_size", "checkpoint_every"):
-        require(int(s[key]) >= 1, f"stage.{key}={s[key]} must be >= 1")
-    require(int(s.k) >= 2, f"stage.k={s.k}: RLOO needs at least 2 samples per prompt")
-    require(0 <= int(s.warmup_steps) < int(s.max_steps),
+        require(s[key] >= 1, f"stage.{key}={s[key]} must be >= 1")
+    require(s.k >= 2, f"stage.k={s.k}: RLOO needs at least 2 samples per prompt")
+    require(0 <= s.warmup_steps < s.max_steps,
             f"stage.warmup_steps={s.warmup_steps} must be in [0, stage.max_steps={s.max_steps})")
     require(s.advantage in ADVANTAGES, f"stage.advantage={s.advantage!r}: expected one of {tuple(ADVANTAGES)}")
     require(s.is_level in IS_LEVELS, f"stage.is_level={s.is_level!r}: expected one of {IS_LEVELS}")
     require(s.is_mode in IS_MODES, f"stage.is_mode={s.is_mode!r}: expected one of {IS_MODES}")
-    require(0 <= float(s.is_low) < float(s.is_clip),
+    require(0 <= s.is_low < s.is_clip,
             f"stage.is_low={s.is_low} must be in [0, stage.is_clip={s.is_clip}) (the importance weights kept or "
             "truncated lie in [is_low, is_clip])")
     if s.dual_clip is not None:
         require(s.is_level == "token", f"stage.dual_clip={s.dual_clip} caps token-level PPO's loss on negative "
                                        f"advantages; it needs stage.is_level=token, not {s.is_level}")
-        require(float(s.dual_clip) > 1, f"stage.dual_clip={s.dual_clip} must be > 1 (3.0 in Ye et al. and verl)")
+        require(s.dual_clip > 1, f"stage.dual_clip={s.dual_clip} must be > 1 (3.0 in Ye et al. and verl)")
     require(s.aggregation in AGGREGATIONS, f"stage.aggregation={s.aggregation!r}: expected one of {AGGREGATIONS}")
     require(s.kl_estimator in KL_ESTIMATORS, f"stage.kl_estimator={s.kl_estimator!r}: expected one of {tuple(KL_ESTIMATORS)}")
     require(s.reference_dtype in ("float32", "bfloat16"),
             f"stage.reference_dtype={s.reference_dtype!r}: expected float32 or bfloat16")
-    require(float(s.sampling.temperature) > 0 and 0 < float(s.sampling.top_p) <= 1,
+    require(s.sampling.temperature > 0 and 0 < s.sampling.top_p <= 1,
             "stage.sampling.temperature must be > 0 and stage.sampling.top_p in (0, 1]")
     check_rollout(cfg.rollout, cfg.model)
-    require(cfg.rollout.name != "vllm" or cfg.tool.kind != "oracle",
-            "tool=oracle runs with rollout=hf only (the vLLM engine splices the calculator, not the oracle)")
 
 
 def check_dynamic_sampling(cfg) -> None:

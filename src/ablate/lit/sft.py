@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 
 import lightning as L
 import torch
@@ -26,20 +25,6 @@ class SFTModule(L.LightningModule):
         super().__init__()
         self.model = model
         self.save_hyperparameters(ignore=["model"])
-        self.elapsed_before = 0.0  # training seconds of earlier attempts (restored on resume)
-        self.started = time.monotonic()
-
-    def on_train_start(self) -> None:
-        self.started = time.monotonic()
-
-    def elapsed(self) -> float:
-        return self.elapsed_before + time.monotonic() - self.started
-
-    def on_save_checkpoint(self, checkpoint: dict) -> None:
-        checkpoint["elapsed_s"] = self.elapsed()
-
-    def on_load_checkpoint(self, checkpoint: dict) -> None:
-        self.elapsed_before = float(checkpoint.get("elapsed_s", 0.0))
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         logits = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
@@ -48,7 +33,6 @@ class SFTModule(L.LightningModule):
         self.log("train/loss", loss, prog_bar=True)
         self.log("train/response_tokens", tokens.float(), reduce_fx="sum")
         self.log("train/lr", self.optimizers().param_groups[0]["lr"])
-        self.log("time/elapsed_s", self.elapsed())
         return loss
 
     def configure_optimizers(self):
@@ -70,6 +54,6 @@ def check_stage(cfg) -> None:
     s = cfg.stage
     require(s.trace in TRACE_STYLES, f"stage.trace={s.trace!r}: expected one of {TRACE_STYLES}")
     for key in ("batch_size", "max_steps", "max_length", "pool_size", "checkpoint_every"):
-        require(int(s[key]) >= 1, f"stage.{key}={s[key]} must be >= 1")
-    require(0 <= int(s.warmup_steps) < int(s.max_steps),
+        require(s[key] >= 1, f"stage.{key}={s[key]} must be >= 1")
+    require(0 <= s.warmup_steps < s.max_steps,
             f"stage.warmup_steps={s.warmup_steps} must be in [0, stage.max_steps={s.max_steps})")

@@ -10,8 +10,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 from transformers import PreTrainedTokenizerBase
 
-from ablate.models import encode_prompt, prompt_text
 from ablate.objectives import IGNORE
+from ablate.padding import attention_mask, right_pad
 from ablate.tasks.countdown import Problem
 from ablate.tasks.countdown.oracle_traces import oracle_trajectory
 from ablate.tasks.countdown.prompts import OracleFormat
@@ -37,22 +37,26 @@ class TraceDataset(Dataset):
     """Item i is problem i with a fresh random solution path on every access (a new trace each
     epoch), seeded by (seed, i, access count) so runs repeat exactly.
 
-    `preamble`: prompts carry the calculator preamble (`tool.prompt` decides, see `sft_tool_inputs`).
+    `tool_cfg`: the run's `tool` config, whose tool decorates the prompts as for a rollout it answers
+    (calc traces) or not (`ablate.rollout.tools.ToolPrompt`; None: no decoration but the oracle's format).
     `style="oracle"`: paper 004's solver trajectories; `oracle` holds their `mistake_rate` and
     `max_messages`. Their tool lines are tokenized piece by piece, as the rollout loop splices
     them in, so the mask comes from the pieces' token ids.
     """
 
     def __init__(self, problems: Sequence[Problem], tokenizer: PreTrainedTokenizerBase, template: str,
-                 style: str, seed: int, max_length: int, preamble: bool = False,
+                 style: str, seed: int, max_length: int, tool_cfg: Mapping[str, Any] | None = None,
                  oracle: Mapping[str, Any] | None = None):
+        from ablate.rollout.tools import ToolPrompt
+
         self.problems = list(problems)
         self.tokenizer = tokenizer
         self.template = template
         self.style = style
         self.seed = seed
         self.max_length = max_length
-        self.preamble = preamble
+        tool_cfg = tool_cfg or {"kind": "oracle" if style == "oracle" else "calculator", "prompt": "never"}
+        self.prompt = ToolPrompt(tool_cfg, template, tokenizer)
         self.oracle = dict(oracle or {"mistake_rate": 0.05, "max_messages": 20})
         self.format = OracleFormat(compact=template == "compact")
         self.draws = [0] * len(self.problems)
@@ -84,8 +88,7 @@ class TraceDataset(Dataset):
         problem = self.problems[index]
         rng = random.Random(f"{self.seed}-{index}-{self.draws[index]}")
         self.draws[index] += 1
-        prompt = encode_prompt(prompt_text(problem, self.template, self.tokenizer, calculator=self.preamble,
-                                           oracle=self.style == "oracle"), self.tokenizer)
+        prompt = self.prompt.ids(problem, available=self.style == "calc")  # calc traces: the tool answered
         response, tool = self.response(problem, rng)
         labels = [IGNORE] * len(prompt) + [IGNORE if t else r for r, t in zip(response, tool)]
         ids = (prompt + response)[: self.max_length]
@@ -93,24 +96,17 @@ class TraceDataset(Dataset):
 
 
 def pad_batch(items: Sequence[dict[str, list[int]]], pad_id: int) -> dict[str, torch.Tensor]:
-    length = max(len(item["input_ids"]) for item in items)
-    input_ids = torch.full((len(items), length), pad_id, dtype=torch.long)
-    labels = torch.full((len(items), length), IGNORE, dtype=torch.long)
-    attention = torch.zeros((len(items), length), dtype=torch.long)
-    for row, item in enumerate(items):
-        n = len(item["input_ids"])
-        input_ids[row, :n] = torch.tensor(item["input_ids"])
-        labels[row, :n] = torch.tensor(item["labels"])
-        attention[row, :n] = 1
-    return {"input_ids": input_ids, "labels": labels, "attention_mask": attention}
+    ids = [item["input_ids"] for item in items]
+    return {"input_ids": right_pad(ids, pad_id), "labels": right_pad([item["labels"] for item in items], IGNORE),
+            "attention_mask": attention_mask(ids)}
 
 
 class SFTDataModule(L.LightningDataModule):
     def __init__(self, problems: Sequence[Problem], tokenizer: PreTrainedTokenizerBase, template: str, style: str,
-                 batch_size: int, seed: int, max_length: int, preamble: bool = False,
+                 batch_size: int, seed: int, max_length: int, tool_cfg: Mapping[str, Any] | None = None,
                  oracle: Mapping[str, Any] | None = None):
         super().__init__()
-        self.dataset = TraceDataset(problems, tokenizer, template, style, seed, max_length, preamble, oracle)
+        self.dataset = TraceDataset(problems, tokenizer, template, style, seed, max_length, tool_cfg, oracle)
         self.batch_size = batch_size
         self.seed = seed
         self.pad_id = tokenizer.pad_token_id

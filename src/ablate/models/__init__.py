@@ -16,6 +16,7 @@ import torch
 from transformers import (AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase,
                           PreTrainedTokenizerFast)
 
+from ablate.padding import attention_mask, right_pad
 from ablate.tasks.countdown import Problem, calculator_messages, compact_prompt, oracle_messages, tinyzero_messages
 
 from .tokenizer import load_tiny_tokenizer
@@ -99,12 +100,7 @@ def mean_pooled_embeddings(model: PreTrainedModel, sequences: Sequence[list[int]
     rows = []
     for start in range(0, len(sequences), batch_size):
         chunk = sequences[start:start + batch_size]
-        width = max(map(len, chunk))
-        ids = torch.full((len(chunk), width), pad_id, dtype=torch.long)
-        attention = torch.zeros((len(chunk), width), dtype=torch.long)
-        for i, seq in enumerate(chunk):
-            ids[i, :len(seq)] = torch.tensor(seq)
-            attention[i, :len(seq)] = 1
+        ids, attention = right_pad(chunk, pad_id), attention_mask(chunk)
         out = model(input_ids=ids.to(device), attention_mask=attention.to(device), output_hidden_states=True)
         hidden = out.hidden_states[-1].float()
         weights = attention.to(device).unsqueeze(-1).float()

