@@ -80,12 +80,32 @@ def test_headline_sweep_in_seconds_then_stats_quietly(tmp_path):
 
 
 @pytest.mark.slow
-def test_parallel_local_sweep_after_the_plain_install(tmp_path):
-    sweep = tmp_path / "sweep"
-    result = run(["-m", "ablate.train", "-m", "hydra/launcher=local", "hydra.launcher.n_jobs=2", "seed=0,1",
-                  "experiment=smoke", "trainer.num_threads=1", f"hydra.sweep.dir={sweep}"], tmp_path)
+def test_sweeps_run_in_parallel_by_default_with_the_numbers_of_one_after_another(tmp_path):
+    """The default launcher (joblib, one job per core on CPU) splits the cores between the jobs, and a
+    job's numbers are those of the same job run one after another (basic launcher) at the same threads."""
+    import os
+
+    import pandas as pd
+
+    from ablate.config import local_sweep_jobs
+
+    parallel, serial = tmp_path / "parallel", tmp_path / "serial"
+    result = run(["-m", "ablate.train", "-m", "seed=0,1", "experiment=smoke", f"hydra.sweep.dir={parallel}"], tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert [json.loads((sweep / str(job) / "status.json").read_text())["state"] for job in range(2)] == ["completed"] * 2
+    status = [json.loads((parallel / str(job) / "status.json").read_text()) for job in range(2)]
+    assert [s["state"] for s in status] == ["completed"] * 2
+    assert [s["threads"] for s in status] == [max(1, (os.cpu_count() or 1) // local_sweep_jobs())] * 2
+    pinned = ["seed=0,1", "experiment=smoke", "trainer.num_threads=1"]
+    for launcher, sweep in (("local", parallel / "pinned"), ("basic", serial)):
+        result = run(["-m", "ablate.train", "-m", f"hydra/launcher={launcher}", *pinned, f"hydra.sweep.dir={sweep}"],
+                     tmp_path)
+        assert result.returncode == 0, result.stderr[-3000:]
+    for job in range(2):
+        a, b = (pd.read_csv(sweep / str(job) / "metrics.csv") for sweep in (parallel / "pinned", serial))
+        numbers = [c for c in a.columns if not c.startswith("time/")]
+        pd.testing.assert_frame_equal(a[numbers], b[numbers])
+        assert (json.loads((parallel / "pinned" / str(job) / "eval" / "no_tool" / "summary.json").read_text())
+                == json.loads((serial / str(job) / "eval" / "no_tool" / "summary.json").read_text()))
 
 
 def test_console_setup_quiets_lightning_and_bars(tmp_path):

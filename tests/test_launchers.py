@@ -28,6 +28,31 @@ def test_local_launcher_config_resolves_to_joblib():
     assert launcher._target_.endswith("joblib_launcher.JoblibLauncher") and launcher.n_jobs == 3
 
 
+def test_sweeps_default_to_the_local_launcher_one_job_per_core(monkeypatch):
+    from omegaconf import OmegaConf
+
+    import ablate.config as config
+
+    launcher = compose_with_hydra().hydra.launcher
+    assert launcher._target_.endswith("joblib_launcher.JoblibLauncher")
+    monkeypatch.setattr(config.os, "cpu_count", lambda: 16)
+    assert OmegaConf.to_container(launcher, resolve=True)["n_jobs"] == config.MAX_LOCAL_JOBS == 4
+    monkeypatch.setattr(config.os, "cpu_count", lambda: 2)
+    assert launcher.n_jobs == 2
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert launcher.n_jobs == 1  # with a GPU the jobs would share it
+    assert compose_with_hydra("hydra/launcher=basic").hydra.launcher._target_.endswith("BasicLauncher")
+
+
+def test_threads_are_the_setting_else_every_core_outside_a_sweep(monkeypatch):
+    import ablate.config as config
+
+    monkeypatch.setattr(config.os, "cpu_count", lambda: 8)
+    assert config.torch_threads(3) == 3 and config.torch_threads(None) == 8  # no Hydra run: all cores
+
+
 def test_ddp_trainer_config():
     trainer = compose_with_hydra("trainer=ddp").trainer
     assert (trainer.strategy, trainer.devices, trainer.accelerator, trainer.num_nodes) == ("ddp", -1, "gpu", 1)

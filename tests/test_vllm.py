@@ -229,6 +229,33 @@ def test_calculator_splice_mask_and_availability_match_hf(request):
     assert looped.texts[0].endswith("</answer>") and sum(looped.tool_mask[0]) == 2 * result_tokens
 
 
+def test_oracle_tool_splices_the_solver_answers_as_hf_does(request):
+    """tool=oracle through vLLM: each line the model ends is answered by the solver session of its own
+    prompt, the answers are masked, and the message limit ends the rollout, token for token as in HFEngine."""
+    from ablate.rollout.tools import Oracle
+    from ablate.rollout.vllm import VLLMEngine
+
+    tokenizer = load_tokenizer({"kind": "tiny"})
+    # Compact search format: the model tries `|3*7` on every line (a bigram script can loop, not count).
+    model = scripted_qwen2(tokenizer, {"\n": "|", "|": "3", "3": "*", "*": "7", "7": "\n"})
+    prompt = encode_prompt("3 7 -> 21\n", tokenizer)
+    params = SamplingParams(max_new_tokens=40)
+    engine = VLLMEngine(model, tokenizer, tool=Oracle(tokenizer, compact=True, max_messages=6), llm_kwargs=LLM_KWARGS)
+    request.addfinalizer(engine.close)
+    hf = HFEngine(model, tokenizer, tool=Oracle(tokenizer, compact=True, max_messages=6))
+    out = engine.generate([prompt], 2, params, torch.Generator().manual_seed(0), tool_available=[True, False])
+    answered, alone = out.texts
+    assert answered.startswith("|3*7\nEND\n|3*7\n")  # the solver's verdict on the true state: 3*7 reaches 21
+    assert out.tool_calls == [3, 0] and out.completion_ids[0][-1] == tokenizer.eos_token_id  # 6 messages, then eos
+    ids, mask = out.completion_ids[0], out.tool_mask[0]
+    model_lines = tokenizer.decode([t for t, m in zip(ids, mask) if not m], skip_special_tokens=True)
+    assert model_lines == "|3*7\n" * 3
+    assert all(lp == 0.0 for lp, m in zip(out.behaviour_logprobs[0], mask) if m)
+    assert alone == ("|3*7\n" * 8)[:40] and not any(out.tool_mask[1])  # unavailable: nothing answers
+    reference = hf.generate([prompt], 2, params, torch.Generator().manual_seed(0), tool_available=[True, False])
+    assert out.completion_ids == reference.completion_ids and out.tool_mask == reference.tool_mask
+
+
 def test_head_sizes_the_cpu_kernels_lack_are_refused_at_start_up():
     from hydra import compose, initialize_config_dir
 

@@ -6,6 +6,7 @@ into the package, so the same path works from a clone, an editable and a plain i
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,37 @@ from omegaconf import OmegaConf
 from ablate import schemas  # noqa: F401 - registers the group schemas the yaml files name
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
+MAX_LOCAL_JOBS = 4  # beyond this, a job's memory (a model, its optimizer, the eval batch) matters more than cores
+
+
+def local_sweep_jobs() -> int:
+    """Parallel jobs of a sweep on this machine (hydra/launcher=local, the default): one per core up
+    to MAX_LOCAL_JOBS on CPU, where a small model's step uses one core poorly; one with a GPU, which
+    parallel jobs would share."""
+    import torch
+
+    if torch.cuda.is_available():
+        return 1
+    return max(1, min(os.cpu_count() or 1, MAX_LOCAL_JOBS))
+
+
+def torch_threads(num_threads: int | None) -> int:
+    """`trainer.num_threads`, or by default all cores for one run and cores / jobs for each job of a
+    parallel local sweep (jobs that each took every core would fight over them)."""
+    if num_threads:
+        return int(num_threads)
+    cores, jobs = os.cpu_count() or 1, 1
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if HydraConfig.initialized():
+        hydra = HydraConfig.get()
+        if hydra.mode == RunMode.MULTIRUN and "joblib" in str(hydra.launcher.get("_target_", "")):
+            jobs = int(hydra.launcher.n_jobs)
+    return max(1, cores // max(1, jobs))
+
+
+OmegaConf.register_new_resolver("ablate_sweep_jobs", local_sweep_jobs, replace=True)
 
 
 def group_options(group: str) -> list[str]:

@@ -32,7 +32,7 @@ from omegaconf import DictConfig
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from ablate import schemas  # noqa: F401 - registers the group schemas before Hydra composes
+from ablate.config import torch_threads  # also registers the group schemas and resolvers before Hydra composes
 from ablate.metrics import prompt_ratios
 from ablate.rollout import SamplingParams
 from ablate.rollout.hf import HFEngine
@@ -140,8 +140,6 @@ def format_summary(summary: Mapping[str, Any]) -> str:
 @hydra.main(version_base="1.3", config_path="conf", config_name="eval_model")
 def main(cfg: DictConfig) -> None:
     """Evaluate a saved model directory on the task's held-out split into this run's `eval/`."""
-    import os
-
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 
@@ -160,7 +158,7 @@ def main(cfg: DictConfig) -> None:
                          "or a shipped checkpoint such as builtin:tiny-sft")
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     with RunStatus(run_dir).running(stage="eval", model_dir=str(model_dir)):
-        torch.set_num_threads(int(cfg.trainer.num_threads or os.cpu_count() or 1))
+        torch.set_num_threads(torch_threads(cfg.trainer.num_threads))
         cfg.model.name_or_path = str(model_dir)
         tokenizer = load_tokenizer(cfg.model)
         model = load_model(cfg.model, tokenizer)

@@ -235,33 +235,25 @@ class ToolConfig:
 
 
 @dataclass
-class AnnealedToolConfig:
+class AnnealedToolConfig(ToolConfig):
     name: str = "anneal_linear"
-    kind: str = "calculator"
     schedule: str = "anneal_linear"
     anneal_ratio: float = 0.667
-    prompt: str = "when_available"
-    max_calls: int = 8
 
 
 @dataclass
-class SteppedToolConfig:
+class SteppedToolConfig(AnnealedToolConfig):
     name: str = "anneal_step"
-    kind: str = "calculator"
     schedule: str = "anneal_step"
-    anneal_ratio: float = 0.667
     stages: int = 1
-    prompt: str = "when_available"
-    max_calls: int = 8
 
 
 @dataclass
-class OracleToolConfig:
+class OracleToolConfig(ToolConfig):
     name: str = "oracle"
     kind: str = "oracle"
     schedule: str = "on"
     prompt: str = "never"
-    max_calls: int = 8
     max_messages: int = 20
     mistake_rate: float = 0.05
 
@@ -302,13 +294,11 @@ class StaticCurriculum:
 
 
 @dataclass
-class StaticThirdsCurriculum:
+class StaticThirdsCurriculum(StaticCurriculum):
     name: str = "static_thirds"
-    kind: str = "static"
     difficulty: BinnedDifficulty = field(default_factory=BinnedDifficulty)
     stages: List[LevelStage] = field(default_factory=lambda: [
         LevelStage(0.3333333333, [0]), LevelStage(0.6666666667, [1]), LevelStage(1.0, [2])])
-    success_reward: float = 1.0
 
 
 @dataclass
@@ -335,16 +325,11 @@ class FrontierCurriculum:
 
 
 @dataclass
-class FrontierReplayCurriculum:
+class FrontierReplayCurriculum(FrontierCurriculum):
     name: str = "frontier_replay"
     kind: str = "frontier_replay"
-    difficulty: Difficulty = field(default_factory=Difficulty)
-    floor: float = 0.05
-    w_explore: float = 4.0
-    ema: float = 0.5
     rehearsal: float = 0.25
     solved_at: float = 0.75
-    success_reward: float = 1.0
 
 
 @dataclass

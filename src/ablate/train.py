@@ -13,7 +13,6 @@ the parts of each stage and their wiring: `ablate.stages`; Lightning's fit: `abl
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import time
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any, Sequence
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from ablate import schemas  # noqa: F401 - registers the group schemas before Hydra composes
+from ablate.config import torch_threads  # also registers the group schemas and resolvers before Hydra composes
 from ablate.checks import ConfigError, check_config
 from ablate.fit import global_rank
 from ablate.stages import REGIME_NO_TOOL, REGIME_TOOL, fit_stage, record_engagement, starting_model_config
@@ -62,7 +61,8 @@ def run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any] = ()) -> Path:
 
     worker = global_rank() > 0  # a DDP worker trains; rank 0 writes the run directory and evaluates
     with RunStatus(run_dir, writer=not worker).running(stage=cfg.stage.name) as status:
-        torch.set_num_threads(int(cfg.trainer.num_threads or os.cpu_count() or 1))
+        torch.set_num_threads(torch_threads(cfg.trainer.num_threads))
+        status.update(threads=torch.get_num_threads())
         clock = time.monotonic()
         start = starting_model_config(cfg, run)  # may train an upstream stage: before seeding, which it would disturb
         status.timing("upstream_s", time.monotonic() - clock)
@@ -110,8 +110,6 @@ def main(cfg: DictConfig) -> None:
     from hydra.types import RunMode
 
     from ablate import console
-    from ablate.config import CONF_DIR
-    from ablate.config_checks import added_keys_error
     from ablate.run_dir import RunStatus
     from ablate.run_record import check_run_dir
 
@@ -121,9 +119,6 @@ def main(cfg: DictConfig) -> None:
     overrides = list(HydraConfig.get().overrides.task)
     log.info("run: %s -> %s", " ".join(overrides) or "(defaults)", run_dir)  # the composed run in one line
     try:
-        error = added_keys_error(overrides, CONF_DIR)
-        if error:
-            raise ConfigError(error)
         conflict = check_run_dir(cfg, run_dir) if global_rank() == 0 else None
         if conflict:
             print(f"config error: {conflict}", file=sys.stderr)
