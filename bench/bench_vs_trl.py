@@ -3,7 +3,7 @@
     # TRL lives in its own environment, never in the project's:
     python3 -m venv /work/trl-venv
     /work/trl-venv/bin/pip install torch==2.13.0 trl==1.16.0 transformers==5.23.0 \
-        lightning hydra-core omegaconf scipy pandas matplotlib rich tqdm
+        lightning hydra-core hydra-joblib-launcher omegaconf scipy pandas matplotlib rich tqdm
     /work/trl-venv/bin/python bench/bench_vs_trl.py                      # 2 rounds x 16 steps each
     /work/trl-venv/bin/python bench/bench_vs_trl.py --steps 40 --rounds 3 --profile
 

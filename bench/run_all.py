@@ -62,6 +62,8 @@ def sections(args) -> list[dict]:
          "command": [py, "bench/bench_rl_step.py", "--steps", "6", "--warmup", "2", "--",
                      f"trainer.num_threads={args.threads}"] if (HERE / "bench_rl_step.py").is_file() else None,
          "skip": "bench/bench_rl_step.py is not in this checkout yet"},
+        {"name": "sweep", "title": "The headline sweep's wall time (default launcher; only with --with-sweep or --only sweep)",
+         "markdown": False, "command": [py, "bench/bench_sweep.py"]},
         {"name": "scaling", "title": "Scaling: k and B, and the stats report", "markdown": True,
          "command": [py, "bench/bench_scaling.py", "--quick", "--steps", "5", "--warmup", "2", "--passes", "1",
                      *threads]},
@@ -142,6 +144,7 @@ def main() -> None:
                                         "/work/trl-venv/bin/python)")
     p.add_argument("--trl-steps", type=int, default=16)
     p.add_argument("--trl-rounds", type=int, default=2)
+    p.add_argument("--with-sweep", action="store_true", help="also time the headline sweep (15-20 min on 2 cores)")
     p.add_argument("--out", type=Path, default=HERE / "results.md")
     p.add_argument("--list", action="store_true", help="print the sections and exit")
     p.add_argument("--assemble", action="store_true", help="only re-assemble the report from bench/results/")
@@ -151,7 +154,8 @@ def main() -> None:
         for s in all_sections:
             print(f"{s['name']:<14} {s['title']}")
         return
-    chosen = set(args.only.split(",")) if args.only else {s["name"] for s in all_sections}
+    chosen = set(args.only.split(",")) if args.only else {s["name"] for s in all_sections
+                                                          if s["name"] != "sweep" or args.with_sweep}
     unknown = chosen - {s["name"] for s in all_sections}
     if unknown:
         raise SystemExit(f"--only: unknown sections {sorted(unknown)}; see --list")
