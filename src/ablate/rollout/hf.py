@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import Sequence
 
 import torch
-from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers.cache_utils import Cache, DynamicLayer
 
 from . import Rollouts, SamplingParams
 from .tools import Tool
@@ -30,6 +31,48 @@ def filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tenso
         remove = cumulative - torch.softmax(sorted_logits, dim=-1) >= top_p  # mass before this token
         logits = logits.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
     return logits
+
+
+class _GrowingLayer(DynamicLayer):
+    """One layer's KV cache with its storage allocated once per chunk, [rows, heads, max_len, dim]: each
+    step writes its keys and values in place and attention reads narrow views of the filled part.
+    `DynamicLayer` concatenates instead, copying the whole cache at every step; the views hold the same
+    numbers, so attention gives the same results."""
+
+    def __init__(self, max_len: int):
+        super().__init__()
+        self.max_len, self.length = max_len, 0
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        rows, heads = key_states.shape[:2]
+        self._keys = key_states.new_empty((rows, heads, self.max_len, key_states.size(-1)))
+        self._values = value_states.new_empty((rows, heads, self.max_len, value_states.size(-1)))
+        self.dtype, self.device, self.is_initialized = key_states.dtype, key_states.device, True
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        end = self.length + key_states.size(-2)
+        self._keys[:, :, self.length:end] = key_states
+        self._values[:, :, self.length:end] = value_states
+        self.length = end
+        self.keys, self.values = self._keys[:, :, :end], self._values[:, :, :end]
+        return self.keys, self.values
+
+    def get_seq_length(self) -> int:
+        return self.length
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        # Into fresh storage, filled part only: one pass (`index_select` writes into the narrow view),
+        # and the old storage is freed, so memory shrinks with the batch as it did.
+        if self.is_initialized:
+            end = self.length
+            for name in ("_keys", "_values"):
+                old = getattr(self, name)
+                new = old.new_empty((len(indices),) + old.shape[1:])
+                torch.index_select(old[:, :, :end], 0, indices, out=new[:, :, :end])
+                setattr(self, name, new)
+            self.keys, self.values = self._keys[:, :, :end], self._values[:, :, :end]
 
 
 class HFEngine:
@@ -52,7 +95,10 @@ class HFEngine:
         ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in prompts], device=device)
         attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
         positions = (attention.cumsum(-1) - 1).clamp(min=0)
-        cache = DynamicCache()
+        # The mask for every step at once (generated tokens all attend): step s reads its first width + s
+        # columns, instead of a copy grown by one column per step. Likewise the KV cache (`_GrowingLayer`).
+        attention = torch.cat([attention, attention.new_ones((n, params.max_new_tokens))], dim=-1)
+        cache = Cache(layer_class_to_replicate=lambda: _GrowingLayer(width + params.max_new_tokens))
         # Finished sequences leave the batch and the KV cache, so late steps decode only the long
         # tails; `rows` maps the batch's rows to the chunk's sequences. Left after a finish: pad.
         rows = torch.arange(n, device=device)
@@ -67,8 +113,8 @@ class HFEngine:
         step_input, step_positions, steps = ids, positions, 0
         for step in range(params.max_new_tokens):
             steps = step + 1
-            logits = model(input_ids=step_input, attention_mask=attention, position_ids=step_positions,
-                           past_key_values=cache, use_cache=True).logits[:, -1].float()
+            logits = model(input_ids=step_input, attention_mask=attention[:, :width + step],
+                           position_ids=step_positions, past_key_values=cache, use_cache=True).logits[:, -1].float()
             scaled = logits / params.temperature
             logp = torch.log_softmax(scaled, dim=-1)
             probs = torch.softmax(filter_logits(scaled, params.top_k, params.top_p), dim=-1)
@@ -96,7 +142,6 @@ class HFEngine:
             running = (token != eos) & (token != pad)
             if not bool(running.any()):
                 break
-            attention = torch.cat([attention, torch.ones_like(attention[:, :1])], dim=-1)
             if not bool(running.all()):
                 keep = running.nonzero().squeeze(-1)
                 cache.batch_select_indices(keep)
