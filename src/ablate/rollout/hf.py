@@ -95,9 +95,7 @@ class HFEngine:
         ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in prompts], device=device)
         attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
         positions = (attention.cumsum(-1) - 1).clamp(min=0)
-        # The mask for every step at once (generated tokens all attend): step s reads its first width + s
-        # columns, instead of a copy grown by one column per step. Likewise the KV cache (`_GrowingLayer`).
-        attention = torch.cat([attention, attention.new_ones((n, params.max_new_tokens))], dim=-1)
+        # Storage for the whole chunk at once, written in place (`_GrowingLayer`), not grown by a copy per step.
         cache = Cache(layer_class_to_replicate=lambda: _GrowingLayer(width + params.max_new_tokens))
         # Finished sequences leave the batch and the KV cache, so late steps decode only the long
         # tails; `rows` maps the batch's rows to the chunk's sequences. Left after a finish: pad.
@@ -113,8 +111,8 @@ class HFEngine:
         step_input, step_positions, steps = ids, positions, 0
         for step in range(params.max_new_tokens):
             steps = step + 1
-            logits = model(input_ids=step_input, attention_mask=attention[:, :width + step],
-                           position_ids=step_positions, past_key_values=cache, use_cache=True).logits[:, -1].float()
+            logits = model(input_ids=step_input, attention_mask=attention, position_ids=step_positions,
+                           past_key_values=cache, use_cache=True).logits[:, -1].float()
             scaled = logits / params.temperature
             logp = torch.log_softmax(scaled, dim=-1)
             probs = torch.softmax(filter_logits(scaled, params.top_k, params.top_p), dim=-1)
@@ -142,6 +140,7 @@ class HFEngine:
             running = (token != eos) & (token != pad)
             if not bool(running.any()):
                 break
+            attention = torch.cat([attention, torch.ones_like(attention[:, :1])], dim=-1)
             if not bool(running.all()):
                 keep = running.nonzero().squeeze(-1)
                 cache.batch_select_indices(keep)
