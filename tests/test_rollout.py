@@ -86,7 +86,7 @@ def shipped():
 @pytest.mark.parametrize("sampling", sorted(SAMPLING))
 @pytest.mark.parametrize("batch_size", [2, 7, 64])
 def test_decoding_is_bit_identical_to_the_old_loop(shipped, sampling, batch_size):
-    """The preallocated KV cache and attention mask change no number: the shipped SFT model (answers of
+    """The preallocated KV cache changes no number: the shipped SFT model (answers of
     different lengths, so rows leave the batch at different steps), 6 prompts of different lengths x 4."""
     model, tokenizer, prompts = shipped
     out = assert_same_as_the_old_loop(model, tokenizer, prompts, 4, SAMPLING[sampling], batch_size)
