@@ -5,8 +5,8 @@ from ablate.models import encode_prompt
 from ablate.objectives import token_logprobs
 from ablate.rollout import SamplingParams
 from ablate.rollout.hf import HFEngine, filter_logits
-
-
+from ablate.rollout.tools import Calculator
+from hf_baseline import BaselineHFEngine
 
 
 def test_filter_logits_top_k_and_top_p():
@@ -54,3 +54,76 @@ def test_sequences_that_finish_early_leave_the_batch_without_changing_the_others
         alone = engine.generate([prompt], 1, greedy, torch.Generator().manual_seed(0))
         assert batched.completion_ids[i] == alone.completion_ids[0]
         assert batched.behaviour_logprobs[i] == pytest.approx(alone.behaviour_logprobs[0], abs=1e-4)
+
+
+def assert_same_as_the_old_loop(model, tokenizer, prompts, k, params, batch_size, tool=None, tool_available=None):
+    """The engine against the frozen pre-optimisation loop (tests/hf_baseline.py), same seed: the same
+    draws, bit-identical behaviour log-probs (float lists compared exactly), tool masks and calls."""
+    outs = [engine(model, tokenizer, batch_size=batch_size, tool=tool).generate(
+        prompts, k, params, torch.Generator().manual_seed(7), tool_available) for engine in (HFEngine, BaselineHFEngine)]
+    new, old = outs
+    assert new.completion_ids == old.completion_ids
+    assert new.behaviour_logprobs == old.behaviour_logprobs
+    assert new.tool_mask == old.tool_mask and new.tool_calls == old.tool_calls and new.texts == old.texts
+    return new
+
+
+SAMPLING = {"rl": SamplingParams(max_new_tokens=48),
+            "eval": SamplingParams(temperature=0.6, top_k=20, top_p=0.95, max_new_tokens=48)}
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    from ablate.models import load_model, load_tokenizer, prompt_text
+    from ablate.tasks.countdown import generate
+
+    tokenizer = load_tokenizer({"kind": "tiny", "name_or_path": "builtin:tiny-sft"})
+    model = load_model({"kind": "tiny", "name_or_path": "builtin:tiny-sft"}, tokenizer).eval()
+    prompts = [encode_prompt(prompt_text(p, "compact", tokenizer), tokenizer) for p in generate(6, seed=3, labels=False)]
+    return model, tokenizer, prompts
+
+
+@pytest.mark.parametrize("sampling", sorted(SAMPLING))
+@pytest.mark.parametrize("batch_size", [2, 7, 64])
+def test_decoding_is_bit_identical_to_the_old_loop(shipped, sampling, batch_size):
+    """The preallocated KV cache changes no number: the shipped SFT model (answers of
+    different lengths, so rows leave the batch at different steps), 6 prompts of different lengths x 4."""
+    model, tokenizer, prompts = shipped
+    out = assert_same_as_the_old_loop(model, tokenizer, prompts, 4, SAMPLING[sampling], batch_size)
+    assert len({len(c) for c in out.completion_ids}) > 2  # rows did finish at different steps
+
+
+def test_decoding_one_sequence_at_a_time_is_bit_identical_to_the_old_loop(shipped):
+    model, tokenizer, prompts = shipped
+    assert_same_as_the_old_loop(model, tokenizer, prompts[:3], 1, SAMPLING["eval"], 1)
+
+
+class CalcHappy(torch.nn.Module):
+    """A transformer policy nudged (logit biases) to open and close `<calc>` often, so that the calculator
+    answers mid-batch, and to end at scattered steps; its KV cache is the engine's as for any model."""
+
+    def __init__(self, model, tokenizer, calc: float = 2.0, eos: float = 1.0):
+        super().__init__()
+        self.model, vocab = model, tokenizer.get_vocab()
+        self.bias = torch.zeros(model.config.vocab_size)
+        self.bias[[vocab["<calc>"], vocab["</calc>"]]] = calc
+        self.bias[tokenizer.eos_token_id] = eos
+
+    def forward(self, **kwargs):
+        out = self.model(**kwargs)
+        out.logits = out.logits + self.bias
+        return out
+
+
+@pytest.mark.parametrize("sampling", sorted(SAMPLING))
+@pytest.mark.parametrize("batch_size", [5, 64])
+def test_decoding_with_the_calculator_is_bit_identical_to_the_old_loop(tiny_policy, sampling, batch_size):
+    """With the calculator answering mid-batch (its reply forced token by token), unavailable for some
+    sequences, and rows ending at different steps."""
+    model, tokenizer = tiny_policy
+    policy = CalcHappy(model, tokenizer).eval()
+    prompts = [encode_prompt(t, tokenizer) for t in ("1 2 -> 3\n", "44 19 35 -> 98\n", "5 -> 5\n")]
+    available = [i % 3 != 2 for i in range(3 * 8)]
+    out = assert_same_as_the_old_loop(policy, tokenizer, prompts, 8, SAMPLING[sampling], batch_size,
+                                      tool=Calculator(tokenizer, max_calls=2), tool_available=available)
+    assert sum(out.tool_calls) > 3 and len({len(c) for c in out.completion_ids}) > 2  # the tool did answer

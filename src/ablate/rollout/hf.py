@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import Sequence
 
 import torch
-from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers.cache_utils import Cache, DynamicLayer
 
 from . import Rollouts, SamplingParams
 from .tools import Tool
@@ -30,6 +31,48 @@ def filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tenso
         remove = cumulative - torch.softmax(sorted_logits, dim=-1) >= top_p  # mass before this token
         logits = logits.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
     return logits
+
+
+class _GrowingLayer(DynamicLayer):
+    """One layer's KV cache with its storage allocated once per chunk, [rows, heads, max_len, dim]: each
+    step writes its keys and values in place and attention reads narrow views of the filled part.
+    `DynamicLayer` concatenates instead, copying the whole cache at every step; the views hold the same
+    numbers, so attention gives the same results."""
+
+    def __init__(self, max_len: int):
+        super().__init__()
+        self.max_len, self.length = max_len, 0
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        rows, heads = key_states.shape[:2]
+        self._keys = key_states.new_empty((rows, heads, self.max_len, key_states.size(-1)))
+        self._values = value_states.new_empty((rows, heads, self.max_len, value_states.size(-1)))
+        self.dtype, self.device, self.is_initialized = key_states.dtype, key_states.device, True
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        end = self.length + key_states.size(-2)
+        self._keys[:, :, self.length:end] = key_states
+        self._values[:, :, self.length:end] = value_states
+        self.length = end
+        self.keys, self.values = self._keys[:, :, :end], self._values[:, :, :end]
+        return self.keys, self.values
+
+    def get_seq_length(self) -> int:
+        return self.length
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        # Into fresh storage, filled part only: one pass (`index_select` writes into the narrow view),
+        # and the old storage is freed, so memory shrinks with the batch as it did.
+        if self.is_initialized:
+            end = self.length
+            for name in ("_keys", "_values"):
+                old = getattr(self, name)
+                new = old.new_empty((len(indices),) + old.shape[1:])
+                torch.index_select(old[:, :, :end], 0, indices, out=new[:, :, :end])
+                setattr(self, name, new)
+            self.keys, self.values = self._keys[:, :, :end], self._values[:, :, :end]
 
 
 class HFEngine:
@@ -52,7 +95,8 @@ class HFEngine:
         ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in prompts], device=device)
         attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
         positions = (attention.cumsum(-1) - 1).clamp(min=0)
-        cache = DynamicCache()
+        # Storage for the whole chunk at once, written in place (`_GrowingLayer`), not grown by a copy per step.
+        cache = Cache(layer_class_to_replicate=lambda: _GrowingLayer(width + params.max_new_tokens))
         # Finished sequences leave the batch and the KV cache, so late steps decode only the long
         # tails; `rows` maps the batch's rows to the chunk's sequences. Left after a finish: pad.
         rows = torch.arange(n, device=device)
