@@ -88,3 +88,9 @@ def test_cli_exits_2_naming_the_key(tmp_path, override, message):
     assert result.returncode == 2, result.stderr[-2000:]
     assert message in result.stderr and "Traceback" not in result.stderr
     assert not (run_dir / "status.json").exists()
+
+
+def test_reference_dtype_is_float32_bfloat16_or_auto():
+    message = refused("stage=rloo", "stage.reference_dtype=float16")
+    assert "stage.reference_dtype='float16'" in message and "auto" in message
+    check_config(cfg_of("stage=rloo", "stage.reference_dtype=auto"))

@@ -70,8 +70,9 @@ def test_one_step_prefers_the_rewarded_completion(tiny_policy):
     assert not any(p.requires_grad for p in ref.parameters())
 
 
-def one_step(model, tokenizer, texts, **stage_overrides) -> tuple[dict, dict]:
-    """One RLOO step on fixed completions: (logged metrics, gradients by parameter name)."""
+def one_step(model, tokenizer, texts, before_step=None, **stage_overrides) -> tuple[dict, dict]:
+    """One RLOO step on fixed completions: (logged metrics, gradients by parameter name, the module);
+    `before_step(module)` may change the module first."""
     problem = Problem((44, 19, 35), 98)
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         stage = OmegaConf.to_container(compose(config_name="config", overrides=["stage=rloo"]).stage)
@@ -86,8 +87,35 @@ def one_step(model, tokenizer, texts, **stage_overrides) -> tuple[dict, dict]:
         grads.update({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
 
     logged = without_trainer(module, backward)
+    if before_step is not None:
+        before_step(module)
     module.training_step(None, 0)
     return logged, grads, module
+
+
+def test_without_a_kl_term_the_reference_is_neither_built_nor_run_and_nothing_else_changes(tiny_policy):
+    """kl_coef=0 skips the frozen reference (a fifth of a step): loss, metrics and gradient are bit for bit
+    those of a step that runs the reference and multiplies its KL by zero; only train/kl is not logged."""
+    import dataclasses
+
+    model, tokenizer = tiny_policy
+    texts = ["<answer>44+19+35</answer>", "<answer>44+19-35+44</answer>", "<answer>1</answer>"]
+
+    def zero_kl_coef(module):  # the reference is built (kl_coef > 0 at construction), then weighted by 0
+        module.stage = dataclasses.replace(module.stage, kl_coef=0.0)
+
+    computed, computed_grads, with_reference = one_step(model, tokenizer, texts, before_step=zero_kl_coef,
+                                                        kl_coef=1e-3, micro_batch=2)
+    skipped, skipped_grads, without = one_step(model, tokenizer, texts, kl_coef=0.0, micro_batch=2)
+    assert with_reference.reference is not None and without.reference is None
+    assert "time/reference_forward_s" in computed and "time/reference_forward_s" not in skipped
+    assert "train/kl" in computed and "train/kl" not in skipped
+    for key, value in computed.items():
+        if key.startswith("train/") and key != "train/kl":
+            assert skipped[key] == value, key
+    assert skipped_grads.keys() == computed_grads.keys()
+    for name, grad in computed_grads.items():
+        assert torch.equal(skipped_grads[name], grad), name
 
 
 @pytest.mark.parametrize("aggregation", ["token_mean", "sequence_mean", "sum"])
@@ -118,6 +146,22 @@ def test_reference_in_bfloat16_keeps_the_kl_close(tiny_policy):
     assert exact["train/kl"] == pytest.approx(0.0, abs=1e-6)  # the policy is its own reference
     assert 0 < abs(half["train/kl"]) < 0.05  # bf16 rounding only
     assert half["train/loss"] == pytest.approx(exact["train/loss"], abs=1e-3)
+
+
+def test_auto_reference_dtype_is_bfloat16_only_where_the_hardware_multiplies_it(monkeypatch):
+    from ablate.lit.rloo import reference_dtype
+
+    assert reference_dtype("float32") is torch.float32 and reference_dtype("bfloat16") is torch.bfloat16
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for avx512_bf16, amx, expected in ((False, False, torch.float32), (True, False, torch.bfloat16),
+                                       (False, True, torch.bfloat16)):
+        monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
+        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
+        assert reference_dtype("auto") is expected
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    for supported, expected in ((True, torch.bfloat16), (False, torch.float32)):
+        monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: supported)
+        assert reference_dtype("auto") is expected
 
 
 def test_pad_rollouts_aligns_masks_with_next_token_targets():
