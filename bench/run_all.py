@@ -58,6 +58,8 @@ def sections(args) -> list[dict]:
                      "--rounds", str(args.trl_rounds), "--eval-prompts", "96", *threads,
                      "--ablate", "stage.reference_dtype=bfloat16"] if trl_python else None,
          "skip": "no interpreter with `trl` found (pass --trl-python; see bench_vs_trl.py for the environment)"},
+        {"name": "reference_dtype", "title": "The reference in bf16: KL drift and forward time", "markdown": False,
+         "command": [py, "bench/bench_reference_dtype.py", "--steps", "100", *threads]},
         {"name": "rl_step", "title": "Seconds per RL step by phase, rollout=hf and rollout=vllm", "markdown": False,
          "command": [py, "bench/bench_rl_step.py", "--steps", "6", "--warmup", "2", "--",
                      f"trainer.num_threads={args.threads}"] if (HERE / "bench_rl_step.py").is_file() else None,
