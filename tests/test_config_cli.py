@@ -94,3 +94,19 @@ def test_reference_dtype_is_float32_bfloat16_or_auto():
     message = refused("stage=rloo", "stage.reference_dtype=float16")
     assert "stage.reference_dtype='float16'" in message and "auto" in message
     check_config(cfg_of("stage=rloo", "stage.reference_dtype=auto"))
+
+
+def test_compile_on_cpu_needs_a_cxx_compiler(monkeypatch):
+    import shutil
+
+    from ablate.fit import check_compile
+
+    cfg = cfg_of("trainer.compile=true", "trainer.accelerator=cpu")
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(ConfigError) as err:
+        check_compile(cfg)
+    assert "trainer.compile=true" in str(err.value) and "trainer.compile=false" in str(err.value)
+    check_compile(cfg_of("trainer.accelerator=cpu"))  # off: nothing to check
+    monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/g++" if name == "g++" else None)
+    check_compile(cfg)

@@ -15,7 +15,7 @@ from ablate.config import CONF_DIR
 from ablate.checks import ConfigError, check_config
 from ablate.stages import starting_model_config
 from ablate.train import run
-from ablate.upstream import is_shipped, upstream_key
+from ablate.upstream import is_shipped, upstream_config, upstream_key
 from crash import run_crashing_at_step
 
 SMALL_TASK = ["task.pool_size=300", "task.test_pool=200", "task.test_size=12"]
@@ -47,6 +47,10 @@ def test_tiny_default_starts_from_the_shipped_sft_and_keys_ignore_the_run_seed()
     assert upstream_key(cfg_of("reward=partial"), "ipo") != upstream_key(default, "ipo")
     assert upstream_key(cfg_of("reward=partial"), "sft") == upstream_key(default, "sft")  # SFT reads no reward
     assert not is_shipped(cfg_of("stage=dpo", "model.arch.hidden_size=64"), "sft")
+    # the downstream's trainer.compile does not reach its upstream stages (trained eager, keys unchanged)
+    compiled = cfg_of("stage=rloo", "trainer.compile=true")
+    assert is_shipped(compiled, "sft") and upstream_key(compiled, "ipo") == upstream_key(cfg_of("stage=rloo"), "ipo")
+    assert upstream_config(compiled, "ipo").trainer.compile is False
 
 
 @pytest.mark.parametrize("overrides, message", [

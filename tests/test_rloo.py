@@ -65,9 +65,19 @@ def test_one_step_prefers_the_rewarded_completion(tiny_policy):
     # Shared tokens get opposite pushes from the two samples; what must move is the preference.
     assert after[0] - after[1] > before[0] - before[1] + 0.5
     assert engine.synced == 1
-    # The frozen reference did not move.
-    ref = module.reference
-    assert not any(p.requires_grad for p in ref.parameters())
+    assert module.reference is None  # kl_coef=0: no reference built
+
+
+def test_the_reference_is_a_frozen_copy_of_the_starting_policy(tiny_policy):
+    model, tokenizer = tiny_policy
+    start = {name: p.detach().clone() for name, p in model.state_dict().items()}
+    _, _, module = one_step(model, tokenizer, ["<answer>44+19+35</answer>", "<answer>1</answer>"])
+    assert not any(p.requires_grad for p in module.reference.parameters())
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(1.0)  # whatever the policy does, the reference keeps the starting weights
+    for name, p in module.reference.state_dict().items():
+        assert torch.equal(p, start[name]), name
 
 
 def one_step(model, tokenizer, texts, before_step=None, **stage_overrides) -> tuple[dict, dict]:
@@ -146,6 +156,23 @@ def test_reference_in_bfloat16_keeps_the_kl_close(tiny_policy):
     assert exact["train/kl"] == pytest.approx(0.0, abs=1e-6)  # the policy is its own reference
     assert 0 < abs(half["train/kl"]) < 0.05  # bf16 rounding only
     assert half["train/loss"] == pytest.approx(exact["train/loss"], abs=1e-3)
+
+
+def test_a_compiled_learner_computes_the_same_step_up_to_rounding_and_leaves_the_weights_keys_alone(tiny_policy):
+    """trainer.compile=true: the loss's forward goes through torch.compile (float rounding may differ);
+    decoding and the checkpoint still see the plain model."""
+    model, tokenizer = tiny_policy
+    texts = ["<answer>44+19+35</answer>", "<answer>44+19-35+44</answer>", "<answer>1</answer>"]
+    keys = set(model.state_dict())
+    eager, eager_grads, _ = one_step(model, tokenizer, texts, micro_batch=2)
+    compiled, compiled_grads, module = one_step(model, tokenizer, texts, micro_batch=2,
+                                                before_step=lambda m: m.compile_learner())
+    assert module.learner is not module.model and module.engine.model is module.model
+    assert set(module.state_dict()) == {f"model.{k}" for k in keys}  # no _orig_mod, no second copy
+    for key in ("train/loss", "train/pg_loss", "train/kl", "train/entropy", "train/is_weight_mean"):
+        assert compiled[key] == pytest.approx(eager[key], rel=1e-4, abs=1e-6), key
+    for name, grad in eager_grads.items():
+        assert torch.allclose(compiled_grads[name], grad, rtol=1e-3, atol=1e-5), name
 
 
 def test_auto_reference_dtype_is_bfloat16_only_where_the_hardware_multiplies_it(monkeypatch):

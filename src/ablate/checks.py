@@ -100,7 +100,7 @@ def check_config(cfg: DictConfig) -> None:
     from ablate import config_checks
     from ablate.curriculum.replay import check_replay
     from ablate.eval import check_eval
-    from ablate.fit import check_loggers
+    from ablate.fit import check_compile, check_loggers
     from ablate.lit.rloo import check_dynamic_sampling
     from ablate.rollout.tools import check_tool
 
@@ -118,3 +118,4 @@ def check_config(cfg: DictConfig) -> None:
     error = config_checks.task_file_error(cfg.task)  # reads the file: after the checks that read only the config
     require(error is None, str(error))
     check_loggers(cfg)
+    check_compile(cfg)

@@ -73,6 +73,8 @@ def fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=None
     if resume_from and global_rank() == 0:
         log.info("resuming from %s", resume_from)
         stash_metrics(run_dir)
+    if cfg.trainer.get("compile"):
+        module.compile_learner()  # the loss's forward only (ablate.lit.CompilableLearner)
     module.train()  # from_pretrained returns eval mode; Lightning expects training mode at the start
     try:
         if datamodule is not None:
@@ -128,6 +130,20 @@ def _task_overrides() -> list[str]:
         return list(HydraConfig.get().overrides.task)
     except (ImportError, ValueError):
         return []
+
+
+def check_compile(cfg: DictConfig) -> None:
+    """`trainer.compile=true` on CPU needs a C++ compiler (torch.compile's inductor builds its kernels with it)."""
+    import shutil
+
+    import torch
+
+    if not cfg.trainer.get("compile") or (torch.cuda.is_available() and cfg.trainer.accelerator != "cpu"):
+        return
+    compilers = [c for c in (os.environ.get("CXX"), "g++", "c++", "clang++") if c]
+    require(any(shutil.which(c) for c in compilers),
+            f"trainer.compile=true needs a C++ compiler on CPU (torch.compile builds its kernels with one); none of "
+            f"{compilers} is on PATH: install g++ (or set CXX), or set trainer.compile=false")
 
 
 def check_loggers(cfg: DictConfig) -> None:

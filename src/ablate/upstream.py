@@ -54,6 +54,10 @@ def upstream_config(cfg: DictConfig, name: str) -> DictConfig:
     # One device: an upstream is trained inside the downstream's process before its fit, and DDP
     # would re-launch the whole command per rank at that point. The key does not depend on it.
     up.trainer.devices, up.trainer.strategy, up.trainer.num_nodes = 1, "auto", 1
+    # Nor compiled: compiled kernels round differently, and the cached model (the shipped one for the
+    # tiny default) must be the one its key names whatever the downstream run sets.
+    if "compile" in up.trainer:
+        up.trainer.compile = False
     OmegaConf.set_struct(up, True)
     return up
 

@@ -17,6 +17,7 @@ import lightning as L
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from ablate.lit import CompilableLearner
 from ablate.lit.pairs import Pair
 from ablate.lit.sft import warmup_cosine
 from ablate.lit.sft_data import tool_output_mask
@@ -79,7 +80,7 @@ def reference_logprobs(model: PreTrainedModel, encoded: Sequence[Mapping[str, An
     return torch.cat(out) if out else torch.zeros((0, 2))
 
 
-class PreferenceModule(L.LightningModule):
+class PreferenceModule(CompilableLearner, L.LightningModule):
     def __init__(self, model: PreTrainedModel, encoded: Sequence[Mapping[str, Any]], reference: torch.Tensor,
                  order: Callable[[int], Sequence[int]], stage: PreferenceStageConfig | Mapping[str, Any],
                  pad_id: int):
@@ -111,7 +112,7 @@ class PreferenceModule(L.LightningModule):
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
         s = self.stage
         indices = self.indices(self.global_step)
-        chosen, rejected = pair_logprobs(self.model, collate_pairs([self.encoded[i] for i in indices], self.pad_id),
+        chosen, rejected = pair_logprobs(self.learner, collate_pairs([self.encoded[i] for i in indices], self.pad_id),
                                          s.average_logps)
         ref = self.reference[indices].to(chosen.device)
         ref_chosen, ref_rejected = ref[:, 0], ref[:, 1]

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from ablate.lit import CompilableLearner
 from ablate.objectives import (ADVANTAGES, aggregate, entropy_from_logits, kl_penalty, policy_gradient_loss,
                                token_logprobs)
 from ablate.padding import attention_mask, right_pad
@@ -171,7 +172,7 @@ class Collected:
     metrics: dict[str, float]
 
 
-class RLOOModule(L.LightningModule):
+class RLOOModule(CompilableLearner, L.LightningModule):
     def __init__(self, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problems: Sequence[Problem],
                  template: str, engine: Any, reward: Callable, sampler: Any,
                  stage: RLOOStageConfig | Mapping[str, Any], seed: int, replay: Any = None,
@@ -344,7 +345,7 @@ class RLOOModule(L.LightningModule):
             # Right padding under causal attention: no real token sees a pad, so no attention mask is
             # needed, and without one SDPA takes its faster causal path (the same logits).
             with self.timer("policy_forward"):
-                logits = self.model(input_ids=ids).logits[:, :-1]
+                logits = self.learner(input_ids=ids).logits[:, :-1]
             logprobs = token_logprobs(logits, ids[:, 1:])
             pg, info = policy_gradient_loss(logprobs, batch["behaviour"][part, :width - 1].to(self.device),
                                             advantages[part].to(self.device), mask, level=s.is_level, clip=s.is_clip,

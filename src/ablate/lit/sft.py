@@ -8,6 +8,7 @@ import lightning as L
 import torch
 from transformers import PreTrainedModel
 
+from ablate.lit import CompilableLearner
 from ablate.objectives import IGNORE, sft_loss
 
 
@@ -19,7 +20,7 @@ def warmup_cosine(step: int, warmup_steps: int, total_steps: int, min_ratio: flo
     return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
-class SFTModule(L.LightningModule):
+class SFTModule(CompilableLearner, L.LightningModule):
     def __init__(self, model: PreTrainedModel, lr: float, weight_decay: float, warmup_steps: int, total_steps: int,
                  min_lr_ratio: float = 0.0, betas: tuple[float, float] = (0.9, 0.95)):
         super().__init__()
@@ -27,7 +28,7 @@ class SFTModule(L.LightningModule):
         self.save_hyperparameters(ignore=["model"])
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        logits = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        logits = self.learner(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
         loss = sft_loss(logits, batch["labels"])
         tokens = (batch["labels"][:, 1:] != IGNORE).sum()
         self.log("train/loss", loss, prog_bar=True)
