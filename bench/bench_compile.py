@@ -34,7 +34,7 @@ from _common import compose, machine, markdown_table, median, read_metrics, step
 WORKLOADS = {
     "rloo": ["stage=rloo"],
     "sft_oracle": ["stage=sft", "stage.trace=oracle", "tool=oracle", "stage.max_length=480",
-                   "model.arch.max_position_embeddings=512"],
+                   "model.arch.max_position_embeddings=512", "stage.warmup_steps=2"],
 }
 COMMON = ["eval.enabled=false", "stage.checkpoint_every=1000000", "resume=never"]
 

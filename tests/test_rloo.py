@@ -168,6 +168,7 @@ def test_a_compiled_learner_computes_the_same_step_up_to_rounding_and_leaves_the
     compiled, compiled_grads, module = one_step(model, tokenizer, texts, micro_batch=2,
                                                 before_step=lambda m: m.compile_learner())
     assert module.learner is not module.model and module.engine.model is module.model
+    assert module._frozen[-1] is not module.reference  # the reference's forward is compiled too
     assert set(module.state_dict()) == {f"model.{k}" for k in keys}  # no _orig_mod, no second copy
     for key in ("train/loss", "train/pg_loss", "train/kl", "train/entropy", "train/is_weight_mean"):
         assert compiled[key] == pytest.approx(eager[key], rel=1e-4, abs=1e-6), key

@@ -212,6 +212,12 @@ class RLOOModule(CompilableLearner, L.LightningModule):
     def reference(self) -> PreTrainedModel | None:
         return self._frozen[0] if self._frozen else None
 
+    def compile_learner(self) -> None:
+        """trainer.compile=true: the reference's forward is compiled too (it runs on the learner's batches)."""
+        super().compile_learner()
+        if self._frozen:
+            self._frozen = (self._frozen[0], torch.compile(self._frozen[0], dynamic=True))
+
     def on_train_start(self) -> None:
         if self.reference is not None:
             self.reference.to(self.device)
@@ -356,7 +362,7 @@ class RLOOModule(CompilableLearner, L.LightningModule):
                 kl, loss = None, pg - s.entropy_coef * entropy
             else:
                 with torch.no_grad(), self.timer("reference_forward"):
-                    ref_logits = self.reference(input_ids=ids).logits[:, :-1]
+                    ref_logits = self._frozen[-1](input_ids=ids).logits[:, :-1]  # compiled, if it is
                     ref_logprobs = token_logprobs(ref_logits.float(), ids[:, 1:])
                 kl = aggregate(kl_penalty(logprobs, ref_logprobs, s.kl_estimator), mask, s.aggregation)
                 loss = pg + s.kl_coef * kl - s.entropy_coef * entropy
