@@ -110,3 +110,16 @@ def test_compile_on_cpu_needs_a_cxx_compiler(monkeypatch):
     check_compile(cfg_of("trainer.accelerator=cpu"))  # off: nothing to check
     monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/g++" if name == "g++" else None)
     check_compile(cfg)
+
+
+def test_validation_runs_with_the_tool_only_where_the_tools_format_needs_it():
+    from ablate.stages import validation_regime
+
+    assert validation_regime(cfg_of("tool=oracle", "eval.every=2")) == "tool"  # the search format waits for replies
+    assert validation_regime(cfg_of("tool=on", "eval.every=2")) == "no_tool"  # the calculator: paper 003's question
+    assert validation_regime(cfg_of("eval.every=2")) == "no_tool"
+    assert validation_regime(cfg_of("tool=oracle", "eval.every=2", "eval.val_regime=no_tool")) == "no_tool"
+    assert validation_regime(cfg_of("tool=on", "eval.every=2", "eval.val_regime=tool")) == "tool"
+    message = refused("eval.every=2", "eval.val_regime=tool")
+    assert "eval.val_regime=tool" in message and "tool.schedule=off" in message
+    assert "eval.val_regime='sometimes'" in refused("eval.every=2", "eval.val_regime=sometimes")

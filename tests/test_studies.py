@@ -112,6 +112,9 @@ def test_each_study_runs_end_to_end_at_smoke_scale(name, tmp_path):
         metrics = pd.read_csv(run / "metrics.csv")
         assert metrics["val/pass@1"].notna().sum() == 2  # eval.every=2 over 4 steps
         assert "val/by_operands/4/no_answer_rate" in metrics
+        config = OmegaConf.load(run / ".hydra" / "config.yaml")
+        with_tool = config.tool.kind == "oracle" and config.tool.schedule != "off"  # eval.val_regime=auto
+        assert ("val @ 2 updates (with the tool)" in (run / "train.log").read_text()) == with_tool
 
 
 @pytest.mark.parametrize("stage", ["rloo", "ipo"])

@@ -189,6 +189,11 @@ def check_eval(cfg) -> None:
     if e.get("every") is not None:
         require(int(e.every) >= 1, f"eval.every={e.every} must be >= 1 (steps between held-out evaluations) or null")
         require(int(e.val_n) >= 1, f"eval.val_n={e.val_n} must be >= 1")
+        require(e.val_regime in ("auto", "no_tool", "tool"),
+                f"eval.val_regime={e.val_regime!r}: expected auto, no_tool or tool")
+        require(e.val_regime != "tool" or cfg.tool.schedule != "off",
+                "eval.val_regime=tool validates with the run's tool, but tool.schedule=off: choose a tool "
+                "(e.g. tool=on, tool=oracle) or eval.val_regime=no_tool")
         room = int(cfg.task.test_pool) - int(cfg.task.test_size)
         require(1 <= int(e.val_size) < room, f"eval.val_size={e.val_size} must be in [1, {room}) (task.test_pool minus "
                                              "task.test_size: the validation split is drawn from what the test leaves)")

@@ -40,6 +40,7 @@ class EvalConfig:
     every: Optional[int] = None
     val_size: int = 200
     val_n: int = 4
+    val_regime: str = "auto"
 
 
 @dataclass

@@ -226,12 +226,27 @@ def validation_callbacks(cfg: DictConfig, val_problems, tokenizer, reward, run_d
     """`eval.every=N`: held-out evaluation every N steps (ablate.validation); none otherwise."""
     if not cfg.eval.get("every"):
         return []
+    from ablate.rollout.tools import build_tool
     from ablate.validation import ValidationCallback
 
     keep = run_dir / "checkpoints" if cfg.checkpoint.keep_evaluated else None
+    tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if validation_regime(cfg) == REGIME_TOOL else None
     return [ValidationCallback(val_problems, tokenizer, cfg.model.template, reward,
                                OmegaConf.to_container(cfg.eval, resolve=True), int(cfg.seed), int(cfg.eval.every),
-                               cfg.stage.max_steps, keep, tool_cfg=cfg.tool)]
+                               cfg.stage.max_steps, keep, tool_cfg=cfg.tool, tool=tool)]
+
+
+def validation_regime(cfg: DictConfig) -> str:
+    """`eval.val_regime`, with auto resolved: the tool answers in validation when the run has one and its
+    format cannot do without it (`Tool.validates_with_tool`: the solver oracle), else no_tool."""
+    regime = cfg.eval.get("val_regime", "auto")
+    if regime != "auto":
+        return regime
+    from ablate.rollout.tools import TOOLS
+
+    tool_class = TOOLS.get(cfg.tool.get("kind", "calculator"))
+    on = cfg.tool.schedule != "off" and getattr(tool_class, "validates_with_tool", False)
+    return REGIME_TOOL if on else REGIME_NO_TOOL
 
 
 def record_engagement(cfg: DictConfig, run_dir: Path, status) -> None:

@@ -4,7 +4,8 @@ Every N optimizer steps the policy samples `eval.val_n` completions for each pro
 split (`eval.val_size` prompts, stratified by operand count, disjoint from the test split and from
 training: `build_splits(val_size=...)`) with the run's eval sampling, and the step's metrics.csv row
 gets `val/pass@1`, `val/coverage`, `val/no_answer_rate`, ... overall and per operand count
-(`val/by_operands/<n>/...`), plus `time/val_s`. The row of step t describes the policy after step t's
+(`val/by_operands/<n>/...`), plus `time/val_s`. Without the run's tool answering, unless `eval.val_regime`
+(or, by default, a tool whose format needs its replies: the solver oracle) says otherwise. The row of step t describes the policy after step t's
 update (t + 1 updates), evaluated when t + 1 is a multiple of N and at the last step.
 
 Sampling draws from a generator seeded by (run seed, step), so the numbers do not depend on what
@@ -52,7 +53,7 @@ def val_generator_seed(seed: int, step: int) -> int:
 class ValidationCallback(L.Callback):
     def __init__(self, problems: Sequence[Problem], tokenizer, template: str, reward: Reward,
                  eval_cfg: Mapping[str, Any], seed: int, every: int, max_steps: int, keep_checkpoints: Path | None = None,
-                 tool_cfg: Mapping[str, Any] | None = None):
+                 tool_cfg: Mapping[str, Any] | None = None, tool=None):
         self.problems = list(problems)
         self.tokenizer = tokenizer
         self.template = template
@@ -60,7 +61,8 @@ class ValidationCallback(L.Callback):
         self.eval_cfg = {**dict(eval_cfg), "n": int(eval_cfg["val_n"]), "ks": [1], "save_completions": 0}
         self.seed, self.every, self.max_steps = seed, every, max_steps
         self.keep_checkpoints = keep_checkpoints
-        self.tool_cfg = tool_cfg  # decorates the prompts (no tool answers in validation)
+        self.tool_cfg = tool_cfg  # decorates the prompts
+        self.tool = tool  # answers in validation (eval.val_regime); None: the no_tool regime
 
     def due(self, updates: int) -> bool:
         return updates % self.every == 0 or updates == self.max_steps
@@ -82,13 +84,14 @@ class ValidationCallback(L.Callback):
         model = pl_module.model
         was_training = model.training
         summary, _ = evaluate(model, self.tokenizer, self.problems, self.template, self.reward, self.eval_cfg,
-                              val_generator_seed(self.seed, updates), None, tool_cfg=self.tool_cfg,
+                              val_generator_seed(self.seed, updates), self.tool, tool_cfg=self.tool_cfg,
                               progress=False)
         model.train(was_training)
         metrics = val_metrics(summary)
         metrics["time/val_s"] = time.monotonic() - clock
         pl_module.log_dict(metrics, on_step=True, on_epoch=False)
-        log.info("val @ %d updates: pass@1 %.3f, no answer %.3f (%.1f s)", updates, metrics["val/pass@1"],
+        log.info("val @ %d updates%s: pass@1 %.3f, no answer %.3f (%.1f s)", updates,
+                 " (with the tool)" if self.tool is not None else "", metrics["val/pass@1"],
                  metrics["val/no_answer_rate"], metrics["time/val_s"])
         if self.keep_checkpoints is not None:  # every rank calls it; Lightning writes once
             trainer.save_checkpoint(str(self.keep_checkpoints / f"val-step={updates}.ckpt"))

@@ -52,6 +52,9 @@ class Tool(Protocol):
     stop_ids: frozenset[int]
     stop_strings: tuple[str, ...]
     max_calls: int
+    # Validation during training (`eval.val_regime=auto`) runs with the tool answering when a model trained
+    # on it cannot do the task without it (its format waits for the tool's replies).
+    validates_with_tool: bool
 
     def session(self, prompt_ids: Sequence[int]) -> ToolSession: ...
 
@@ -71,6 +74,7 @@ class Calculator:
 
     kind = "calculator"
     stop_strings = ("</calc>",)
+    validates_with_tool = False  # paper 003's question is the skill without it
 
     @classmethod
     def from_config(cls, t: Mapping[str, Any], tokenizer: PreTrainedTokenizerBase, template: str) -> "Calculator":
@@ -129,6 +133,7 @@ class Oracle:
 
     kind = "oracle"
     stop_strings = ("\n",)
+    validates_with_tool = True  # the search format needs GOOD/BAD/END: without them no answer comes
 
     @classmethod
     def from_config(cls, t: Mapping[str, Any], tokenizer: PreTrainedTokenizerBase, template: str) -> "Oracle":
