@@ -4,9 +4,10 @@ Every N optimizer steps the policy samples `eval.val_n` completions for each pro
 split (`eval.val_size` prompts, stratified by operand count, disjoint from the test split and from
 training: `build_splits(val_size=...)`) with the run's eval sampling, and the step's metrics.csv row
 gets `val/pass@1`, `val/coverage`, `val/no_answer_rate`, ... overall and per operand count
-(`val/by_operands/<n>/...`), plus `time/val_s`. Without the run's tool answering, unless `eval.val_regime`
-(or, by default, a tool whose format needs its replies: the solver oracle) says otherwise. The row of step t describes the policy after step t's
-update (t + 1 updates), evaluated when t + 1 is a multiple of N and at the last step.
+(`val/by_operands/<n>/...`), plus `time/val_s`. The run's tool does not answer there, unless
+`eval.val_regime` (by default: a tool whose format needs its replies, the solver oracle) says so. The row
+of step t describes the policy after step t's update (t + 1 updates), evaluated when t + 1 is a multiple
+of N and at the last step.
 
 Sampling draws from a generator seeded by (run seed, step), so the numbers do not depend on what
 ran before: a resumed run logs the same `val/*` rows as an uninterrupted one. With

@@ -213,7 +213,8 @@ class RLOOModule(CompilableLearner, L.LightningModule):
         return self._frozen[0] if self._frozen else None
 
     def compile_learner(self) -> None:
-        """trainer.compile=true: the reference's forward is compiled too (it runs on the learner's batches)."""
+        """trainer.compile=true: the reference's forward is compiled too (it runs on the learner's batches);
+        `_frozen` then holds the reference and, last, its compiled wrapper, which `learn` calls."""
         super().compile_learner()
         if self._frozen:
             self._frozen = (self._frozen[0], torch.compile(self._frozen[0], dynamic=True))
