@@ -35,16 +35,17 @@ def compose(overrides: Sequence[str] = ()):
         return hydra_compose(config_name="config", overrides=list(overrides))
 
 
-def run_ablate(overrides: Sequence[str], run_dir: Path, callbacks: Sequence[object] = ()) -> list[dict[str, float]]:
-    """Train one RL run in this process (`ablate.train.run`, with Lightning `callbacks`) and return its
-    metrics.csv rows."""
+def run_ablate(overrides: Sequence[str], run_dir: Path, callbacks: Sequence[object] = (),
+               base: Sequence[str] = RLOO_BASE) -> list[dict[str, float]]:
+    """Train one run in this process (`ablate.train.run`, with Lightning `callbacks`; by default the RL
+    stage as the comparisons run it, `base`) and return its metrics.csv rows."""
     import logging
 
     from ablate.train import run
 
     for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
         logging.getLogger(name).setLevel(logging.ERROR)
-    cfg = compose(list(RLOO_BASE) + list(overrides))
+    cfg = compose(list(base) + list(overrides))
     # Lightning's progress bar and ablate's closing lines would land in the figures printed on stdout.
     captured = io.StringIO()
     try:

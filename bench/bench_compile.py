@@ -18,9 +18,6 @@ not equal).
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
-import logging
 import os
 import sys
 import tempfile
@@ -29,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import compose, machine, markdown_table, median, read_metrics, step_seconds  # noqa: E402
+from _common import machine, markdown_table, median, run_ablate, step_seconds  # noqa: E402
 
 WORKLOADS = {
     "rloo": ["stage=rloo"],
@@ -40,15 +37,10 @@ COMMON = ["eval.enabled=false", "stage.checkpoint_every=1000000", "resume=never"
 
 
 def one_run(workload: str, compiled: bool, steps: int, threads: int, seed: int) -> list[dict[str, float]]:
-    from ablate.train import run
-
-    for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-    overrides = WORKLOADS[workload] + COMMON + [f"stage.max_steps={steps}", f"trainer.num_threads={threads}",
-                                                f"trainer.compile={str(compiled).lower()}", f"seed={seed}"]
-    with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()):
-        run(compose(overrides), Path(tmp) / "run")
-        return read_metrics(Path(tmp) / "run" / "metrics.csv")
+    overrides = WORKLOADS[workload] + [f"stage.max_steps={steps}", f"trainer.num_threads={threads}",
+                                       f"trainer.compile={str(compiled).lower()}", f"seed={seed}"]
+    with tempfile.TemporaryDirectory() as tmp:
+        return run_ablate(overrides, Path(tmp) / "run", base=COMMON)
 
 
 def main() -> None:

@@ -134,11 +134,13 @@ def _task_overrides() -> list[str]:
 
 def check_compile(cfg: DictConfig) -> None:
     """`trainer.compile=true` on CPU needs a C++ compiler (torch.compile's inductor builds its kernels with it)."""
+    if not cfg.trainer.get("compile"):
+        return
     import shutil
 
     import torch
 
-    if not cfg.trainer.get("compile") or (torch.cuda.is_available() and cfg.trainer.accelerator != "cpu"):
+    if torch.cuda.is_available() and cfg.trainer.accelerator != "cpu":
         return
     compilers = [c for c in (os.environ.get("CXX"), "g++", "c++", "clang++") if c]
     require(any(shutil.which(c) for c in compilers),
