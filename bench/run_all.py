@@ -58,6 +58,22 @@ def sections(args) -> list[dict]:
                      "--rounds", str(args.trl_rounds), "--eval-prompts", "96", *threads,
                      "--ablate", "stage.reference_dtype=bfloat16"] if trl_python else None,
          "skip": "no interpreter with `trl` found (pass --trl-python; see bench_vs_trl.py for the environment)"},
+        {"name": "vs_trl_compile", "title": "ablate with its learner compiled (trainer.compile) vs TRL",
+         "markdown": True,
+         "command": [trl_python, "bench/bench_vs_trl.py", "--steps", str(args.trl_steps), "--warmup", "2",
+                     "--rounds", str(args.trl_rounds), "--eval-prompts", "96", *threads,
+                     "--ablate", "trainer.compile=true"] if trl_python else None,
+         "skip": "no interpreter with `trl` found (pass --trl-python; see bench_vs_trl.py for the environment)"},
+        {"name": "vs_trl_compile_bf16", "title": "ablate with both opt-in levers (compile, bf16 reference) vs TRL",
+         "markdown": True,
+         "command": [trl_python, "bench/bench_vs_trl.py", "--steps", str(args.trl_steps), "--warmup", "2",
+                     "--rounds", str(args.trl_rounds), "--eval-prompts", "96", *threads,
+                     "--ablate", "trainer.compile=true", "stage.reference_dtype=bfloat16"] if trl_python else None,
+         "skip": "no interpreter with `trl` found (pass --trl-python; see bench_vs_trl.py for the environment)"},
+        {"name": "compile", "title": "trainer.compile against eager: RL step and oracle SFT, whole runs", "markdown": False,
+         "command": [py, "bench/bench_compile.py", "--rounds", "2", *threads]},
+        {"name": "decode", "title": "The decoding loop against the issue's loop (tests/hf_baseline.py)", "markdown": False,
+         "command": [py, "bench/bench_decode.py", "--rounds", "6", *threads]},
         {"name": "reference_dtype", "title": "The reference in bf16: KL drift and forward time", "markdown": False,
          "command": [py, "bench/bench_reference_dtype.py", "--steps", "100", *threads]},
         {"name": "rl_step", "title": "Seconds per RL step by phase, rollout=hf and rollout=vllm", "markdown": False,
@@ -153,8 +169,9 @@ def main() -> None:
     args = p.parse_args()
     all_sections = sections(args)
     if args.list:
+        width = max(len(s["name"]) for s in all_sections)
         for s in all_sections:
-            print(f"{s['name']:<14} {s['title']}")
+            print(f"{s['name']:<{width}}  {s['title']}")
         return
     chosen = set(args.only.split(",")) if args.only else {s["name"] for s in all_sections
                                                           if s["name"] != "sweep" or args.with_sweep}
