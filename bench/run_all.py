@@ -39,6 +39,14 @@ def sections(args) -> list[dict]:
     threads = ["--threads", str(args.threads)]
     step_json = HERE / "results" / "step_profile.json"
     trl_python = args.trl_python or find_trl_python()
+
+    def vs_trl(name: str, title: str, *options: str) -> dict:
+        """A bench_vs_trl.py section: the same paired rounds, ablate run with `options`."""
+        command = [trl_python, "bench/bench_vs_trl.py", "--steps", str(args.trl_steps), "--warmup", "2",
+                   "--rounds", str(args.trl_rounds), "--eval-prompts", "96", *threads, *options]
+        return {"name": name, "title": title, "markdown": True, "command": command if trl_python else None,
+                "skip": "no interpreter with `trl` found (pass --trl-python; see bench_vs_trl.py for the environment)"}
+
     return [
         {"name": "step_profile", "title": "Where one RL step's time goes (rollout=hf)", "markdown": True,
          "command": [py, "bench/bench_step_profile.py", "--steps", "8", "--warmup", "2", *threads,
@@ -47,29 +55,13 @@ def sections(args) -> list[dict]:
          "command": [py, "bench/bench_limits.py", "--from-json", str(step_json), *threads]},
         {"name": "step_options", "title": "What cheaper layouts of the step would save", "markdown": True,
          "command": [py, "bench/bench_step_options.py", "--repeats", "5", *threads]},
-        {"name": "vs_trl", "title": "ablate vs TRL RLOOTrainer, same RL step", "markdown": True,
-         "command": [trl_python, "bench/bench_vs_trl.py", "--steps", str(args.trl_steps), "--warmup", "2",
-                     "--rounds", str(args.trl_rounds), "--eval-prompts", "96", "--profile", *threads]
-         if trl_python else None,
-         "skip": "no interpreter with `trl` found (pass --trl-python; see bench_vs_trl.py for the environment)"},
-        {"name": "vs_trl_bf16", "title": "ablate with its reference in bf16 (stage.reference_dtype) vs TRL",
-         "markdown": True,
-         "command": [trl_python, "bench/bench_vs_trl.py", "--steps", str(args.trl_steps), "--warmup", "2",
-                     "--rounds", str(args.trl_rounds), "--eval-prompts", "96", *threads,
-                     "--ablate", "stage.reference_dtype=bfloat16"] if trl_python else None,
-         "skip": "no interpreter with `trl` found (pass --trl-python; see bench_vs_trl.py for the environment)"},
-        {"name": "vs_trl_compile", "title": "ablate with its learner compiled (trainer.compile) vs TRL",
-         "markdown": True,
-         "command": [trl_python, "bench/bench_vs_trl.py", "--steps", str(args.trl_steps), "--warmup", "2",
-                     "--rounds", str(args.trl_rounds), "--eval-prompts", "96", *threads,
-                     "--ablate", "trainer.compile=true"] if trl_python else None,
-         "skip": "no interpreter with `trl` found (pass --trl-python; see bench_vs_trl.py for the environment)"},
-        {"name": "vs_trl_compile_bf16", "title": "ablate with both opt-in levers (compile, bf16 reference) vs TRL",
-         "markdown": True,
-         "command": [trl_python, "bench/bench_vs_trl.py", "--steps", str(args.trl_steps), "--warmup", "2",
-                     "--rounds", str(args.trl_rounds), "--eval-prompts", "96", *threads,
-                     "--ablate", "trainer.compile=true", "stage.reference_dtype=bfloat16"] if trl_python else None,
-         "skip": "no interpreter with `trl` found (pass --trl-python; see bench_vs_trl.py for the environment)"},
+        vs_trl("vs_trl", "ablate vs TRL RLOOTrainer, same RL step", "--profile"),
+        vs_trl("vs_trl_bf16", "ablate with its reference in bf16 (stage.reference_dtype) vs TRL",
+               "--ablate", "stage.reference_dtype=bfloat16"),
+        vs_trl("vs_trl_compile", "ablate with its learner compiled (trainer.compile) vs TRL",
+               "--ablate", "trainer.compile=true"),
+        vs_trl("vs_trl_compile_bf16", "ablate with both opt-in levers (compile, bf16 reference) vs TRL",
+               "--ablate", "trainer.compile=true", "stage.reference_dtype=bfloat16"),
         {"name": "compile", "title": "trainer.compile against eager: RL step and oracle SFT, whole runs", "markdown": False,
          "command": [py, "bench/bench_compile.py", "--rounds", "2", *threads]},
         {"name": "decode", "title": "The decoding loop against the issue's loop (tests/hf_baseline.py)", "markdown": False,
