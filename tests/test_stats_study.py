@@ -312,3 +312,71 @@ def test_study_effect_is_the_default(study_analysis):
     assert (cmp["alpha_power"] == 0.05 / len(cmp)).all()
     lines = cmp[cmp["power_note"] != ""]["power_note"]
     assert len(lines) and all(s.endswith(" would detect 0.050") or "cannot" in s for s in lines)
+
+
+# ------------------------------------------------------------------------------ D: condition names
+
+
+NAMED = {"no curriculum": {"stage.name": "rloo", "curriculum.name": "none"},
+         "frontier": {"curriculum.name": "frontier"}, "IPO": {"stage.name": "ipo", "curriculum": None}}
+
+
+def _numbers(df: pd.DataFrame) -> pd.DataFrame:
+    return df.select_dtypes("number").reset_index(drop=True)
+
+
+def test_names_change_labels_and_no_number(tmp_path, study_analysis):
+    root = write_conditions(tmp_path / "named", study_specs(dict(CURRICULUM_STUDY, names=NAMED)))
+    a = analyze(load_sweep(root), FAST)
+    assert not a.problems
+    labels = set(a.conditions["condition"])
+    assert {"no curriculum", "frontier", "IPO", RLOO_STATIC, IPO_STATIC} <= labels
+    assert RLOO_NONE not in labels and set(a.comparisons["baseline"]) == {"no curriculum", "IPO", SFT_ON, "frontier"}
+    # the unnamed sweep has the same samples (same fixture seed): every number is the same
+    for name in ("summary", "comparisons", "robust", "reach"):
+        pd.testing.assert_frame_equal(_numbers(getattr(a, name)), _numbers(getattr(study_analysis, name)))
+    # --name wins over the study's name and works on overrides
+    b = analyze(load_sweep(root), dataclasses.replace(FAST, names=["static RLOO:curriculum=static,stage=rloo",
+                                                                   "none:curriculum=none", "ipo:stage=ipo"]))
+    assert {"static RLOO", "none", "frontier"} <= set(b.conditions["condition"]) and "no curriculum" not in set(
+        b.conditions["condition"])
+    # stage=ipo is in two conditions' overrides: the one with the fewest is meant (as for --baseline)
+    assert b.labels[("stage=ipo",)] == "ipo" and b.labels[("curriculum=static", "stage=ipo")] == IPO_STATIC
+    pd.testing.assert_frame_equal(_numbers(b.comparisons), _numbers(study_analysis.comparisons))
+    out = tmp_path / "out"
+    assert main([str(root), "--out", str(out), "--resamples", "300", "--no-plots", "--quiet",
+                 "--name", "static RLOO:curriculum=static,stage=rloo"]) == 0
+    report = (out / "report.md").read_text()
+    assert f"**static RLOO** = `{RLOO_STATIC}`" in report and "| static RLOO |" in report
+    runs = pd.read_csv(out / "runs.csv")
+    assert set(runs[runs["condition"] == "static RLOO"]["overrides"]) == {RLOO_STATIC}
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("x:curriculum=uniform", "matches 0 .*conditions: curriculum=frontier,stage=rloo"),
+    ("x:curriculum=static", "matches 2 .*curriculum=static,stage=ipo; curriculum=static,stage=rloo"),
+    ("x curriculum=static", "expects LABEL:KEY=VALUE"),
+    ("x:static", "expects key=value"),
+    ("x:curriculum=none,stage=rloo|y:curriculum=none", "x:curriculum=none,stage=rloo and --name y:curriculum=none name the same"),
+    (f"{RLOO_STATIC}:curriculum=frontier", "would name 2 conditions"),
+])
+def test_bad_names_on_the_command_line_are_errors(study_sweep, spec, message):
+    with pytest.raises(StatsInputError, match=message):
+        analyze(load_sweep(study_sweep), dataclasses.replace(FAST, names=spec.split("|")))
+
+
+def test_bad_study_names_are_data_problems(tmp_path):
+    names = {"rloo": {"stage.name": "rloo"}, "frontier": {"curriculum.name": "frontier"},
+             "again": {"curriculum.name": "frontier"}, "ipo": {"stage.name": "ipo", "curriculum": None},
+             "stage=sft,tool=on": {"stage.name": "ipo", "curriculum.name": "static"}}
+    root = write_conditions(tmp_path / "bad", study_specs(dict(CURRICULUM_STUDY, names=names), val_every=0),
+                            seeds=(0, 1), n_prompts=30)
+    a = analyze(load_sweep(root), FAST)
+    labels = set(a.conditions["condition"])
+    assert "ipo" in labels and not {"rloo", "frontier", "again"} & labels
+    assert IPO_STATIC in labels  # its name clashes with another condition's label: not used
+    assert any("names 'rloo' must match exactly one condition, it matches 3" in p for p in a.problems)
+    assert any("names 'again' and names 'frontier' name the same condition" in p for p in a.problems)
+    assert any("'stage=sft,tool=on' would name 2 conditions" in p for p in a.problems)
+    problems: list[str] = []
+    assert parse_study({"name": "s", "names": {"x": "stage=sft"}}, problems).names == {} and len(problems) == 1

@@ -66,12 +66,15 @@ def test_each_study_preset_describes_itself_and_carries_its_grid(name):
                   for job in jobs if seeds[0] in job]
     assert sorted(map(sorted, first_seed)) == sorted(map(sorted, STUDIES[name]))
     assert len(jobs) == len(seeds) * len(STUDIES[name])
-    # every baseline rule names a condition the grid runs
-    for rule in study.baselines:
-        matches = [job for job in first_seed if all(
-            OmegaConf.select(compose_study(name, *sorted(job)), key) == value
-            for key, value in rule.baseline.items())]
-        assert len(matches) == 1, (rule, matches)
+    # every baseline rule and every condition name picks exactly one condition the grid runs
+    configs = [compose_study(name, *sorted(job)) for job in first_seed]
+    wheres = [rule.baseline for rule in study.baselines] + list((study.get("names") or {}).values())
+    for where in wheres:
+        matches = [job for job, cfg in zip(first_seed, configs)
+                   if all(OmegaConf.select(cfg, key) == value for key, value in where.items())]
+        assert len(matches) == 1, (where, matches)
+    if study.get("names"):  # named presets name every condition
+        assert len(study.names) == len(first_seed)
 
 
 def test_the_grid_sweeper_unions_its_grids_and_the_command_line_wins():
@@ -115,6 +118,12 @@ def test_each_study_runs_end_to_end_at_smoke_scale(name, tmp_path):
         config = OmegaConf.load(run / ".hydra" / "config.yaml")
         with_tool = config.tool.kind == "oracle" and config.tool.schedule != "off"  # eval.val_regime=auto
         assert ("val @ 2 updates (with the tool)" in (run / "train.log").read_text()) == with_tool
+    names = OmegaConf.load(runs[0] / ".hydra" / "config.yaml").study.get("names")
+    if names:  # the report labels the conditions by the preset's names
+        from ablate.stats.__main__ import main as stats
+
+        assert stats([str(sweep), "--out", str(tmp_path / "stats"), "--resamples", "200", "--no-plots", "--quiet"]) == 0
+        assert set(pd.read_csv(tmp_path / "stats" / "runs.csv")["condition"]) == set(names)
 
 
 @pytest.mark.parametrize("stage", ["rloo", "ipo"])

@@ -30,6 +30,9 @@ so `python -m ablate.stats` answers the study without flags.
 """
 
 EPILOG = """\
+labels: a condition is labelled by the overrides that distinguish it, unless a name picks it: the
+study's study.names (label -> dotted config values, like a baseline) or --name (label -> overrides).
+
 baseline rule (without --baseline): with a study block, the baseline of the first study.baselines
 entry whose `family` (dotted config paths, e.g. stage.name: rloo; and `regime`, if given) matches the
 condition; otherwise the condition whose overrides are a subset of every other condition's (e.g.
@@ -64,6 +67,7 @@ examples:
   python -m ablate.stats multirun/curriculum --baseline curriculum=none --metric pass@1,exact_pass@1
   python -m ablate.stats multirun/2025-01-01/12-00-00 --reach train/reward_mean>=0.4 --format both
   python -m ablate.stats multirun/curriculum_study --power --effect 0.05
+  python -m ablate.stats multirun/oracle_tool_study --name 'oracle SFT:stage.trace=oracle' --name 'DPO:stage=dpo'
 """
 
 
@@ -80,6 +84,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="metric(s) to compare, repeatable or comma-separated (default: the study's "
                         "study.metrics, else pass@1). Any metric in summary.csv works, e.g. exact_pass@1, "
                         "pass^4 (all 4 of 4 samples correct), by_operands/4/pass@1")
+    p.add_argument("--name", action="append", default=[], metavar="LABEL:KEY=VALUE[,KEY=VALUE]",
+                   help="show the condition whose overrides include these (of several, the one with the fewest) as "
+                        "LABEL in every table and figure, "
+                        "e.g. --name 'oracle SFT:stage.trace=oracle'; repeatable; wins over the study's "
+                        "study.names. Labels only: no number changes")
     p.add_argument("--out", type=Path, metavar="DIR", help="report directory (default ./stats/<sweep name>/)")
     p.add_argument("--format", choices=["md", "json", "both"], default="md",
                    help="write report.md, report.json or both (csv and png are always written)")
@@ -145,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
             parse_reach(spec)
         settings = Settings(resamples=args.resamples, confidence=args.confidence, alpha=args.alpha,
                             seed=args.seed, metrics=metrics, baseline=args.baseline, reach=args.reach,
-                            smooth=args.smooth, effect=args.effect, power=args.power)
+                            smooth=args.smooth, effect=args.effect, power=args.power, names=args.name)
         analysis = analyze(sweep, settings)
     except StatsInputError as exc:
         err.print(f"[red]error:[/red] {exc}", highlight=False)

@@ -58,6 +58,7 @@ class Settings:
     smooth: int = 5
     effect: float | None = None  # None: the study's effect, else DEFAULT_EFFECT
     power: bool = False  # also plan every metric (power.csv)
+    names: Sequence[str] = ()  # --name LABEL:KEY=VALUE[,KEY=VALUE]
 
 
 @dataclass
@@ -189,6 +190,8 @@ class Analysis:
     families: list[dict] = field(default_factory=list)  # the study's rules as resolved, for the header
     power: pd.DataFrame | None = None  # every metric's plan (--power)
     robust: pd.DataFrame | None = None  # IQM over runs of the compared metrics (rliable)
+    # condition -> its label without names: what resampling generators are keyed by
+    keys: dict = field(default_factory=dict)
 
     def baselines_in(self, regime: str) -> set:
         """The conditions some condition evaluated in this regime is compared with."""
@@ -218,12 +221,70 @@ def display_labels(conditions: Sequence[tuple[str, ...]]) -> tuple[dict, list[st
     return labels, sorted(common)
 
 
-def parse_assignments(spec: str) -> list[str]:
+def parse_assignments(spec: str, option: str = "--baseline") -> list[str]:
     items = [normalise_override(s) for s in spec.split(",") if s.strip()]
     for item in items:
         if "=" not in item:
-            raise StatsInputError(f"--baseline expects key=value[,key=value], got {spec!r}")
+            raise StatsInputError(f"{option} expects key=value[,key=value], got {spec!r}")
     return items
+
+
+def parse_name(spec: str) -> tuple[str, list[str]]:
+    """`--name 'oracle SFT:stage.trace=oracle'` -> ("oracle SFT", ["stage.trace=oracle"])."""
+    label, sep, where = spec.partition(":")
+    if not sep or not label.strip() or not where.strip():
+        raise StatsInputError(f"--name expects LABEL:KEY=VALUE[,KEY=VALUE] (e.g. 'oracle SFT:stage.trace=oracle'), "
+                              f"got {spec!r}")
+    return label.strip(), parse_assignments(where, f"--name {label.strip()}:")
+
+
+def name_conditions(keys: dict, configs: dict, study: Study | None, specs: Sequence[str],
+                    problems: list[str]) -> dict:
+    """Short labels: the study's `names` (label -> config match), then --name (label -> overrides the
+    condition has; of several, the one with the fewest overrides), which win. Each name must pick exactly one condition and labels stay unique; a bad
+    --name is an error, a bad study name a data problem (the name is not used). Labels only: the
+    resampling generators are keyed by `keys`, so no number moves."""
+    labels, by_cli = dict(keys), set()
+
+    def fail(text: str, cli: bool) -> None:
+        if cli:
+            raise StatsInputError(text)
+        problems.append(f"study {study.name}: {text}; name not used")
+
+    candidates = [] if study is None else [
+        (label, [c for c in keys if matches(configs.get(c), where)], "names " + repr(label), False)
+        for label, where in study.names.items()]
+    for spec in specs:
+        label, want = parse_name(spec)
+        hits = [c for c in keys if set(want) <= set(c)]
+        fewest = min(map(len, hits), default=0)  # as --baseline: `stage=sft` is the plain one
+        candidates.append((label, [c for c in hits if len(c) == fewest], f"--name {spec}", True))
+    picks: dict[tuple, dict] = {}  # (cli, condition) -> {source: label}
+    for label, hits, source, cli in candidates:
+        if len(hits) != 1:
+            listing = "; ".join(keys[c] for c in hits) or "none; conditions: " + "; ".join(keys.values())
+            fail(f"{source} must match exactly one condition, it matches {len(hits)} ({listing})", cli)
+        else:
+            picks.setdefault((cli, hits[0]), {})[source] = label
+    for (cli, c), named in sorted(picks.items(), key=lambda kv: kv[0][0]):  # --name last: it wins
+        if len(named) > 1:
+            fail(f"{' and '.join(named)} name the same condition ({keys[c]})", cli)
+        else:
+            labels[c] = next(iter(named.values()))
+            by_cli |= {c} if cli else set()
+    while True:
+        seen: dict[str, list] = {}
+        for c, label in labels.items():
+            seen.setdefault(label, []).append(c)
+        clash = next((cs for cs in seen.values() if len(cs) > 1), None)
+        if clash is None:
+            return labels
+        text = f"the label {labels[clash[0]]!r} would name {len(clash)} conditions"
+        if by_cli & set(clash):
+            fail(text + " (" + "; ".join(keys[c] for c in clash) + ")", True)
+        fail(text, False)
+        for c in clash:
+            labels[c] = keys[c]
 
 
 def choose_baseline(conditions: Sequence[tuple[str, ...]], spec: str | None,
@@ -268,13 +329,15 @@ def analyze(sweep: Sweep, settings: Settings) -> Analysis:
     notes: list[str] = []
     cond_runs = sweep.conditions()
     all_conds = list(cond_runs)
-    labels, common = display_labels(all_conds)
+    keys, common = display_labels(all_conds)
     for run in sweep.runs:
         for issue in run.issues:
             problems.append(f"{run.rel}: {issue}")
 
     explicit = settings.baseline is not None or settings.metrics is not None
     study = sweep_study(sweep.runs, explicit, problems)
+    configs = _configs(cond_runs)
+    labels = name_conditions(keys, configs, study, settings.names, problems)
 
     inventory = _inventory(sweep, labels)
     conditions_table = _condition_counts(cond_runs, sweep, labels)
@@ -293,7 +356,7 @@ def analyze(sweep: Sweep, settings: Settings) -> Analysis:
     effect = settings.effect or (study.effect if study is not None else None) or DEFAULT_EFFECT
     settings = dataclasses.replace(settings, metrics=metrics, effect=effect)
     baseline_for, families = _assign_baselines(
-        cond_runs, usable_conds, regimes, None if settings.baseline else study, baseline, labels, problems)
+        configs, usable_conds, regimes, None if settings.baseline else study, baseline, labels, problems)
     groups: dict[tuple[tuple[str, ...], str], Group] = {}
     summary_rows: list[dict] = []
     for regime in regimes:
@@ -306,7 +369,7 @@ def analyze(sweep: Sweep, settings: Settings) -> Analysis:
             summary_rows.extend(rows)
     summary = pd.DataFrame(summary_rows, columns=SUMMARY_COLUMNS)
 
-    comparisons = _compare(groups, baseline_for, labels, regimes, settings, problems, notes)
+    comparisons = _compare(groups, baseline_for, labels, keys, regimes, settings, problems, notes)
     power = _power_table(groups, baseline_for, labels, regimes, settings, len(comparisons)) \
         if settings.power else None
     curves = _curves(usable, labels, settings)
@@ -316,7 +379,7 @@ def analyze(sweep: Sweep, settings: Settings) -> Analysis:
     robust = _robust(groups, labels, regimes, settings)
     return Analysis(sweep, settings, labels, common, baseline, rule, regimes, inventory,
                     conditions_table, summary, comparisons, curves, reach, problems, notes, groups,
-                    study, baseline_for, families, power, robust)
+                    study, baseline_for, families, power, robust, keys)
 
 
 ROBUST_COLUMNS = ["regime", "metric", "condition", "n_runs", "mean", "iqm", "iqm_ci_low", "iqm_ci_high",
@@ -361,7 +424,12 @@ def _study_metrics(study: Study | None, usable: dict, regimes: Sequence[str], pr
     return kept or DEFAULT_METRICS
 
 
-def _assign_baselines(cond_runs: dict, usable_conds, regimes, study: Study | None, global_base, labels,
+def _configs(cond_runs: dict) -> dict:
+    """condition -> the composed config of its first run that has one (seeds share the rest)."""
+    return {c: next((r.config for r in runs if r.config is not None), None) for c, runs in cond_runs.items()}
+
+
+def _assign_baselines(configs: dict, usable_conds, regimes, study: Study | None, global_base, labels,
                       problems: list[str]) -> tuple[dict, list[dict]]:
     """Map each (condition, regime) to its baseline: the first study rule whose family (and regime)
     matches it, else the global baseline. Regime None stands for steps to reach (metrics.csv has no
@@ -369,7 +437,6 @@ def _assign_baselines(cond_runs: dict, usable_conds, regimes, study: Study | Non
     keys = [(c, r) for c in usable_conds for r in [*regimes, None]]
     if study is None or not study.rules:
         return {k: global_base for k in keys}, []
-    configs = {c: next((r.config for r in runs if r.config is not None), None) for c, runs in cond_runs.items()}
     resolved, families = [], []
     for rule in study.rules:
         base = _rule_baseline(rule, configs, labels)
@@ -417,15 +484,15 @@ def _inventory(sweep: Sweep, labels: dict) -> pd.DataFrame:
     for run in sorted(sweep.runs, key=lambda r: (r.condition, r.rel)):
         rows.append({
             "run": run.rel, "path": str(run.path), "condition": labels.get(run.condition, run.label),
-            "seed": run.seed, "state": run.state, "outcome": run.outcome, "reason": run.reason,
+            "overrides": run.label, "seed": run.seed, "state": run.state, "outcome": run.outcome, "reason": run.reason,
             "regimes": ",".join(k for k, v in run.evals.items() if v.usable),
             "issues": len(run.issues), "warnings": " | ".join(run.warnings),
         })
     for cond, seed, why in sweep.never_started:
         rows.append({"run": "", "path": "", "condition": labels.get(cond, condition_label(cond)),
-                     "seed": seed, "state": "never started", "outcome": "missing", "reason": why,
+                     "overrides": condition_label(cond), "seed": seed, "state": "never started", "outcome": "missing", "reason": why,
                      "regimes": "", "issues": 0, "warnings": ""})
-    return pd.DataFrame(rows, columns=["run", "path", "condition", "seed", "state", "outcome",
+    return pd.DataFrame(rows, columns=["run", "path", "condition", "overrides", "seed", "state", "outcome",
                                        "reason", "regimes", "issues", "warnings"])
 
 
@@ -600,14 +667,14 @@ def _pairs(groups: dict, baseline_for: dict, regime: str, notes: list[str]) -> l
     return out
 
 
-def _compare(groups, baseline_for, labels, regimes, settings: Settings, problems, notes) -> pd.DataFrame:
+def _compare(groups, baseline_for, labels, keys, regimes, settings: Settings, problems, notes) -> pd.DataFrame:
     s = settings
     rows: list[dict] = []
     for regime in regimes:
         pairs = _pairs(groups, baseline_for, regime, notes)
         for metric in s.metrics:
             for g, base in pairs:
-                row = _compare_one(g, base, metric, labels, s, problems)
+                row = _compare_one(g, base, metric, labels, keys, s, problems)
                 if row is not None:
                     rows.append(row)
                 elif any(metric in (x.names + list(x.reported)) for x in (g, base)):
@@ -668,7 +735,7 @@ def _power_table(groups, baseline_for, labels, regimes, s: Settings, m: int) -> 
     return table[POWER_COLUMNS]
 
 
-def _compare_one(g: Group, base: Group, metric: str, labels, s: Settings, problems) -> dict | None:
+def _compare_one(g: Group, base: Group, metric: str, labels, keys, s: Settings, problems) -> dict | None:
     label, blabel = labels[g.condition], labels[base.condition]
     row = {c: np.nan for c in COMPARISON_COLUMNS}
     row.update({"regime": g.regime, "metric": metric, "condition": label, "baseline": blabel,
@@ -676,6 +743,7 @@ def _compare_one(g: Group, base: Group, metric: str, labels, s: Settings, proble
                 "n_shared_prompts": 0})
     reasons = []
     key = f"{label} vs {blabel} [{g.regime}] {metric}"
+    rng_key = f"{keys[g.condition]} vs {keys[base.condition]} [{g.regime}] {metric}"
     if metric in g.names and metric in base.names:
         m, mb = g.names.index(metric), base.names.index(metric)
         x, y = g.run_values[:, m], base.run_values[:, mb]
@@ -698,7 +766,7 @@ def _compare_one(g: Group, base: Group, metric: str, labels, s: Settings, proble
             xn, xd = _per_prompt(g.blocks, shared, m)
             yn, yd = _per_prompt(base.blocks, shared, mb)
             pt = paired_test(xn, yn, xd, yd, confidence=s.confidence, n_resamples=s.resamples,
-                             rng=rng_for(s.seed, "paired", key))
+                             rng=rng_for(s.seed, "paired", rng_key))
             row.update(paired_diff=pt.diff, paired_ci_low=pt.low, paired_ci_high=pt.high, p_paired=pt.p_value)
     elif metric in g.reported and metric in base.reported:
         x, y = g.reported[metric], base.reported[metric]
@@ -715,7 +783,7 @@ def _compare_one(g: Group, base: Group, metric: str, labels, s: Settings, proble
     if st.note and not np.isfinite(st.p_value):
         reasons.append(f"seed-level test: {st.note}")
     poi = probability_of_improvement(x, y, confidence=s.confidence, n_resamples=s.resamples,
-                                     rng=rng_for(s.seed, "poi", key))
+                                     rng=rng_for(s.seed, "poi", rng_key))
     row.update(poi=poi.estimate, poi_ci_low=poi.low, poi_ci_high=poi.high)
     row["note"] = "; ".join(reasons)
     return row

@@ -175,6 +175,7 @@ def _profile_figure(a: Analysis, out: Path, plt, regime: str, order: list[str]) 
 
     runs = a.summary[(a.summary["level"] == "run") & (a.summary["regime"] == regime)]
     metrics = [m for m in a.settings.metrics if (runs["metric"] == m).any()][:PROFILES_PER_FIGURE]
+    key_of = {a.labels[c]: a.keys.get(c, a.labels[c]) for c in a.labels}
     if not metrics:
         return None
     cols = min(3, len(metrics))
@@ -191,7 +192,7 @@ def _profile_figure(a: Analysis, out: Path, plt, regime: str, order: list[str]) 
             v = v[np.isfinite(v)]
             profile, low, high = performance_profile(
                 v, taus, confidence=a.settings.confidence, n_resamples=min(a.settings.resamples, 2000),
-                rng=rng_for(a.settings.seed, "profile", label, regime, metric))
+                rng=rng_for(a.settings.seed, "profile", key_of[label], regime, metric))
             line, = ax.step(taus, profile, where="post", lw=1.3, label=f"{label} ({v.size})")
             if np.isfinite(low).any():
                 ax.fill_between(taus, low, high, step="post", color=line.get_color(), alpha=0.15, lw=0)
@@ -293,6 +294,10 @@ def render_markdown(a: Analysis, figures: list[tuple[str, str]], command: str = 
                f"seed {s.seed}.  ")
     if a.common:
         out.append("Overrides shared by every condition: " + ", ".join(f"`{c}`" for c in a.common) + "  ")
+    named = [(a.labels[c], a.keys[c]) for c in a.labels if a.labels[c] != a.keys.get(c, a.labels[c])]
+    if named:
+        out.append("Named conditions (study.names / --name): "
+                   + "; ".join(f"**{label}** = `{key}`" for label, key in named) + "  ")
     if a.families:
         out.append("Baselines (the study's; each condition is compared with the baseline of the first "
                    "family that matches it):\n")

@@ -35,6 +35,7 @@ class Study:
     metrics: tuple[str, ...] = ()
     effect: float | None = None
     rules: list[Rule] = field(default_factory=list)
+    names: dict[str, dict[str, Any]] = field(default_factory=dict)  # label -> config match
 
 
 def _show(v) -> str:
@@ -118,8 +119,12 @@ def parse_study(block: Mapping, problems: list[str]) -> Study:
             continue
         regime = raw.get("regime")
         rules.append(Rule(dict(family), dict(base), None if regime is None else str(regime)))
+    names = block.get("names") or {}
+    if not isinstance(names, Mapping) or not all(isinstance(w, Mapping) and w for w in names.values()):
+        problems.append(f"study {name}: `names` must map each label to a non-empty config match; ignored")
+        names = {}
     return Study(name, str(block.get("question") or ""), tuple(str(m) for m in metrics if str(m).strip()),
-                 effect, rules)
+                 effect, rules, {str(label): dict(where) for label, where in names.items()})
 
 
 def sweep_study(runs: Sequence[Run], explicit: bool, problems: list[str]) -> Study | None:
