@@ -123,3 +123,18 @@ def test_validation_runs_with_the_tool_only_where_the_tools_format_needs_it():
     message = refused("eval.every=2", "eval.val_regime=tool")
     assert "eval.val_regime=tool" in message and "tool.schedule=off" in message
     assert "eval.val_regime='sometimes'" in refused("eval.every=2", "eval.val_regime=sometimes")
+
+
+def test_final_evaluation_regimes_default_to_the_runs_tool_and_can_be_chosen():
+    from ablate.stages import final_regimes
+
+    assert final_regimes(cfg_of()) == ["no_tool"]
+    assert final_regimes(cfg_of("tool=oracle")) == ["no_tool", "tool"]
+    assert final_regimes(cfg_of("tool=oracle", "eval.regimes=[tool]")) == ["tool"]
+    assert final_regimes(cfg_of("eval.enabled=false")) == []
+    check_config(cfg_of("tool=on", "eval.regimes=[tool,no_tool]"))
+    message = refused("eval.regimes=[tool]")
+    assert "eval.regimes includes tool" in message and "tool.schedule=off" in message
+    for bad in ("[]", "[tools]", "[no_tool,no_tool]"):
+        assert "eval.regimes=" in refused("tool=on", f"eval.regimes={bad}") and "eval.regimes=[tool]" in refused(
+            "tool=on", f"eval.regimes={bad}")

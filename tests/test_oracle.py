@@ -356,3 +356,23 @@ def test_oracle_sft_run_evaluates_in_both_regimes(tmp_path):
     # An untrained model writes lines the solver must answer (mostly with errors).
     assert tool["tool"]["calls_per_rollout"] > 0 and tool["tool"]["tool_errors"] > 0
     assert sum(tool["verdicts"].values()) == tool["n_prompts"] * tool["n_samples"]
+
+
+@pytest.mark.slow
+def test_a_chosen_final_regime_is_the_only_one_evaluated(tmp_path):
+    import json
+
+    from hydra import compose, initialize_config_dir
+
+    from ablate.train import run
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["experiment=smoke", "stage.trace=oracle", "tool=oracle",
+                                                       "stage.max_length=200", "eval.max_new_tokens=40",
+                                                       "eval.regimes=[tool]"])
+    run(cfg, tmp_path)
+    assert sorted(p.name for p in (tmp_path / "eval").iterdir()) == ["tool"]
+    timings = json.loads((tmp_path / "status.json").read_text())["timings"]
+    assert "eval_tool_s" in timings and "eval_no_tool_s" not in timings
+    run(cfg, tmp_path)  # complete as configured: the second call finds nothing to do
+    assert sorted(p.name for p in (tmp_path / "eval").iterdir()) == ["tool"]

@@ -186,6 +186,14 @@ def check_eval(cfg) -> None:
     require(float(e.temperature) > 0, f"eval.temperature={e.temperature} must be > 0 (sampling)")
     require(0 < float(e.top_p) <= 1, f"eval.top_p={e.top_p} must be in (0, 1]")
     require(int(e.max_new_tokens) >= 1 and int(e.batch_size) >= 1, "eval.max_new_tokens and eval.batch_size must be >= 1")
+    if e.get("regimes") is not None:
+        regimes = list(e.regimes)
+        require(regimes and set(regimes) <= {"no_tool", "tool"} and len(set(regimes)) == len(regimes),
+                f"eval.regimes={regimes}: expected a non-empty list of no_tool and/or tool without repeats "
+                "(e.g. eval.regimes=[tool]), or null for no_tool plus tool when the run has one")
+        require("tool" not in regimes or cfg.tool.schedule != "off",
+                "eval.regimes includes tool, but tool.schedule=off: choose a tool (e.g. tool=on, tool=oracle) "
+                "or eval.regimes=[no_tool]")
     if e.get("every") is not None:
         require(int(e.every) >= 1, f"eval.every={e.every} must be >= 1 (steps between held-out evaluations) or null")
         require(int(e.val_n) >= 1, f"eval.val_n={e.val_n} must be >= 1")

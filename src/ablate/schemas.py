@@ -41,6 +41,7 @@ class EvalConfig:
     val_size: int = 200
     val_n: int = 4
     val_regime: str = "auto"
+    regimes: Optional[List[str]] = None
 
 
 @dataclass

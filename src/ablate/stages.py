@@ -236,6 +236,16 @@ def validation_callbacks(cfg: DictConfig, val_problems, tokenizer, reward, run_d
                                cfg.stage.max_steps, keep, tool_cfg=cfg.tool, tool=tool)]
 
 
+def final_regimes(cfg: DictConfig) -> list[str]:
+    """The regimes of the final evaluation: `eval.regimes`, or by default no_tool, plus tool when the run
+    has a tool (any schedule but off)."""
+    if not cfg.eval.enabled:
+        return []
+    if cfg.eval.get("regimes") is not None:
+        return list(cfg.eval.regimes)
+    return [REGIME_NO_TOOL] + ([REGIME_TOOL] if cfg.tool.schedule != "off" else [])
+
+
 def validation_regime(cfg: DictConfig) -> str:
     """`eval.val_regime`, with auto resolved: the tool answers in validation when the run has one and its
     format cannot do without it (`Tool.validates_with_tool`: the solver oracle), else no_tool."""

@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from ablate.config import torch_threads  # also registers the group schemas and resolvers before Hydra composes
 from ablate.checks import ConfigError, check_config
 from ablate.fit import global_rank
-from ablate.stages import REGIME_NO_TOOL, REGIME_TOOL, fit_stage, record_engagement, starting_model_config
+from ablate.stages import REGIME_NO_TOOL, REGIME_TOOL, final_regimes, fit_stage, record_engagement, starting_model_config
 
 log = logging.getLogger("ablate.train")
 
@@ -51,8 +51,7 @@ def run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any] = ()) -> Path:
         for folder in (run_dir, run_dir / "checkpoints", run_dir / "eval" / REGIME_NO_TOOL, run_dir / "eval" / REGIME_TOOL):
             remove_orphans(folder)  # temporary files of a killed attempt
     model_dir = run_dir / "model"
-    # A run that used a tool (any schedule but off) is evaluated without and with it.
-    regimes = ([REGIME_NO_TOOL] + ([REGIME_TOOL] if cfg.tool.schedule != "off" else [])) if cfg.eval.enabled else []
+    regimes = final_regimes(cfg)
     done = (read_status(run_dir) or {}).get("state") == "completed"
     if done and cfg.resume == "auto" and model_exported(model_dir) and all(
             (run_dir / "eval" / r / "summary.json").is_file() for r in regimes):
