@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from ablate.stats import Settings, analyze, choose_baseline, load_sweep, newest_sweep
 from ablate.stats.__main__ import main
@@ -291,6 +292,23 @@ def test_never_started_jobs_from_multirun_yaml(tmp_path):
     assert "curriculum=static seed=1" in missing.iloc[0]["reason"]
     counts = a.conditions.set_index("condition")
     assert counts.loc["curriculum=static", "missing"] == 1 and counts.loc["curriculum=static", "ok"] == 1
+
+
+def test_never_started_jobs_of_a_study_grid(tmp_path):
+    """A study's sweep is range() seeds over a union of grids: the sweeper's own expansion tells."""
+    sweep = write_sweep(tmp_path / "s", {"none": 0.3, "static": 0.5, "frontier": 0.4}, seeds=(0, 1, 2),
+                        n_prompts=30, multirun_yaml=False)
+    sweeper = {"params": {"seed": "range(3)"}, "grids": [{"curriculum": "none,static"}, {"curriculum": "frontier"}]}
+    (sweep / "multirun.yaml").write_text(yaml.safe_dump({"hydra": {"sweeper": sweeper, "overrides": {"task": []}}}))
+    assert not load_sweep(sweep).never_started  # all 9 jobs ran
+    shutil.rmtree(sweep / "8")  # frontier, seed 2
+    missing = analyze(load_sweep(sweep), FAST).inventory.query("state == 'never started'")
+    assert missing[["condition", "seed"]].values.tolist() == [["curriculum=frontier", "2"]]
+    # a grid the sweeper cannot expand is a warning, not a crash
+    sweeper["params"] = {"seed": "range(oops"}
+    (sweep / "multirun.yaml").write_text(yaml.safe_dump({"hydra": {"sweeper": sweeper, "overrides": {"task": []}}}))
+    loaded = load_sweep(sweep)
+    assert not loaded.never_started and any("does not expand" in w for w in loaded.warnings)
 
 
 def test_hydra_escaped_overrides_match_multirun_yaml():

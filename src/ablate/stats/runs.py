@@ -5,7 +5,6 @@ note on the run (or the sweep) so the report can name it; only a bad path given 
 from __future__ import annotations
 
 import io
-import itertools
 import json
 import math
 import os
@@ -501,14 +500,15 @@ def _interrupted(status: dict | None) -> str | None:
     return interrupted(status or {})
 
 
-def _split_sweep_values(text: str) -> list[str] | None:
-    """`a,b,c` -> [a, b, c]; None for sweep syntax we don't expand (range(), glob(), [..])."""
-    if any(ch in text for ch in "()[]{}'\""):
-        return None
-    return [v.strip() for v in text.split(",")]
-
-
 def _expected_jobs(multirun_yaml: Path, warnings: list[str]) -> list[tuple[str, ...]] | None:
+    """Every job the sweep launched or was to launch, expanded by the sweeper Hydra ran (the grid
+    sweeper, or the basic sweeper it is without `grids`): range(), grids, the command line."""
+    from types import SimpleNamespace
+
+    from hydra.errors import HydraException
+
+    from hydra_plugins.ablate_sweeper.grid_sweeper import GridSweeper
+
     try:
         cfg = yaml.safe_load(multirun_yaml.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
@@ -517,29 +517,19 @@ def _expected_jobs(multirun_yaml: Path, warnings: list[str]) -> list[tuple[str, 
     hydra = cfg.get("hydra") if isinstance(cfg, dict) else None
     if not isinstance(hydra, dict):
         return None
-    items: dict[str, list[str]] = {}
-    sweeper = hydra.get("sweeper") or {}
-    params = sweeper.get("params") if isinstance(sweeper, dict) else None
-    for key, value in (params or {}).items():
-        vals = _split_sweep_values(str(value))
-        if vals is None:
-            return None
-        items[normalise_override(f"{key}=x").partition("=")[0]] = vals
-    task = ((hydra.get("overrides") or {}).get("task")) or []
-    for item in task:
-        norm = normalise_override(str(item))
-        key, sep, value = norm.partition("=")
-        if not sep or key.startswith("~"):
-            continue
-        vals = _split_sweep_values(value)
-        if vals is None:
-            return None
-        items[key] = vals
-    if not items:
+    sweeper = hydra.get("sweeper") if isinstance(hydra.get("sweeper"), dict) else {}
+    task = [str(t) for t in (hydra.get("overrides") or {}).get("task") or []]
+    try:
+        expand = GridSweeper(None, sweeper.get("params"), sweeper.get("grids"))
+        expand.hydra_context = SimpleNamespace(config_loader=None)
+        jobs = expand.jobs(task)
+    except (HydraException, ValueError, TypeError, AttributeError) as exc:
+        warnings.append(f"{multirun_yaml}: its sweep does not expand ({_short(exc)}); cannot tell which jobs "
+                        "never started")
         return None
-    keys = sorted(items)
-    combos = itertools.product(*(items[k] for k in keys))
-    return [tuple(sorted(f"{k}={v}" for k, v in zip(keys, combo))) for combo in combos]
+    if not (task or sweeper.get("params") or sweeper.get("grids")):
+        return None
+    return [tuple(sorted(normalise_override(o) for o in job)) for job in jobs]
 
 
 def load_sweep(paths: Path | str | Sequence[Path | str]) -> Sweep:
