@@ -241,9 +241,10 @@ def parse_name(spec: str) -> tuple[str, list[str]]:
 def name_conditions(keys: dict, configs: dict, study: Study | None, specs: Sequence[str],
                     problems: list[str]) -> dict:
     """Short labels: the study's `names` (label -> config match), then --name (label -> overrides the
-    condition has; of several, the one with the fewest overrides), which win. Each name must pick exactly one condition and labels stay unique; a bad
-    --name is an error, a bad study name a data problem (the name is not used). Labels only: the
-    resampling generators are keyed by `keys`, so no number moves."""
+    condition has; of several, the one with the fewest overrides), which win. Each name must pick
+    exactly one condition and labels stay unique; a bad --name is an error, a bad study name a data
+    problem (the name is not used). Labels only: the resampling generators are keyed by `keys`, so no
+    number moves."""
     labels, by_cli = dict(keys), set()
 
     def fail(text: str, cli: bool) -> None:
@@ -484,13 +485,15 @@ def _inventory(sweep: Sweep, labels: dict) -> pd.DataFrame:
     for run in sorted(sweep.runs, key=lambda r: (r.condition, r.rel)):
         rows.append({
             "run": run.rel, "path": str(run.path), "condition": labels.get(run.condition, run.label),
-            "overrides": run.label, "seed": run.seed, "state": run.state, "outcome": run.outcome, "reason": run.reason,
+            "overrides": run.label, "seed": run.seed, "state": run.state, "outcome": run.outcome,
+            "reason": run.reason,
             "regimes": ",".join(k for k, v in run.evals.items() if v.usable),
             "issues": len(run.issues), "warnings": " | ".join(run.warnings),
         })
     for cond, seed, why in sweep.never_started:
         rows.append({"run": "", "path": "", "condition": labels.get(cond, condition_label(cond)),
-                     "overrides": condition_label(cond), "seed": seed, "state": "never started", "outcome": "missing", "reason": why,
+                     "overrides": condition_label(cond), "seed": seed, "state": "never started",
+                     "outcome": "missing", "reason": why,
                      "regimes": "", "issues": 0, "warnings": ""})
     return pd.DataFrame(rows, columns=["run", "path", "condition", "overrides", "seed", "state", "outcome",
                                        "reason", "regimes", "issues", "warnings"])
