@@ -1,6 +1,6 @@
 """Mechanism checks of paper 001 that the stats report does not compute: per run, from metrics.csv.
 
-    python docs/findings/threshold_study/mechanisms.py multirun/threshold_study > mechanisms.csv
+    python docs/findings/threshold_study/mechanisms.py multirun/threshold_study [more sweep dirs] > mechanisms.csv
 
 The controller (curriculum=threshold) moves the level (0 easy, 1 medium, 2 hard: thirds of the
 solver's search effort) down when the success rate over the last `window` groups is below `low`
@@ -21,11 +21,13 @@ import pandas as pd
 import yaml
 
 rows = []
-for run in sorted(Path(sys.argv[1]).glob("*/metrics.csv"), key=lambda p: int(p.parent.name)):
+runs = [(sweep, run) for sweep in map(Path, sys.argv[1:])
+        for run in sorted(sweep.glob("*/metrics.csv"), key=lambda p: int(p.parent.name))]
+for sweep, run in runs:
     cfg = yaml.safe_load((run.parent / ".hydra" / "config.yaml").read_text())
     m = pd.read_csv(run)
     train = m.dropna(subset=["train/reward_mean"]).sort_values("step")
-    row = {"run": run.parent.name, "curriculum": cfg["curriculum"]["name"], "seed": cfg["seed"],
+    row = {"run": run.parent.name if len(sys.argv) == 2 else f"{sweep.name}/{run.parent.name}", "curriculum": cfg["curriculum"]["name"], "seed": cfg["seed"],
            "frac_n3_all": train["curriculum/frac_n3"].mean(),
            "final_val_pass@1": m["val/pass@1"].dropna().iloc[-1]}
     if "curriculum/level" in train:
