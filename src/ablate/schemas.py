@@ -37,11 +37,11 @@ class EvalConfig:
     batch_size: int = 512
     ks: List[int] = field(default_factory=lambda: [1, 2, 4, 8, 16])
     save_completions: int = 4
+    regimes: Optional[List[str]] = None
     every: Optional[int] = None
     val_size: int = 200
     val_n: int = 4
     val_regime: str = "auto"
-    regimes: Optional[List[str]] = None
 
 
 @dataclass
