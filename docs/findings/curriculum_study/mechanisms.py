@@ -1,6 +1,6 @@
 """Mechanism checks of paper 000 that the stats report does not compute: per run, from metrics.csv.
 
-    python docs/findings/curriculum_study/mechanisms.py multirun/curriculum_study > mechanisms.csv
+    python docs/findings/curriculum_study/mechanisms.py multirun/curriculum_study [more sweep dirs] > mechanisms.csv
 
 - explore_2nd_half: frontier samplers' share of never-seen prompts among the draws of steps 50-99
   (near 1: the frontier weights never engaged; the paper's V2 ran mostly in that regime early on)
@@ -17,7 +17,9 @@ import pandas as pd
 import yaml
 
 rows = []
-for run in sorted(Path(sys.argv[1]).glob("*/metrics.csv"), key=lambda p: int(p.parent.name)):
+runs = [(sweep, run) for sweep in map(Path, sys.argv[1:])
+        for run in sorted(sweep.glob("*/metrics.csv"), key=lambda p: int(p.parent.name))]
+for sweep, run in runs:
     cfg = yaml.safe_load((run.parent / ".hydra" / "config.yaml").read_text())
     m = pd.read_csv(run)
     late = m[m["step"] >= 50]
@@ -25,7 +27,8 @@ for run in sorted(Path(sys.argv[1]).glob("*/metrics.csv"), key=lambda p: int(p.p
     condition = f"{cfg['stage']['name']}:{curriculum}" + (f":order={cfg['stage']['pairs']['order']}"
                                                          if cfg["stage"]["name"] == "ipo" else "")
     rows.append({
-        "run": run.parent.name, "condition": condition, "seed": cfg["seed"],
+        "run": run.parent.name if len(sys.argv) == 2 else f"{sweep.name}/{run.parent.name}",
+        "condition": condition, "seed": cfg["seed"],
         "explore_2nd_half": late["curriculum/explore_frac"].mean() if "curriculum/explore_frac" in m else None,
         "frac_n3_2nd_half": late["curriculum/frac_n3"].mean() if "curriculum/frac_n3" in m else None,
         "peak_no_answer_after_switch": late["val/no_answer_rate"].max(),
