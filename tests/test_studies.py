@@ -4,7 +4,6 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -40,13 +39,11 @@ def compose_study(name, *overrides):
 
 def sweep_jobs(name, *command_line):
     """The overrides of every job `python -m ablate.train -m experiment=<name> <command_line>` launches."""
-    from hydra_plugins.ablate_sweeper.grid_sweeper import GridSweeper
+    from hydra_plugins.ablate_sweeper.grid_sweeper import sweep_jobs as jobs
 
     sweeper_cfg = compose_study(name).hydra.sweeper
     # without `grids` (the basic sweeper's presets) the grid sweeper makes the basic sweeper's product
-    sweeper = GridSweeper(None, OmegaConf.to_container(sweeper_cfg.params), sweeper_cfg.get("grids"))
-    sweeper.hydra_context = SimpleNamespace(config_loader=None)
-    return sweeper.jobs(list(command_line))
+    return jobs(OmegaConf.to_container(sweeper_cfg.params), sweeper_cfg.get("grids"), list(command_line))
 
 
 @pytest.mark.parametrize("name", sorted(STUDIES))

@@ -503,11 +503,9 @@ def _interrupted(status: dict | None) -> str | None:
 def _expected_jobs(multirun_yaml: Path, warnings: list[str]) -> list[tuple[str, ...]] | None:
     """Every job the sweep launched or was to launch, expanded by the sweeper Hydra ran (the grid
     sweeper, or the basic sweeper it is without `grids`): range(), grids, the command line."""
-    from types import SimpleNamespace
-
     from hydra.errors import HydraException
 
-    from hydra_plugins.ablate_sweeper.grid_sweeper import GridSweeper
+    from hydra_plugins.ablate_sweeper.grid_sweeper import sweep_jobs
 
     try:
         cfg = yaml.safe_load(multirun_yaml.read_text(encoding="utf-8"))
@@ -519,15 +517,13 @@ def _expected_jobs(multirun_yaml: Path, warnings: list[str]) -> list[tuple[str, 
         return None
     sweeper = hydra.get("sweeper") if isinstance(hydra.get("sweeper"), dict) else {}
     task = [str(t) for t in (hydra.get("overrides") or {}).get("task") or []]
+    if not (task or sweeper.get("params") or sweeper.get("grids")):
+        return None
     try:
-        expand = GridSweeper(None, sweeper.get("params"), sweeper.get("grids"))
-        expand.hydra_context = SimpleNamespace(config_loader=None)
-        jobs = expand.jobs(task)
+        jobs = sweep_jobs(sweeper.get("params"), sweeper.get("grids"), task)
     except (HydraException, ValueError, TypeError, AttributeError) as exc:
         warnings.append(f"{multirun_yaml}: its sweep does not expand ({_short(exc)}); cannot tell which jobs "
                         "never started")
-        return None
-    if not (task or sweeper.get("params") or sweeper.get("grids")):
         return None
     return [tuple(sorted(normalise_override(o) for o in job)) for job in jobs]
 

@@ -17,6 +17,7 @@ grid's value in every grid (the command line wins, as everywhere in Hydra).
 """
 
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any, Dict, List, Optional
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
@@ -63,6 +64,15 @@ class GridSweeper(BasicSweeper):
         # The basic sweeper's loop over batches, fed with the union instead of one product.
         self.split_arguments = lambda _overrides, size: list(self.split_overrides_to_chunks(jobs, size))  # type: ignore
         return super().sweep([])
+
+
+def sweep_jobs(params: Optional[Dict[str, str]], grids: Optional[List[Dict[str, str]]],
+               arguments: List[str]) -> List[List[str]]:
+    """The jobs a sweep launches, outside a Hydra run (a report reading multirun.yaml, a test): without
+    a config loader, so `glob()` over config groups does not expand here."""
+    sweeper = GridSweeper(None, params, grids)
+    sweeper.hydra_context = SimpleNamespace(config_loader=None)
+    return sweeper.jobs(arguments)
 
 
 def _key(spec: str) -> str:
