@@ -65,6 +65,8 @@ def prototype_generate(model, prompts, k: int, max_new_tokens: int, pad: int, eo
     import torch
     from transformers import DynamicCache
 
+    from ablate.rollout.hf import cache_kwarg
+
     rows = [list(p) for p in prompts for _ in range(k)]
     width = max(map(len, rows))
     ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows])
@@ -76,7 +78,7 @@ def prototype_generate(model, prompts, k: int, max_new_tokens: int, pad: int, eo
     with torch.no_grad():
         for _ in range(max_new_tokens):
             logits = model(input_ids=step_input, attention_mask=attention, position_ids=positions,
-                           past_key_values=cache, use_cache=True).logits[:, -1].float()
+                           use_cache=True, **{cache_kwarg(model): cache}).logits[:, -1].float()
             token = torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator).squeeze(-1)
             if not drop_finished:
                 token = torch.where(finished, torch.full_like(token, pad), token)

@@ -11,7 +11,7 @@ import torch
 from transformers import DynamicCache
 
 from ablate.rollout import SamplingParams
-from ablate.rollout.hf import HFEngine
+from ablate.rollout.hf import HFEngine, cache_kwarg
 
 
 def filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
@@ -55,7 +55,7 @@ class BaselineHFEngine(HFEngine):
         for step in range(params.max_new_tokens):
             steps = step + 1
             logits = model(input_ids=step_input, attention_mask=attention, position_ids=step_positions,
-                           past_key_values=cache, use_cache=True).logits[:, -1].float()
+                           use_cache=True, **{cache_kwarg(model): cache}).logits[:, -1].float()
             scaled = logits / params.temperature
             logp = torch.log_softmax(scaled, dim=-1)
             probs = torch.softmax(filter_logits(scaled, params.top_k, params.top_p), dim=-1)

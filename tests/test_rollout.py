@@ -127,3 +127,19 @@ def test_decoding_with_the_calculator_is_bit_identical_to_the_old_loop(tiny_poli
     out = assert_same_as_the_old_loop(policy, tokenizer, prompts, 8, SAMPLING[sampling], batch_size,
                                       tool=Calculator(tokenizer, max_calls=2), tool_available=available)
     assert sum(out.tool_calls) > 3 and len({len(c) for c in out.completion_ids}) > 2  # the tool did answer
+
+
+def test_decoding_passes_the_kv_cache_by_the_installed_transformers_name(tiny_policy):
+    """transformers >= 5.24 calls it `cache` and warns on `past_key_values`: no warning on the console."""
+    import inspect
+    import warnings
+
+    from ablate.rollout.hf import cache_kwarg
+
+    model, tokenizer = tiny_policy
+    assert cache_kwarg(model) in inspect.signature(model.forward).parameters
+    engine = HFEngine(model, tokenizer, batch_size=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        engine.generate([encode_prompt("1 2 -> 3\n", tokenizer)], 2, SamplingParams(max_new_tokens=4),
+                        torch.Generator().manual_seed(0))

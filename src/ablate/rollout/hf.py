@@ -10,6 +10,7 @@ then forced one per step (behaviour log-prob 0, tool mask set); a forced eos end
 
 from __future__ import annotations
 
+import inspect
 from typing import Sequence
 
 import torch
@@ -75,6 +76,12 @@ class _GrowingLayer(DynamicLayer):
             self.keys, self.values = self._keys[:, :, :end], self._values[:, :, :end]
 
 
+def cache_kwarg(model: torch.nn.Module) -> str:
+    """The name `model.forward` takes the KV cache by: transformers 5.24 renamed `past_key_values` to
+    `cache` (the old name still works there, with a FutureWarning on every new user's console)."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
 class HFEngine:
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, batch_size: int = 256,
                  tool: Tool | None = None):
@@ -109,10 +116,11 @@ class HFEngine:
         tool = self.tool
         sessions = [tool.session(p) if tool is not None and on else None for p, on in zip(prompts, tool_on)]
         step_input, step_positions, steps = ids, positions, 0
+        cache_name = cache_kwarg(model)
         for step in range(params.max_new_tokens):
             steps = step + 1
             logits = model(input_ids=step_input, attention_mask=attention, position_ids=step_positions,
-                           past_key_values=cache, use_cache=True).logits[:, -1].float()
+                           use_cache=True, **{cache_name: cache}).logits[:, -1].float()
             scaled = logits / params.temperature
             logp = torch.log_softmax(scaled, dim=-1)
             probs = torch.softmax(filter_logits(scaled, params.top_k, params.top_p), dim=-1)
