@@ -171,7 +171,7 @@ def test_identical_conditions_are_not_significant(tmp_path):
     (row,) = a.comparisons[a.comparisons["metric"] == "pass@1"].to_dict("records")
     assert row["diff"] == 0.0 and row["p_paired"] == 1.0 and row["p_seed"] == 1.0
     assert row["significant_paired"] is False and row["significant_seed"] is False
-    assert row["verdict"] == "not significant at α=0.05 after Holm correction"
+    assert row["verdict"] == "not significant across seeds (Welch) at α=0.05 after Holm correction over this table"
     assert row["diff_ci_low"] < 0 < row["diff_ci_high"]
     assert row["poi"] == 0.5
 
@@ -195,7 +195,10 @@ def test_planted_difference_is_significant(planted_analysis):
     assert row["p_paired_holm"] <= 2 / 1001 and row["p_seed_holm"] < 0.01  # the smallest p 1000 permutations give
     assert row["significant_paired"] is True and row["significant_seed"] is True
     assert row["poi"] == 1.0
-    assert row["verdict"].startswith("higher; significant at α=0.05 after Holm correction")
+    assert row["verdict"] == "higher; significant across seeds (Welch) at α=0.05 after Holm correction over this table"
+    # the difference's interval is Welch's over per-seed values, the same test as p_seed
+    x = a.groups[(a.baseline, "no_tool")]
+    assert row["diff_ci_low"] > 0 and row["p_seed"] < 0.05 and x.run_values.shape[0] == 3
 
 
 def test_iqm_over_runs_is_reported_without_moving_any_other_number(planted, planted_analysis):
@@ -374,7 +377,7 @@ def test_cli_end_to_end(planted, tmp_path):
     assert report.index("## Runs") < report.index("## Results") < report.index("## Comparisons")
     assert "](passk_default.png)" in report and "](curves.png)" in report and "](profile_default.png)" in report
     assert report.index("## Comparisons") < report.index("## Robust aggregates across runs")
-    assert "significant at α=0.05 after Holm correction" in report
+    assert "significant across seeds (Welch) at α=0.05 after Holm correction" in report
     comparisons = pd.read_csv(out / "comparisons.csv")
     assert comparisons.loc[0, "p_paired_holm"] < 0.05
     assert not (out / "report.json").exists()

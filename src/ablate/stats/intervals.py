@@ -9,6 +9,7 @@ so a whole batch of resamples is two matrix products, (W @ num) / (W @ den).
 from __future__ import annotations
 
 import warnings
+import zlib
 from typing import NamedTuple, Sequence
 
 import numpy as np
@@ -16,6 +17,11 @@ import scipy.stats
 
 # Rows of the resample-count matrix are built in chunks so memory stays near this many cells.
 _CELLS_PER_CHUNK = 4_000_000
+
+
+def rng_for(seed: int, *keys: str) -> np.random.Generator:
+    """A generator per (purpose, condition, regime, ...): results don't depend on processing order."""
+    return np.random.default_rng([int(seed), zlib.crc32("\x1f".join(keys).encode())])
 
 
 class Interval(NamedTuple):

@@ -12,50 +12,14 @@ import numpy as np
 import pandas as pd
 
 from ablate.stats.analysis import Analysis
+from ablate.stats.formatting import fmt, fmt_ci, fmt_p, md_table, slug  # noqa: F401  (re-exported)
+from ablate.stats.render_claims import claims_console, claims_markdown
 
 HEADLINE = ["pass@1", "pass@16", "exact_pass@1", "coverage", "precision"]
 CURVES_PER_FIGURE = 12
 MAX_CONSOLE_WARNINGS = 20
 MAX_CURVE_FIGURES = 3
 PROFILES_PER_FIGURE = 6
-
-
-def fmt(v, digits: int = 3) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "–"
-    if isinstance(v, (bool, np.bool_)):
-        return "yes" if v else "no"
-    if isinstance(v, (int, np.integer)):
-        return str(int(v))
-    v = float(v)
-    if v != 0 and (abs(v) >= 1e4 or abs(v) < 1e-3):
-        return f"{v:.{digits}g}"
-    return f"{v:.{digits}f}"
-
-
-def fmt_p(p) -> str:
-    if p is None or not np.isfinite(p):
-        return "–"
-    return "<0.0001" if p < 1e-4 else f"{p:.4f}"
-
-
-def fmt_ci(value, low, high, digits: int = 3) -> str:
-    if low is None or not (np.isfinite(low) and np.isfinite(high)):
-        return fmt(value, digits)
-    return f"{fmt(value, digits)} [{fmt(low, digits)}, {fmt(high, digits)}]"
-
-
-def slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "x"
-
-
-def md_table(header: list[str], rows: Iterable[list]) -> str:
-    def cell(x) -> str:
-        return str(x).replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(cell(h) for h in header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(cell(x) for x in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def headline_metrics(a: Analysis, regime: str) -> list[str]:
@@ -312,6 +276,8 @@ def render_markdown(a: Analysis, figures: list[tuple[str, str]], command: str = 
     else:
         out.append("Baseline: none (no condition has usable runs).")
     out.append("")
+    if a.claims is not None:
+        out.extend(claims_markdown(a.claims))
 
     out.append("## Runs\n")
     c = a.conditions
@@ -340,7 +306,7 @@ def render_markdown(a: Analysis, figures: list[tuple[str, str]], command: str = 
         metrics = headline_metrics(a, regime)
         base_labels = {a.labels[b] for b in a.baselines_in(regime)}
         out.append(f"## Results — regime `{regime}`\n")
-        out.append(f"Mean over seeds [{_pct(a)} CI: hierarchical bootstrap, seeds then prompts]. "
+        out.append(f"Mean over seeds [{_pct(a)} CI: t-interval over seeds; one seed: bootstrap over prompts]. "
                    "All metrics, per-run values, Wilson intervals: `summary.csv`.\n")
         table = []
         for label in [a.labels[k] for k in a.labels]:
@@ -373,9 +339,10 @@ def render_markdown(a: Analysis, figures: list[tuple[str, str]], command: str = 
         out.append("No comparisons." + (" " + " ".join(a.notes) if a.notes else "") + "\n")
     else:
         out.append(
-            f"Δ = condition − baseline, mean over seeds [{_pct(a)} CI, hierarchical bootstrap]. Paired: "
-            "per-prompt values averaged over seeds, matched by prompt id; p from a permutation test that "
-            "swaps the two conditions within prompts. Seeds: Welch t-test on per-seed values. "
+            f"Δ = condition − baseline, mean over seeds [{_pct(a)} CI: Welch's t-interval over per-seed values, "
+            "the same test as p seeds]. Paired (model-level, decides nothing): per-prompt values averaged over "
+            "seeds, matched by prompt id, p from a permutation test that swaps the two conditions within "
+            "prompts; it speaks about these trained models, not the recipe. Seeds: Welch t-test on per-seed values. "
             "P(improve): P(X > Y) + ½P(X = Y) over seed pairs [bootstrap CI]. p-values are "
             f"Holm-corrected across the {len(cmp)} comparison(s) in this table, per test.\n")
         out.append(md_table(
@@ -444,8 +411,9 @@ def render_markdown(a: Analysis, figures: list[tuple[str, str]], command: str = 
     out.append("")
     out.append("## How to read this\n")
     out.append(
-        "- Condition intervals resample seeds, then prompts within each seed: they cover both training "
-        "randomness and the finite test set. With few seeds they are wide, and honest about it.\n"
+        "- Condition intervals are t-intervals over seeds: the training seed is the unit of replication, and "
+        "each seed's value already averages the shared test prompts. With few seeds they are wide, and "
+        "honest about it. This table describes; a study's verdicts are its Claims table.\n"
         "- Per-run intervals (summary.csv, `level=run`) resample prompts only (scipy BCa, percentile "
         "where BCa is degenerate). Wilson intervals treat every sample as independent and are "
         "narrower than the prompt bootstrap; prefer the bootstrap.\n"
@@ -521,6 +489,7 @@ def report_json(a: Analysis, figures: list[tuple[str, str]], command: str = "") 
             "effect": a.study.effect, "baselines": a.families}}),
         **({} if a.power is None else {"power": _records(a.power)}),
         **({} if a.robust is None else {"robust": _records(a.robust)}),
+        **({} if a.claims is None else {"claims": _records(a.claims.table), "claims_looks": _records(a.claims.looks)}),
     })
 
 
@@ -535,6 +504,9 @@ def write_report(a: Analysis, out: Path, formats: Iterable[str] = ("md",), plots
         tables["power.csv"] = a.power
     if a.robust is not None:
         tables["robust.csv"] = a.robust
+    if a.claims is not None:
+        tables["claims.csv"] = a.claims.table
+        tables["claims_looks.csv"] = a.claims.looks
     for name, df in tables.items():
         path = out / name
         df.to_csv(path, index=False)
@@ -565,6 +537,8 @@ def print_summary(a: Analysis, written: dict[str, Path], console=None) -> None:
     if a.study is not None:
         console.print(escape(f"Study {a.study.name}" + (f": {a.study.question}" if a.study.question else "")),
                       highlight=False, soft_wrap=True)
+    if a.claims is not None:
+        claims_console(a.claims, console)
     table = Table(title=f"{a.sweep.name}: {metric}, mean over seeds [{_pct(a)} CI]")
     for col, justify in [("condition", "left"), ("runs ok", "right"), ("regime", "left"), (metric, "right"),
                          ("Δ vs baseline", "right"), ("", "left")]:
@@ -585,16 +559,14 @@ def print_summary(a: Analysis, written: dict[str, Path], console=None) -> None:
                 if len(c):
                     c = c.iloc[0]
                     delta = fmt_ci(c["diff"], c["diff_ci_low"], c["diff_ci_high"])
-                    sp, ss = _true(c["significant_paired"]), _true(c["significant_seed"])
-                    verdict = ("significant (both tests)" if sp and ss else "significant (paired)" if sp
-                               else "significant (seeds)" if ss else "n.s.")
+                    verdict = "significant (seeds)" if _true(c["significant_seed"]) else "n.s."
             table.add_row(r.condition if first else "", f"{r.ok}/{r.runs}" if first else "", regime, value,
                           delta, verdict)
             first = False
     console.print(table)
     if len(a.comparisons):
-        console.print(f"significant: at α={a.settings.alpha:g} after Holm correction, by the paired test on "
-                      "shared prompts and/or the seed-level test; n.s.: not significant by either")
+        console.print(f"significant: Welch's test on per-seed values at α={a.settings.alpha:g} after Holm "
+                      "correction over this table (descriptive; the claims table decides)")
     left_out = int((a.inventory["outcome"] != "ok").sum()) if len(a.inventory) else 0
     if left_out:
         console.print(f"[yellow]{left_out} run(s) not included (failed, running or missing); "

@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from ablate.stats.claims import Declared, parse_declared
 from ablate.stats.runs import Run, StatsInputError
 
 _MISSING = object()
@@ -36,6 +37,7 @@ class Study:
     effect: float | None = None
     rules: list[Rule] = field(default_factory=list)
     names: dict[str, dict[str, Any]] = field(default_factory=dict)  # label -> config match
+    declared: Declared = field(default_factory=Declared)  # claims and seed plan (ablate.stats.claims)
 
 
 def _show(v) -> str:
@@ -123,8 +125,11 @@ def parse_study(block: Mapping, problems: list[str]) -> Study:
     if not isinstance(names, Mapping) or not all(isinstance(w, Mapping) and w for w in names.values()):
         problems.append(f"study {name}: `names` must map each label to a non-empty config match; ignored")
         names = {}
+    declared_problems: list[str] = []
+    declared = parse_declared(block, declared_problems)
+    problems.extend(f"study {name}: {p}" for p in declared_problems)
     return Study(name, str(block.get("question") or ""), tuple(str(m) for m in metrics if str(m).strip()),
-                 effect, rules, {str(label): dict(where) for label, where in names.items()})
+                 effect, rules, {str(label): dict(where) for label, where in names.items()}, declared)
 
 
 def sweep_study(runs: Sequence[Run], explicit: bool, problems: list[str]) -> Study | None:

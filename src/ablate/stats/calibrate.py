@@ -1,0 +1,257 @@
+"""`python -m ablate.stats.calibrate`: the error rates of the verdict engine, measured.
+
+Plants sweeps of run directories with a known truth and runs the claims engine on each, the code
+path `python -m ablate.stats` runs from a loaded sweep (`engine.claims_of`): the sweeps are built in
+memory as the loader builds them, and `--on-disk K` also writes the first K of each setting as run
+directories (the run-directory contract) and checks the CLI's claims.csv gives the same verdicts.
+
+The planted model, per setting: 500 test prompts shared by every run (difficulty b_p ~ N(0, 1.5) on
+the logit scale around pass@1 0.35), 16 samples each; each seed's model is shifted overall (u_s ~
+N(0, sigma_seed)) and prompt by prompt (v_sp ~ N(0, sigma_int)); arm B adds a logit shift solved
+so that the recipe's expected pass@1 on these prompts is higher by exactly `effect`. One declared
+superiority claim (B higher than A on pass@1). `small` seed variance: sigma_seed 0.02, sigma_int 0.5
+(prompt noise dominates, seed SD of pass@1 ~0.006); `large`: sigma_seed 0.15 (seed SD ~0.024).
+
+Printed per setting: the realised seed SD, the rate at which the deciding interval excludes 0
+(false positives at effect 0, power otherwise), the coverage of the true effect, and with `--old`
+the procedure the engine replaced (hierarchical-bootstrap interval; paired prompt permutation test).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import scipy.optimize
+import scipy.special
+
+from ablate.stats.runs import PromptTable, RegimeEval, Run, Sweep
+
+VARIANCE = {"small": (0.02, 0.5), "large": (0.15, 0.5)}
+N_PROMPTS, N_SAMPLES, BASE = 500, 16, 0.35
+_GH = np.polynomial.hermite_e.hermegauss(40)  # nodes and weights for E[f(Z)], Z ~ N(0, 1)
+
+
+@dataclass(frozen=True)
+class Setting:
+    seeds_a: int
+    seeds_b: int
+    variance: str = "small"
+    effect: float = 0.0
+    looks: tuple[int, ...] = ()  # a sequential plan (seeds per arm per look); () = one fixed look
+
+    @property
+    def name(self) -> str:
+        n = f"plan {'/'.join(map(str, self.looks))}" if self.looks else (
+            f"{self.seeds_a}" if self.seeds_a == self.seeds_b else f"{self.seeds_a} vs {self.seeds_b}")
+        return f"{n}, {self.variance}, Δ={self.effect:g}"
+
+
+def _difficulty(prompt_seed: int = 7) -> np.ndarray:
+    return np.random.default_rng(prompt_seed).normal(0.0, 1.5, N_PROMPTS)
+
+
+def expected_pass1(shift: float, difficulty: np.ndarray, sigma: float) -> float:
+    """E over seeds of mean over prompts of sigmoid(logit(BASE) + b_p + shift + w), w ~ N(0, sigma^2)."""
+    nodes, weights = _GH
+    z = scipy.special.logit(BASE) + difficulty[:, None] + shift + sigma * nodes[None, :]
+    return float((scipy.special.expit(z) @ weights).mean() / weights.sum())
+
+
+def logit_shift(effect: float, difficulty: np.ndarray, sigma: float) -> float:
+    if effect == 0:
+        return 0.0
+    base = expected_pass1(0.0, difficulty, sigma)
+    return float(scipy.optimize.brentq(lambda d: expected_pass1(d, difficulty, sigma) - base - effect, -3, 3,
+                                       xtol=1e-10))
+
+
+def _study_block(s: Setting) -> dict:
+    looks = list(s.looks) or [min(s.seeds_a, s.seeds_b)]
+    return {"name": "planted", "claims": [{
+        "id": "b_beats_a", "claim": "B beats A on pass@1", "metric": "pass@1", "condition": "arm=b",
+        "baseline": "arm=a", "type": "superiority", "direction": "higher", "paper": 0.03}],
+        "plan": {"looks": looks, "spending": "obrien_fleming"}}
+
+
+def _batches(s: Setting, n: int) -> list[int]:
+    """The batch (look) each of an arm's n seeds arrives in."""
+    if not s.looks:
+        return [0] * n
+    return [next(i for i, k in enumerate(s.looks) if j < k) for j in range(n)]
+
+
+def plant(s: Setting, rng: np.random.Generator, difficulty: np.ndarray) -> Sweep:
+    """One planted sweep, as `load_sweep` would return it."""
+    sigma_seed, sigma_int = VARIANCE[s.variance]
+    shift = logit_shift(s.effect, difficulty, math.hypot(sigma_seed, sigma_int))
+    ids = np.asarray([f"p{i:04d}" for i in range(N_PROMPTS)], dtype=object)
+    study = _study_block(s)
+    roots = [Path(f"/planted/look{i}") for i in range(max(1, len(s.looks)))]
+    runs = []
+    for arm, n, delta in (("a", s.seeds_a if not s.looks else s.looks[-1], 0.0),
+                          ("b", s.seeds_b if not s.looks else s.looks[-1], shift)):
+        for seed, batch in enumerate(_batches(s, n)):
+            z = (scipy.special.logit(BASE) + difficulty + delta + rng.normal(0, sigma_seed)
+                 + rng.normal(0, sigma_int, N_PROMPTS))
+            c = rng.binomial(N_SAMPLES, scipy.special.expit(z)).astype(np.float64)
+            n_ = np.full(N_PROMPTS, float(N_SAMPLES))
+            table = PromptTable(ids, {"n": n_, "n_correct": c, "n_answered": n_.copy()})
+            ev = RegimeEval("no_tool", roots[batch] / "eval/no_tool", table, {"n_prompts": N_PROMPTS})
+            overrides = (f"arm={arm}", f"seed={seed}")
+            status = {"state": "completed", "started_at": f"2026-01-0{batch + 1}T00:00:00"}
+            runs.append(Run(roots[batch] / f"{arm}{seed}", f"look{batch}/{arm}{seed}", overrides, (f"arm={arm}",),
+                            str(seed), "completed", status, {"no_tool": ev}, None, outcome="ok",
+                            config={"seed": seed, "arm": arm, "study": study}))
+    return Sweep(roots=roots, runs=runs)
+
+
+def write_planted(sweep: Sweep, root: Path) -> list[Path]:
+    """Write a planted sweep as run directories (the run-directory contract, through ablate.eval's
+    own summarize/write_eval), one sweep directory per look under `root`; returns those directories."""
+    import yaml
+
+    from ablate.atomic import write_json, write_text
+    from ablate.eval import summarize, write_eval
+
+    dirs = []
+    for run in sweep.runs:
+        look_dir = Path(root) / run.path.parent.name
+        run_dir = look_dir / run.path.name
+        (run_dir / ".hydra").mkdir(parents=True, exist_ok=True)
+        write_text(run_dir / ".hydra" / "overrides.yaml", yaml.safe_dump(list(run.overrides)))
+        write_text(run_dir / ".hydra" / "config.yaml", yaml.safe_dump(run.config))
+        write_json(run_dir / "status.json", run.status)
+        for regime, ev in run.evals.items():
+            cols = ev.prompts.cols
+            rows = [{"id": str(pid), "n_numbers": 4, "n": int(n), "n_correct": int(c), "n_answered": int(a),
+                     "mean_length": 40.0, "verdicts": {"correct": int(c), "wrong_value": int(n - c)}}
+                    for pid, n, c, a in zip(ev.prompts.ids, cols["n"], cols["n_correct"], cols["n_answered"])]
+            write_eval(run_dir, regime, summarize(rows, [1]), rows)
+        if look_dir not in dirs:
+            dirs.append(look_dir)
+    return dirs
+
+
+def decide(sweep: Sweep) -> dict:
+    from ablate.stats.engine import claims_of
+
+    row = claims_of(sweep).table.iloc[0]
+    return {"verdict": row["verdict"], "low": row["ci_low"], "high": row["ci_high"], "n": row["n"],
+            "n_baseline": row["n_baseline"], "diff": row["estimate"]}
+
+
+def old_procedure(sweep: Sweep, rng: np.random.Generator, resamples: int, confidence: float = 0.95) -> dict:
+    """What ablate.stats decided by before the engine: the hierarchical-bootstrap difference interval
+    (seeds, then prompts, independently per arm) and the paired prompt permutation test (seeds averaged)."""
+    from ablate.stats.intervals import hierarchical_bootstrap_distribution, paired_test, percentile_interval
+
+    arms = {arm: [r.evals["no_tool"].prompts.cols["n_correct"] / N_SAMPLES for r in sweep.runs
+                  if r.condition == (f"arm={arm}",)] for arm in "ab"}
+    hier = {arm: hierarchical_bootstrap_distribution(v, n_resamples=resamples, rng=rng)[:, 0] for arm, v in arms.items()}
+    low, high = percentile_interval(hier["b"] - hier["a"], confidence)
+    pt = paired_test(np.mean(arms["b"], axis=0), np.mean(arms["a"], axis=0), n_resamples=resamples, rng=rng)
+    return {"old_hier": bool(low > 0 or high < 0), "old_paired": bool(pt.p_value <= 1 - confidence)}
+
+
+def run_setting(s: Setting, sweeps: int, seed: int = 0, old: int = 0, resamples: int = 1000,
+                progress: bool = True) -> dict:
+    from tqdm import tqdm
+
+    difficulty = _difficulty()
+    sigma_seed, sigma_int = VARIANCE[s.variance]
+    rng = np.random.default_rng([seed, s.seeds_a, s.seeds_b, int(s.effect * 1e4), len(s.looks),
+                                 list(VARIANCE).index(s.variance)])
+    rows, sds = [], []
+    for i in tqdm(range(sweeps), desc=s.name, disable=not progress, leave=False):
+        sweep = plant(s, rng, difficulty)
+        out = decide(sweep)
+        a = np.asarray([r.evals["no_tool"].prompts.cols["n_correct"].mean() / N_SAMPLES
+                        for r in sweep.runs if r.condition == ("arm=a",)])
+        sds.append(a.std(ddof=1))
+        if i < old:
+            out.update(old_procedure(sweep, rng, resamples))
+        rows.append(out)
+    df = pd.DataFrame(rows)
+    excl = (df["low"] > 0) | (df["high"] < 0)
+    covered = (df["low"] <= s.effect) & (s.effect <= df["high"])
+    res = {"setting": s.name, "seeds": "/".join(map(str, s.looks)) if s.looks else
+           (f"{s.seeds_a}" if s.seeds_a == s.seeds_b else f"{s.seeds_a} vs {s.seeds_b}"),
+           "variance": s.variance, "effect": s.effect, "sweeps": sweeps, "seed_sd": float(np.mean(sds)),
+           "rejects_0": float(excl.mean()), "replicated": float((df["verdict"] == "replicated").mean()),
+           "coverage": float(covered.mean()), "mean_seeds": float(df[["n", "n_baseline"]].mean(axis=1).mean())}
+    if old:
+        res.update(old_sweeps=old, old_hier=float(df["old_hier"].head(old).mean()),
+                   old_paired=float(df["old_paired"].head(old).mean()))
+    return res
+
+
+def default_settings(effects=(0.0, 0.01, 0.02, 0.03), variances=("small", "large"), plan=(5, 10, 20)) -> list[Setting]:
+    out = []
+    for v in variances:
+        for e in effects:
+            out += [Setting(n, n, v, e) for n in (3, 5, 10, 20)] + [Setting(5, 11, v, e)]
+            if plan:
+                out.append(Setting(plan[-1], plan[-1], v, e, tuple(plan)))
+    return out
+
+
+def fixed_seeds_for(power: float, sd: float, effect: float, alpha: float = 0.05) -> float:
+    """Seeds per arm a fixed Welch design needs for `power` at `effect` (normal seed values of SD sd)."""
+    from ablate.stats.power import seeds_needed
+
+    return seeds_needed(sd, effect, alpha, power=min(max(power, 0.05), 0.99))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m ablate.stats.calibrate", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sweeps", type=int, default=1000, help="planted sweeps per setting (default 1000)")
+    p.add_argument("--effects", default="0,0.01,0.02,0.03", help="planted effects on pass@1 (comma list)")
+    p.add_argument("--variance", default="small,large", help="seed variance settings: small, large")
+    p.add_argument("--seeds", default="3,5,10,20,5v11", help="fixed designs: seeds per arm, AvB for unequal")
+    p.add_argument("--plan", default="5,10,20", help="a sequential plan's looks (seeds per arm); 'none' to skip")
+    p.add_argument("--old", type=int, default=0, metavar="N", help="also run the replaced procedure on the first N sweeps")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, help="write the table as CSV here")
+    p.add_argument("--no-progress", action="store_true")
+    args = p.parse_args(argv)
+    if args.sweeps < 1:
+        p.error("--sweeps must be at least 1")
+    try:
+        effects = [float(e) for e in args.effects.split(",")]
+        variances = [v.strip() for v in args.variance.split(",")]
+        designs = [tuple(int(x) for x in d.split("v")) if "v" in d else (int(d), int(d)) for d in args.seeds.split(",") if d]
+        plan = () if args.plan == "none" else tuple(int(x) for x in args.plan.split(","))
+    except ValueError as exc:
+        p.error(f"bad list: {exc}")
+    unknown = [v for v in variances if v not in VARIANCE]
+    if unknown:
+        p.error(f"--variance {','.join(unknown)}: choose from {', '.join(VARIANCE)}")
+    settings = [Setting(a, b, v, e) for v in variances for e in effects for a, b in designs]
+    settings += [Setting(plan[-1], plan[-1], v, e, plan) for v in variances for e in effects] if plan else []
+    rows = []
+    for s in settings:
+        rows.append(run_setting(s, args.sweeps, args.seed, args.old, progress=not args.no_progress))
+        print(_line(rows[-1]), flush=True)
+    table = pd.DataFrame(rows)
+    if args.out:
+        from ablate.atomic import write_text
+
+        write_text(args.out, table.to_csv(index=False, float_format="%.4f"))
+    return 0
+
+
+def _line(r: dict) -> str:
+    old = f"  old: hier {r['old_hier']:.3f} paired {r['old_paired']:.3f} ({r['old_sweeps']})" if "old_hier" in r else ""
+    return (f"{r['setting']:<32} sd {r['seed_sd']:.4f}  excludes 0 {r['rejects_0']:.3f}  replicated "
+            f"{r['replicated']:.3f}  coverage {r['coverage']:.3f}  seeds/arm {r['mean_seeds']:.1f}{old}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,224 @@
+"""A study's declared claims and seed plan: parsed and checked from the preset's `study:` block.
+
+Declared before the runs (the preset is composed into every run's .hydra/config.yaml), so the report
+cannot choose its claims after seeing the data. `check_study_block` runs at start-up (ablate.train)
+and names every malformed field; `ablate.stats` parses the same block and turns any problem into a
+data problem rather than an exception.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from ablate.stats.sequential import SPENDING
+from ablate.stats.verdicts import TYPES
+
+OPS = (">=", "<=", ">", "<")
+DEFAULT_REGIME = "no_tool"
+DEFAULT_PLAN = (5, 10, 20)
+
+
+@dataclass(frozen=True)
+class Precondition:
+    """A mechanism check that must hold for the claim to be testable: the mean over `condition`'s
+    seeds of `metric` compared with `threshold` by `op`. Without a metric, the claim is declared
+    untestable here and `reason` says why (e.g. the arm was not run)."""
+
+    check: str
+    metric: str | None = None
+    condition: str | None = None  # None: the claim's condition
+    regime: str | None = None  # None: the claim's regime
+    op: str = ">="
+    threshold: float = math.nan
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    text: str  # the paper's sentence
+    metric: str
+    condition: str  # a condition label (study.names, or the overrides that distinguish it)
+    baseline: str | None  # None: one-sample claim about `condition` against `null`
+    kind: str = "superiority"
+    direction: int = 1
+    paper: float = math.nan  # the paper's one-seed effect
+    effect: float = math.nan  # effect of interest (superiority's "not replicated" bar); NaN: |paper|
+    margin: float = math.nan
+    regime: str = DEFAULT_REGIME
+    null: float = 0.0
+    success: tuple[str, float] | None = None  # (op, threshold): the rate of seeds meeting it
+    precondition: Precondition | None = None
+
+    @property
+    def in_family(self) -> bool:
+        return self.kind != "descriptive"
+
+    @property
+    def bar(self) -> float:
+        """The effect of interest: declared, else the paper's effect's size."""
+        return abs(self.effect) if math.isfinite(self.effect) else abs(self.paper)
+
+
+@dataclass(frozen=True)
+class Plan:
+    looks: tuple[int, ...] = DEFAULT_PLAN  # seeds per arm at each planned look
+    spending: str = "obrien_fleming"
+    declared: bool = False  # False: the study declared no plan; DEFAULT_PLAN stands in
+
+    @property
+    def n_max(self) -> int:
+        return self.looks[-1]
+
+
+@dataclass
+class Declared:
+    claims: list[Claim] = field(default_factory=list)
+    plan: Plan = field(default_factory=Plan)
+    alpha: float = 0.05
+
+
+def _float(value: Any, where: str, problems: list[str], *, positive: bool = False) -> float:
+    if value is None:
+        return math.nan
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        problems.append(f"{where} must be a number, got {value!r}")
+        return math.nan
+    if not math.isfinite(out) or (positive and out <= 0):
+        problems.append(f"{where} must be a {'positive ' if positive else ''}finite number, got {value!r}")
+        return math.nan
+    return out
+
+
+def _direction(value: Any, where: str, problems: list[str]) -> int:
+    text = str(value if value is not None else "higher").strip().lower()
+    if text in ("higher", "+", "+1", "1", "up"):
+        return 1
+    if text in ("lower", "-", "-1", "down"):
+        return -1
+    problems.append(f"{where}: direction must be higher or lower, got {value!r}")
+    return 1
+
+
+def _success(value: Any, where: str, problems: list[str]) -> tuple[str, float] | None:
+    if value is None:
+        return None
+    text = str(value).replace(" ", "")
+    op = next((o for o in OPS if text.startswith(o)), None)
+    number = _float(text[len(op):], f"{where}: success", problems) if op else math.nan
+    if op is None or not math.isfinite(number):
+        problems.append(f"{where}: success must look like '>=0.2' (op and threshold), got {value!r}")
+        return None
+    return op, number
+
+
+def _precondition(raw: Any, where: str, problems: list[str]) -> Precondition | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping) or not raw.get("check"):
+        problems.append(f"{where}: precondition must be a mapping with a `check` name")
+        return None
+    where = f"{where} precondition {raw['check']!r}"
+    if raw.get("metric") is None:
+        if not raw.get("reason"):
+            problems.append(f"{where}: give `metric`, `op` and `threshold`, or a `reason` it cannot be tested")
+        return Precondition(str(raw["check"]), reason=str(raw.get("reason") or ""))
+    op = str(raw.get("op", ">="))
+    if op not in OPS:
+        problems.append(f"{where}: op must be one of {' '.join(OPS)}, got {op!r}")
+    threshold = _float(raw.get("threshold"), f"{where}: threshold", problems)
+    if raw.get("threshold") is None:
+        problems.append(f"{where}: needs a threshold")
+    return Precondition(str(raw["check"]), str(raw["metric"]),
+                        None if raw.get("condition") is None else str(raw["condition"]),
+                        None if raw.get("regime") is None else str(raw["regime"]), op, threshold,
+                        str(raw.get("reason") or ""))
+
+
+_KNOWN = {"id", "claim", "metric", "condition", "baseline", "type", "direction", "paper", "effect",
+          "margin", "regime", "null", "success", "precondition"}
+
+
+def parse_claim(raw: Any, index: int, problems: list[str]) -> Claim | None:
+    where = f"claims[{index}]"
+    if not isinstance(raw, Mapping):
+        problems.append(f"{where} must be a mapping, got {type(raw).__name__}")
+        return None
+    where = f"claim {raw.get('id', index)!r}"
+    unknown = sorted(set(map(str, raw)) - _KNOWN)
+    if unknown:
+        problems.append(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(_KNOWN))}")
+    missing = [k for k in ("id", "claim", "metric", "condition") if not raw.get(k)]
+    if missing:
+        problems.append(f"{where}: missing {', '.join(missing)}")
+        return None
+    kind = str(raw.get("type", "superiority"))
+    if kind not in TYPES:
+        problems.append(f"{where}: type must be one of {', '.join(TYPES)}, got {kind!r}")
+        return None
+    margin = _float(raw.get("margin"), f"{where}: margin", problems, positive=True)
+    if kind in ("equivalence", "non_inferiority") and not math.isfinite(margin):
+        problems.append(f"{where}: a {kind} claim needs a positive `margin` (in the metric's units)")
+        return None
+    return Claim(
+        id=str(raw["id"]), text=str(raw["claim"]), metric=str(raw["metric"]), condition=str(raw["condition"]),
+        baseline=None if raw.get("baseline") is None else str(raw["baseline"]), kind=kind,
+        direction=_direction(raw.get("direction"), where, problems),
+        paper=_float(raw.get("paper"), f"{where}: paper", problems),
+        effect=_float(raw.get("effect"), f"{where}: effect", problems, positive=True), margin=margin,
+        regime=str(raw.get("regime") or DEFAULT_REGIME), null=_float(raw.get("null", 0.0), f"{where}: null", problems),
+        success=_success(raw.get("success"), where, problems),
+        precondition=_precondition(raw.get("precondition"), where, problems))
+
+
+def parse_plan(raw: Any, problems: list[str]) -> Plan:
+    if raw is None:
+        return Plan()
+    if not isinstance(raw, Mapping):
+        problems.append(f"plan must be a mapping with `looks` and `spending`, got {raw!r}")
+        return Plan()
+    looks = raw.get("looks")
+    try:
+        looks = tuple(int(n) for n in looks)
+    except (TypeError, ValueError):
+        problems.append(f"plan.looks must be a list of seed counts per arm, e.g. [5, 10, 20], got {looks!r}")
+        return Plan()
+    if not looks or looks[0] < 2 or any(b <= a for a, b in zip(looks, looks[1:])):
+        problems.append(f"plan.looks must increase and start at >= 2 seeds, got {list(looks)}")
+        return Plan()
+    spending = str(raw.get("spending", "obrien_fleming"))
+    if spending not in SPENDING:
+        problems.append(f"plan.spending must be one of {', '.join(SPENDING)}, got {spending!r}")
+        spending = "obrien_fleming"
+    return Plan(looks, spending, declared=True)
+
+
+def parse_declared(block: Mapping | None, problems: list[str]) -> Declared:
+    """The claims, plan and alpha of a `study:` block; problems are appended, bad claims skipped."""
+    if not isinstance(block, Mapping):
+        return Declared()
+    raw_claims = block.get("claims") or []
+    if not isinstance(raw_claims, (list, tuple)):
+        problems.append("claims must be a list")
+        raw_claims = []
+    claims = [c for i, raw in enumerate(raw_claims) if (c := parse_claim(raw, i, problems)) is not None]
+    ids = [c.id for c in claims]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        problems.append(f"claim ids must be unique: {', '.join(dupes)}")
+    alpha = _float(block.get("alpha", 0.05), "alpha", problems, positive=True)
+    if not (0 < alpha < 1):
+        problems.append(f"alpha must be in (0, 1), got {block.get('alpha')!r}")
+        alpha = 0.05
+    return Declared(claims, parse_plan(block.get("plan"), problems), alpha)
+
+
+def check_study_block(block: Mapping | None) -> list[str]:
+    """Problems of a study block's claims and plan (empty when fine): for start-up validation."""
+    problems: list[str] = []
+    parse_declared(block, problems)
+    return problems

@@ -1,0 +1,176 @@
+"""Training curves (metrics.csv averaged over seeds, with t-interval bands) and steps to reach a
+threshold, per run and per condition."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ablate.stats.intervals import t_interval
+from ablate.stats.runs import Run, StatsInputError
+
+if TYPE_CHECKING:
+    from ablate.stats.analysis import Settings
+
+DEFAULT_REACH_METRIC = "train/reward_mean"
+# held-out pass@1 on the fixed validation subset, logged every eval.every steps
+VAL_REACH_METRIC = "val/pass@1"
+
+
+def _nanmean(values) -> float:
+    a = np.asarray(values, dtype=np.float64)
+    a = a[np.isfinite(a)]
+    return float(a.mean()) if a.size else np.nan
+
+
+TRAIN_CAVEAT = "training reward: not a skill measure (easier batches reach it sooner)"
+
+CURVE_COLUMNS = ["condition", "metric", "step", "mean", "ci_low", "ci_high", "n_seeds"]
+
+
+def curve_columns(usable: dict) -> list[str]:
+    cols = {c for runs in usable.values() for r in runs if r.metrics is not None for c in r.metrics.columns}
+    return sorted(cols, key=lambda c: (not c.startswith("val/"), c != VAL_REACH_METRIC, c != DEFAULT_REACH_METRIC,
+                                       not c.startswith("train/"), c))
+
+
+def curves_table(usable: dict, labels: dict, s: Settings) -> pd.DataFrame:
+    parts = []
+    for cond, runs in usable.items():
+        frames = [r.metrics for r in runs if r.metrics is not None]
+        if not frames:
+            continue
+        for col in curve_columns({cond: runs}):
+            series = [f[col].rename(i) for i, f in enumerate(frames) if col in f.columns]
+            wide = pd.concat(series, axis=1)
+            values = wide.to_numpy(dtype=np.float64)
+            n = np.isfinite(values).sum(axis=1)
+            keep = n > 0
+            lo, hi = t_interval(values[keep], s.confidence, axis=1)
+            with np.errstate(invalid="ignore"):
+                mean = np.nanmean(values[keep], axis=1)
+            parts.append(pd.DataFrame({
+                "condition": labels[cond], "metric": col, "step": wide.index.to_numpy()[keep],
+                "mean": mean, "ci_low": np.atleast_1d(lo), "ci_high": np.atleast_1d(hi),
+                "n_seeds": n[keep],
+            }))
+    if not parts:
+        return pd.DataFrame(columns=CURVE_COLUMNS)
+    return pd.concat(parts, ignore_index=True)[CURVE_COLUMNS]
+
+
+REACH_COLUMNS = ["level", "condition", "run", "seed", "metric", "op", "threshold", "reached", "runs",
+                 "step", "step_ci_low", "step_ci_high", "time_s", "source", "caveat"]
+_REACH = re.compile(r"^\s*(.+?)\s*(>=|<=|=)\s*([-+0-9.eEinfINFnaN]+)\s*$")
+_TIME_COLUMNS = ("time/elapsed_s", "elapsed_s", "time/elapsed", "wall_time_s", "time_s")
+
+
+def parse_reach(spec: str) -> tuple[str, str, float]:
+    m = _REACH.match(spec)
+    if not m:
+        raise StatsInputError(f"--reach expects METRIC>=VALUE, METRIC<=VALUE or METRIC=VALUE, got {spec!r}")
+    try:
+        value = float(m.group(3))
+    except ValueError:
+        raise StatsInputError(f"--reach {spec}: {m.group(3)!r} is not a number") from None
+    op = ">=" if m.group(2) == "=" else m.group(2)
+    return m.group(1), op, value
+
+
+def smoothed(series: pd.Series, window: int) -> pd.Series:
+    s = series.dropna()
+    w = max(1, min(window, len(s)))
+    return s.rolling(window=w, min_periods=w).mean().dropna()
+
+
+def first_reach(series: pd.Series, op: str, threshold: float, window: int):
+    sm = smoothed(series, window)
+    hit = sm >= threshold if op == ">=" else sm <= threshold
+    if not hit.any():
+        return None
+    return hit.idxmax()
+
+
+def _time_column(frame: pd.DataFrame) -> str | None:
+    for c in _TIME_COLUMNS:
+        if c in frame.columns:
+            return c
+    return next((c for c in frame.columns if c.endswith("elapsed_s")), None)
+
+
+def reach_window(metric: str, s: Settings) -> int:
+    """Running-mean window for steps to reach. val/ columns are not smoothed: each is an evaluation
+    of a fixed validation subset (already a mean over hundreds of samples, far less noisy than one
+    batch's training reward), and a window of W evaluations every N steps spans W*N steps, which
+    would delay every reached step by about (W-1)*N/2 steps: a bias as large as the effects the
+    study looks for. The threshold (the baseline's final value) is then unsmoothed too."""
+    return 1 if metric.startswith("val/") else s.smooth
+
+
+def _final(runs: Sequence[Run], metric: str, window: int) -> float | None:
+    ends = [smoothed(r.metrics[metric], window) for r in runs
+            if r.metrics is not None and metric in r.metrics.columns]
+    ends = [e.iloc[-1] for e in ends if len(e)]
+    return float(np.mean(ends)) if ends else None
+
+
+def reach_table(usable: dict, labels: dict, baseline_for: dict, s: Settings, notes: list[str]) -> pd.DataFrame:
+    """Steps (and seconds) to a threshold. Default: held-out val/pass@1 when logged, else the training
+    reward, up to the final value of each condition's baseline (its study family's, with a study)."""
+    specs: list[tuple[str, str, float, str, list]] = []
+    for spec in s.reach:
+        metric, op, value = parse_reach(spec)
+        specs.append((metric, op, value, f"--reach {spec}", list(usable)))
+    if not specs:
+        logged = {c for runs in usable.values() for r in runs if r.metrics is not None for c in r.metrics.columns}
+        metric = VAL_REACH_METRIC if VAL_REACH_METRIC in logged else DEFAULT_REACH_METRIC
+        window = reach_window(metric, s)
+        bases = list(dict.fromkeys(b for (_, r), b in baseline_for.items() if r is None and b is not None))
+        for b in bases:
+            thr = _final(usable.get(b, []), metric, window)
+            if thr is None:
+                continue
+            whose = "baseline's" if len(bases) == 1 else f"baseline {labels[b]}'s"
+            how = (f"last {s.smooth}-step averages" if window > 1 else "last evaluations")
+            members = [c for c in usable if c == b or baseline_for.get((c, None)) == b]
+            specs.append((metric, ">=", thr, f"{whose} final {metric} (mean of its seeds' {how})", members))
+    rows = []
+    for metric, op, thr, source, members in specs:
+        seen_metric = False
+        caveat = TRAIN_CAVEAT if metric.startswith("train/") else ""
+        window = reach_window(metric, s)
+        for cond in members:
+            steps, times = [], []
+            for run in usable[cond]:
+                f = run.metrics
+                if f is None or metric not in f.columns:
+                    continue
+                seen_metric = True
+                step = first_reach(f[metric], op, thr, window)
+                tcol = _time_column(f)
+                t = np.nan
+                if step is not None and tcol is not None:
+                    t = float(f[tcol].loc[:step].dropna().iloc[-1]) if f[tcol].loc[:step].notna().any() else np.nan
+                steps.append(np.nan if step is None else float(step))
+                times.append(t)
+                rows.append({"level": "run", "condition": labels[cond], "run": run.rel, "seed": run.seed,
+                             "metric": metric, "op": op, "threshold": thr, "reached": step is not None,
+                             "runs": 1, "step": np.nan if step is None else float(step),
+                             "step_ci_low": np.nan, "step_ci_high": np.nan, "time_s": t, "source": source,
+                             "caveat": caveat})
+            if steps:
+                arr = np.asarray(steps)
+                got = arr[np.isfinite(arr)]
+                lo, hi = t_interval(got, s.confidence) if got.size else (np.nan, np.nan)
+                rows.append({"level": "condition", "condition": labels[cond], "run": "", "seed": "",
+                             "metric": metric, "op": op, "threshold": thr, "reached": int(got.size),
+                             "runs": int(arr.size), "step": float(got.mean()) if got.size else np.nan,
+                             "step_ci_low": lo, "step_ci_high": hi, "time_s": _nanmean(times), "source": source,
+                             "caveat": caveat})
+        if not seen_metric:
+            notes.append(f"Steps to reach {metric} {op} {thr:g}: no run logs `{metric}` in metrics.csv.")
+    return pd.DataFrame(rows, columns=REACH_COLUMNS)
+

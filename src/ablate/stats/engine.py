@@ -1,0 +1,261 @@
+"""The claims engine: each declared claim's verdict from the per-run values table.
+
+For each claim, in order: its precondition (not testable when it fails); its looks (the cumulative
+seeds per arm after each batch of runs, i.e. each sweep directory, oldest first); at each look
+Welch's interval at the nominal level the seed plan's spending allows for this look, with the
+study's alpha split equally over the family of declared (non-descriptive) claims (Bonferroni: the
+intervals and the tests stay one object); the first look whose verdict is decisive (replicated or
+not replicated) decides and later seeds are reported but change nothing (the plan stops there).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ablate.stats.claims import Claim, Declared, Plan
+from ablate.stats.power import pooled_sd, seeds_needed
+from ablate.stats.sequential import information, nominal_levels
+from ablate.stats.values import CURVE_REGIME, is_curve_metric, parse_reach, reach_values, sweep_values
+from ablate.stats.verdicts import compare, rate, verdict, welch
+
+CLAIM_COLUMNS = [
+    "id", "claim", "type", "metric", "regime", "condition", "baseline", "direction", "paper", "bar", "margin",
+    "n", "n_baseline", "mean", "mean_baseline", "estimate", "ci_low", "ci_high", "confidence", "p_value",
+    "alpha_nominal", "look", "looks_planned", "planned", "decided_at", "verdict", "reason",
+    "precondition", "precondition_value", "precondition_status", "rate", "rate_baseline", "sd_pooled",
+    "seeds_needed", "next_look", "family_size",
+]
+LOOK_COLUMNS = ["id", "look", "n", "n_baseline", "planned", "fraction", "alpha_nominal", "estimate", "ci_low",
+                "ci_high", "p_value", "verdict"]
+
+
+@dataclass
+class ClaimsResult:
+    table: pd.DataFrame
+    looks: pd.DataFrame
+    plan: Plan
+    alpha: float
+    problems: list[str] = field(default_factory=list)
+
+
+def _values(table: pd.DataFrame, condition: str, regime: str, metric: str) -> pd.DataFrame:
+    regime = CURVE_REGIME if is_curve_metric(metric) else regime
+    rows = table[(table["condition"] == condition) & (table["regime"] == regime) & (table["metric"] == metric)]
+    rows = rows[np.isfinite(rows["value"].to_numpy(dtype=np.float64))]
+    return rows.sort_values("batch", kind="stable")
+
+
+def _precondition(claim: Claim, table: pd.DataFrame) -> tuple[str, float, str]:
+    """(status, value, text): status held / failed / not measured / declared."""
+    pre = claim.precondition
+    if pre is None:
+        return "none", math.nan, ""
+    if pre.metric is None:
+        return "declared", math.nan, f"{pre.check}: {pre.reason}"
+    cond = pre.condition or claim.condition
+    rows = _values(table, cond, pre.regime or claim.regime, pre.metric)
+    if rows.empty:
+        return "not measured", math.nan, f"{pre.check}: no {pre.metric} for {cond}"
+    value = float(rows["value"].mean())
+    held = compare(pre.op, value, pre.threshold)
+    text = f"{pre.check}: {pre.metric} of {cond} = {value:.3g} (needs {pre.op} {pre.threshold:g})"
+    return ("held" if held else "failed"), value, text
+
+
+def look_history(x: pd.DataFrame, y: pd.DataFrame | None) -> list[tuple[int, int, int]]:
+    """(last batch, n_x, n_y) after each batch that added seeds to either arm."""
+    batches = sorted(set(x["batch"]) | (set() if y is None else set(y["batch"])))
+    out = []
+    for b in batches:
+        nx = int((x["batch"] <= b).sum())
+        ny = 0 if y is None else int((y["batch"] <= b).sum())
+        if not out or (nx, ny) != out[-1][1:]:
+            out.append((b, nx, ny))
+    return out
+
+
+def _fraction(nx: int, ny: int | None, plan: Plan) -> float:
+    if ny is None:  # one-sample: information is n
+        return nx / plan.n_max
+    return information(nx, ny) / information(plan.n_max, plan.n_max)
+
+
+def _planned(nx: int, ny: int | None, plan: Plan) -> bool:
+    return plan.declared and nx in plan.looks and (ny is None or ny == nx)
+
+
+def _decide_looks(claim: Claim, x: pd.DataFrame, y: pd.DataFrame | None, plan: Plan, alpha: float) -> list[dict]:
+    """The claim at every look, each at its nominal level: (n, n_baseline, estimate, verdict, ...)."""
+    history = look_history(x, y)
+    one_sample = y is None
+    fractions = [_fraction(nx, None if one_sample else ny, plan) for _, nx, ny in history]
+    if claim.in_family:
+        # a look that adds too few seeds for any information (never happens with counts) is merged
+        levels = nominal_levels(_increasing(fractions), alpha, plan.spending)
+    else:
+        levels = [alpha] * len(history)
+    out = []
+    for (b, nx, ny), t, a in zip(history, fractions, levels):
+        xs = x[x["batch"] <= b]["value"].to_numpy(dtype=np.float64)
+        ys = None if one_sample else y[y["batch"] <= b]["value"].to_numpy(dtype=np.float64)
+        est = welch(xs, ys, 1.0 - a if a > 0 else 1.0 - 1e-12, claim.null)
+        v, why = verdict(claim.kind, claim.direction, est.low, est.high, effect=claim.bar, margin=claim.margin)
+        if a <= 0 and claim.in_family:
+            v, why = "inconclusive", "the plan has no alpha left at this look"
+        out.append({"n": nx, "n_baseline": None if one_sample else ny, "fraction": t, "alpha_nominal": a,
+                    "estimate": est, "verdict": v, "reason": why if not est.note else f"{why} ({est.note})",
+                    "planned": _planned(nx, None if one_sample else ny, plan)})
+    return out
+
+
+def _increasing(fractions: list[float]) -> list[float]:
+    out = []
+    for t in fractions:
+        out.append(t if not out or t > out[-1] else out[-1] + 1e-9)
+    return out
+
+
+def _next_look(n: int, plan: Plan) -> int | None:
+    return next((k for k in plan.looks if k > n), None)
+
+
+def evaluate(declared: Declared, table: pd.DataFrame, effect_default: float = 0.03) -> ClaimsResult:
+    """Every declared claim's verdict (one row each) and its looks (one row per claim and look)."""
+    problems: list[str] = []
+    family = [c for c in declared.claims if c.in_family]
+    m = max(1, len(family))
+    alpha = declared.alpha / m
+    rows, look_rows = [], []
+    for claim in declared.claims:
+        row, looks = _evaluate_one(claim, table, declared.plan, alpha if claim.in_family else declared.alpha,
+                                   effect_default, problems)
+        row["family_size"] = len(family) if claim.in_family else 0
+        rows.append(row)
+        look_rows += looks
+    return ClaimsResult(pd.DataFrame(rows, columns=CLAIM_COLUMNS), pd.DataFrame(look_rows, columns=LOOK_COLUMNS),
+                        declared.plan, declared.alpha, problems)
+
+
+def _blank(claim: Claim) -> dict:
+    row = {c: math.nan for c in CLAIM_COLUMNS}
+    row.update(id=claim.id, claim=claim.text, type=claim.kind, metric=claim.metric,
+               regime=CURVE_REGIME if is_curve_metric(claim.metric) else claim.regime,
+               condition=claim.condition, baseline=claim.baseline or f"(value {claim.null:g})",
+               direction="higher" if claim.direction > 0 else "lower", paper=claim.paper,
+               bar=claim.bar, margin=claim.margin, precondition="", precondition_status="none", rate="",
+               rate_baseline="", look="", looks_planned="", planned="", decided_at="", reason="")
+    return row
+
+
+def _evaluate_one(claim: Claim, table: pd.DataFrame, plan: Plan, alpha: float, effect_default: float,
+                  problems: list[str]) -> tuple[dict, list[dict]]:
+    row = _blank(claim)
+    status, value, text = _precondition(claim, table)
+    row.update(precondition=text, precondition_value=value, precondition_status=status)
+    x = _values(table, claim.condition, claim.regime, claim.metric)
+    y = None if claim.baseline is None else _values(table, claim.baseline, claim.regime, claim.metric)
+    missing = [c for c, v in ((claim.condition, x), (claim.baseline, y)) if c is not None and v is not None and v.empty]
+    if status in ("failed", "declared", "not measured"):
+        row.update(verdict="not testable", reason=f"precondition {status}: {text}")
+    elif missing:
+        row.update(verdict="not testable", reason=f"no {claim.metric} [{row['regime']}] values for "
+                                                  + ", ".join(missing))
+        problems.append(f"claim {claim.id}: no {claim.metric} [{row['regime']}] values for {', '.join(missing)}")
+    if missing:
+        return row, []
+    looks = _decide_looks(claim, x, y, plan, alpha)
+    decided = next((i for i, lk in enumerate(looks) if lk["verdict"] in ("replicated", "not replicated")), None)
+    final = looks[-1]
+    at = looks[decided] if decided is not None else final  # the look that decides, or the last
+    est = at["estimate"]
+    xs = x["value"].to_numpy(dtype=np.float64)
+    ys = None if y is None else y["value"].to_numpy(dtype=np.float64)
+    row.update(n=at["n"], n_baseline=at["n_baseline"], mean=float(xs[: at["n"]].mean()),
+               mean_baseline=math.nan if ys is None else float(ys[: at["n_baseline"]].mean()), estimate=est.diff,
+               ci_low=est.low, ci_high=est.high, confidence=1.0 - at["alpha_nominal"], p_value=est.p_value,
+               alpha_nominal=at["alpha_nominal"], look=f"{(decided if decided is not None else len(looks) - 1) + 1}",
+               looks_planned=f"{len(plan.looks)}" if plan.declared else "no plan",
+               planned="yes" if at["planned"] else "no (unplanned look)",
+               sd_pooled=pooled_sd(xs, ys) if ys is not None else float(np.std(xs, ddof=1)) if xs.size > 1 else math.nan)
+    if row["verdict"] != "not testable":
+        row["verdict"] = at["verdict"]
+        row["reason"] = at["reason"]
+        if decided is not None and decided < len(looks) - 1:
+            row["decided_at"] = f"look {decided + 1} of {len(looks)} taken"
+            row["reason"] += f"; decided at look {decided + 1}, later seeds do not reopen it"
+    if claim.success is not None:
+        row["rate"] = _rate_text(xs, claim.success, 1.0 - alpha)
+        row["rate_baseline"] = "" if ys is None else _rate_text(ys, claim.success, 1.0 - alpha)
+    if row["verdict"] == "inconclusive":
+        target = claim.bar if claim.kind == "superiority" and claim.bar > 0 else claim.margin \
+            if math.isfinite(claim.margin) else effect_default
+        row["seeds_needed"] = seeds_needed(row["sd_pooled"], target, alpha)
+        row["next_look"] = _next_look(int(max(final["n"], final["n_baseline"] or 0)), plan)
+    look_rows = [{"id": claim.id, "look": i + 1, "n": lk["n"], "n_baseline": lk["n_baseline"],
+                  "planned": lk["planned"], "fraction": lk["fraction"], "alpha_nominal": lk["alpha_nominal"],
+                  "estimate": lk["estimate"].diff, "ci_low": lk["estimate"].low, "ci_high": lk["estimate"].high,
+                  "p_value": lk["estimate"].p_value, "verdict": lk["verdict"]} for i, lk in enumerate(looks)]
+    return row, look_rows
+
+
+def _rate_text(values: np.ndarray, success: tuple[str, float], confidence: float) -> str:
+    k, n, lo, hi = rate(values, success[0], success[1], confidence)
+    return f"{k}/{n} {success[0]} {success[1]:g} [{lo:.2f}, {hi:.2f}]"
+
+
+def reach_thresholds(declared: Declared, table: pd.DataFrame) -> dict[str, float]:
+    """`reach:COL>=baseline` -> the mean over the claim's baseline seeds of final:COL (from `table`,
+    which must hold final:COL rows)."""
+    out = {}
+    for claim in declared.claims:
+        parsed = parse_reach(claim.metric)
+        if parsed is None or parsed[2] != "baseline" or claim.baseline is None:
+            continue
+        rows = _values(table, claim.baseline, CURVE_REGIME, f"final:{parsed[0]}")
+        out[claim.metric] = float(rows["value"].mean()) if len(rows) else math.nan
+    return out
+
+
+def claim_metrics(declared: Declared) -> list[str]:
+    """Every metric the claims and their preconditions read (reach claims read final:COL first)."""
+    out: list[str] = []
+    for c in declared.claims:
+        parsed = parse_reach(c.metric)
+        wanted = [f"final:{parsed[0]}"] if parsed else [c.metric]
+        if c.precondition is not None and c.precondition.metric:
+            wanted.append(c.precondition.metric)
+        out += [m for m in wanted if m not in out]
+    return out
+
+
+def sweep_claims(sweep, declared: Declared, labels: dict, regimes, effect_default: float) -> ClaimsResult:
+    """The claims of a loaded sweep: the per-run values table, then `evaluate`. The CLI and the
+    calibration harness both come here."""
+    table = sweep_values(sweep, labels, claim_metrics(declared), regimes)
+    thresholds = reach_thresholds(declared, table)
+    for c in declared.claims:
+        parsed = parse_reach(c.metric)
+        if parsed is None:
+            continue
+        thr = thresholds.get(c.metric, math.nan) if parsed[2] == "baseline" else float(parsed[2])
+        table = pd.concat([table, reach_values(sweep, labels, c.metric, thr)], ignore_index=True)
+    return evaluate(declared, table, effect_default)
+
+
+def claims_of(sweep, names=(), explicit: bool = False, effect: float | None = None) -> ClaimsResult | None:
+    """The study's claims for a loaded sweep, without the rest of the report: what the calibration
+    harness runs (analyze() calls sweep_claims with the same study, labels and regimes)."""
+    from ablate.stats.conditions import label_sweep, usable_regimes
+
+    problems: list[str] = []
+    study, _, _, labels, _ = label_sweep(sweep, names, explicit, problems)
+    if study is None or not study.declared.claims:
+        return None
+    result = sweep_claims(sweep, study.declared, labels, usable_regimes(sweep),
+                          effect or study.effect or 0.03)
+    result.problems[:0] = problems
+    return result

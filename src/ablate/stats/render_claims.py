@@ -1,0 +1,97 @@
+"""The claims table, rendered (markdown and console). Computes nothing: every number is a column of
+the engine's claims table (claims.csv) or its looks table (claims_looks.csv)."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from ablate.stats.formatting import fmt, fmt_ci, fmt_p, md_table
+
+SPENDING_NAMES = {"obrien_fleming": "O'Brien-Fleming", "pocock": "Pocock"}
+
+
+def _seeds(r) -> str:
+    if r["n_baseline"] is None or (isinstance(r["n_baseline"], float) and math.isnan(r["n_baseline"])):
+        return fmt(r["n"]) if isinstance(r["n"], (int, float)) and not pd.isna(r["n"]) else "–"
+    return f"{int(r['n'])} vs {int(r['n_baseline'])}"
+
+
+def _effect(r) -> str:
+    if r["type"] in ("equivalence", "non_inferiority"):
+        return f"margin ±{fmt(r['margin'])}" if r["type"] == "equivalence" else f"margin {fmt(r['margin'])}"
+    return f"{'+' if r['direction'] == 'higher' else '−'} (paper {fmt(r['paper'])})" if r["type"] == "superiority" \
+        else ""
+
+
+def _look(r) -> str:
+    if not r["look"]:
+        return "–"
+    text = f"{r['look']} of {r['looks_planned']}" if r["looks_planned"] != "no plan" else f"{r['look']} (no plan)"
+    return text + (" (unplanned)" if str(r["planned"]).startswith("no") else "")
+
+
+def plan_sentence(result) -> str:
+    fam = result.table[result.table["family_size"] > 0]
+    m = int(fam["family_size"].iloc[0]) if len(fam) else 0
+    plan = result.plan
+    head = (f"Family: the {m} declared claim(s) (descriptive rows are outside it); α={result.alpha:g} split "
+            f"equally (Bonferroni: {result.alpha / max(m, 1):.4g} each), intervals at the matching level. ")
+    if plan.declared:
+        return head + (f"Seed plan: looks at {'/'.join(map(str, plan.looks))} seeds per arm, "
+                       f"{SPENDING_NAMES[plan.spending]} alpha spending (Lan-DeMets); each look's interval is at "
+                       "its nominal level (column `confidence` in claims.csv).")
+    return head + ("No seed plan declared: the default plan (looks at "
+                   f"{'/'.join(map(str, plan.looks))}) stands in, and every look is reported as unplanned.")
+
+
+def claims_markdown(result) -> list[str]:
+    t = result.table
+    out = ["## Claims\n", "Declared in the study preset before the runs; verdicts by the rules in docs/stats.md "
+           "(replicated / not replicated / inconclusive / not testable). The interval is Welch's over per-seed "
+           "values (the training seed is the unit), at the claim's level. " + plan_sentence(result) + "\n"]
+    out.append(md_table(
+        ["claim", "type", "metric", "condition vs baseline", "claimed", "estimate [CI]", "seeds", "look", "verdict"],
+        [[f"**{r['id']}**: {r['claim']}", r["type"].replace("_", "-"), f"{r['metric']} (`{r['regime']}`)",
+          f"{r['condition']} vs {r['baseline']}", _effect(r), fmt_ci(r["estimate"], r["ci_low"], r["ci_high"]),
+          _seeds(r), _look(r), f"**{r['verdict']}**"] for r in t.to_dict("records")]))
+    out.append("")
+    for r in t.to_dict("records"):
+        line = f"- **{r['id']}** — {r['verdict']}: {r['reason']}."
+        if r["precondition"] and r["precondition_status"] != "none":
+            line += f" Precondition ({r['precondition_status']}): {r['precondition']}."
+        if r["rate"]:
+            line += f" Seeds meeting the success threshold: {r['condition']} {r['rate']}" + (
+                f", {r['baseline']} {r['rate_baseline']}" if r["rate_baseline"] else "") + " (Clopper-Pearson)."
+        if r["verdict"] == "inconclusive" and pd.notna(r["seeds_needed"]):
+            nxt = f"; the plan's next look: {int(r['next_look'])} seeds per arm" if pd.notna(r["next_look"]) else \
+                "; the plan has no further look"
+            line += f" About {fmt(r['seeds_needed'])} seeds per arm would decide it at this level{nxt}."
+        out.append(line)
+    looks = result.looks
+    if len(looks):
+        out.append("\n<details><summary>Every look (claims_looks.csv)</summary>\n")
+        out.append(md_table(["claim", "look", "seeds", "planned", "information", "nominal α", "estimate [CI]",
+                             "p", "verdict"],
+                            [[r["id"], r["look"], _seeds(r), "yes" if r["planned"] else "no", fmt(r["fraction"]),
+                              fmt(r["alpha_nominal"], 3), fmt_ci(r["estimate"], r["ci_low"], r["ci_high"]),
+                              fmt_p(r["p_value"]), r["verdict"]] for r in looks.to_dict("records")]))
+        out.append("\n</details>\n")
+    return out
+
+
+def claims_console(result, console) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title="Claims (declared in the preset; recipe-level verdicts)")
+    for col, justify in [("claim", "left"), ("estimate [CI]", "right"), ("seeds", "right"), ("look", "left"),
+                         ("verdict", "left")]:
+        table.add_column(col, justify=justify)
+    colour = {"replicated": "green", "not replicated": "red", "inconclusive": "yellow", "not testable": "magenta"}
+    for r in result.table.to_dict("records"):
+        v = r["verdict"]
+        table.add_row(escape(r["id"]), fmt_ci(r["estimate"], r["ci_low"], r["ci_high"]), _seeds(r), _look(r),
+                      f"[{colour.get(v, 'white')}]{escape(v)}[/]")
+    console.print(table)

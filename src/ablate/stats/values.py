@@ -1,0 +1,189 @@
+"""Per-run values of the metrics claims are about: one tidy row per (run, regime, metric).
+
+The claims engine reads only this table, so the live path (run directories) and a re-analysis of
+committed reports (summary.csv's per-run rows) decide by the same code. Three kinds of metric:
+
+- an evaluation metric (`pass@1`, `by_operands/3/pass@1`, `tool/tool_errors`, ...) in an eval regime,
+  recomputed from samples.jsonl as summary.csv has it (a summary-only number as the run reports it);
+- a training-curve summary of a metrics.csv column, written `AGG:COLUMN[@START:END]` with AGG one of
+  final, mean, max, min, auc (mean over the logged points by the trapezoid rule: the area under the
+  curve per step), over steps START <= step <= END (either may be left out): e.g.
+  `mean:curriculum/explore_frac@50:` or `max:val/no_answer_rate@50:99`;
+- steps to reach, censored: `reach:COLUMN>=VALUE` is the first step whose value reaches VALUE, or
+  the run's last step when it never does (the restricted mean: a run that never reached counts as
+  reaching at the horizon, never as missing). VALUE may be `baseline`: the mean over the claim's
+  baseline seeds of `final:COLUMN`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ablate.metrics import prompt_ratios
+
+VALUE_COLUMNS = ["run", "batch", "condition", "seed", "regime", "metric", "value"]
+CURVE_REGIME = "train"  # metrics.csv has no eval regime
+AGGREGATES = ("final", "mean", "max", "min", "auc")
+_CURVE = re.compile(r"^(final|mean|max|min|auc):(.+?)(?:@(-?\d*):(-?\d*))?$")
+_REACH = re.compile(r"^reach:(.+?)(>=|<=)(baseline|[-+0-9.eE]+)$")
+
+
+def is_curve_metric(metric: str) -> bool:
+    return bool(_CURVE.match(metric) or _REACH.match(metric))
+
+
+def parse_reach(metric: str) -> tuple[str, str, str] | None:
+    m = _REACH.match(metric)
+    return None if m is None else (m.group(1), m.group(2), m.group(3))
+
+
+def curve_value(frame: pd.DataFrame | None, metric: str) -> float:
+    """`AGG:COLUMN[@START:END]` of one run's metrics.csv (indexed by step); NaN when absent."""
+    m = _CURVE.match(metric)
+    if m is None or frame is None or m.group(2) not in frame.columns:
+        return math.nan
+    agg, column = m.group(1), m.group(2)
+    s = frame[column].dropna()
+    start = int(m.group(3)) if m.group(3) else None
+    end = int(m.group(4)) if m.group(4) else None
+    if start is not None:
+        s = s[s.index >= start]
+    if end is not None:
+        s = s[s.index <= end]
+    if s.empty:
+        return math.nan
+    if agg == "final":
+        return float(s.iloc[-1])
+    if agg == "auc":
+        x, y = s.index.to_numpy(dtype=np.float64), s.to_numpy(dtype=np.float64)
+        return float(y[0]) if x.size == 1 else float(np.trapezoid(y, x) / (x[-1] - x[0]))
+    return float(getattr(s, agg)())
+
+
+def restricted_reach(frame: pd.DataFrame | None, column: str, op: str, threshold: float) -> float:
+    """First step where `column` reaches `threshold`, censored at the run's last logged step."""
+    if frame is None or column not in frame.columns or not math.isfinite(threshold):
+        return math.nan
+    s = frame[column].dropna()
+    if s.empty:
+        return math.nan
+    hit = s >= threshold if op == ">=" else s <= threshold
+    horizon = float(frame.index.max())
+    return float(hit.idxmax()) if hit.any() else horizon
+
+
+def eval_values(prompts, metrics: Iterable[str]) -> dict[str, float]:
+    """The evaluation metrics among `metrics` of one run's per-prompt counts (a PromptTable), as
+    ratios of sums exactly as ablate.stats' summary.csv and evaluation's summary.json compute them."""
+    want = set(metrics)
+    # pass@k and pass^k cost one product per k: compute only the k some wanted metric names
+    ks = sorted({int(k) for m in want for k in re.findall(r"pass[@^](\d+)$", m)}) or [1]
+    cols = prompts.cols
+    out: dict[str, float] = {}
+    masks = [("", None)]
+    if "n_numbers" in cols and any(m.startswith("by_operands/") for m in want):
+        masks += [(f"by_operands/{j}/", cols["n_numbers"] == j) for j in sorted(set(cols["n_numbers"].astype(int)))]
+    for prefix, mask in masks:
+        for name, num, den, _, repeated in prompt_ratios(cols, ks):
+            full = prefix + name
+            if full not in want or (prefix and not repeated):
+                continue
+            num, den = np.asarray(num, dtype=np.float64), np.asarray(den, dtype=np.float64)
+            if mask is not None:
+                num, den = num[mask], den[mask]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                out[full] = float(num.sum() / den.sum())
+    return out
+
+
+def _flat(summary, prefix: str = "") -> dict[str, float]:
+    out: dict[str, float] = {}
+    for key, value in (summary or {}).items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}/"))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[f"{prefix}{key}"] = float(value)
+    return out
+
+
+def run_batches(sweep) -> dict[str, int]:
+    """run.rel -> the index of its batch: the sweep directory it came from, ordered by when that
+    directory's first run started (status.json), so a directory of added seeds is a later look
+    whatever order the directories are given in."""
+    def started(run) -> str:
+        status = run.status or {}
+        times = [status.get("started_at")] + [h.get("started_at") for h in status.get("history") or []
+                                               if isinstance(h, dict)]
+        return min((t for t in times if isinstance(t, str)), default="~")
+
+    first: dict[int, str] = {}
+    root_of: dict[str, int] = {}
+    for run in sweep.runs:
+        i = next((k for k, root in enumerate(sweep.roots) if _under(run.path, root)), 0)
+        root_of[run.rel] = i
+        first[i] = min(first.get(i, "~"), started(run))
+    order = sorted(first, key=lambda i: (first[i], i))
+    rank = {i: r for r, i in enumerate(order)}
+    return {rel: rank[i] for rel, i in root_of.items()}
+
+
+def _under(path, root) -> bool:
+    try:
+        path.resolve().relative_to(root.resolve())
+        return True
+    except ValueError:
+        return False
+
+
+def sweep_values(sweep, labels: dict, metrics: Sequence[str], regimes: Sequence[str]) -> pd.DataFrame:
+    """The tidy table of `metrics` for every usable run (eval metrics per regime, curve metrics
+    under regime `train`). `labels`: condition -> label (names applied)."""
+    eval_metrics = [m for m in metrics if not is_curve_metric(m)]
+    curve_metrics = [m for m in metrics if _CURVE.match(m)]
+    batches = run_batches(sweep)
+    rows = []
+    for run in sweep.runs:
+        if not run.ok:
+            continue
+        base = {"run": run.rel, "batch": batches.get(run.rel, 0), "condition": labels.get(run.condition, run.label),
+                "seed": run.seed}
+        for regime in regimes:
+            ev = run.evals.get(regime)
+            if ev is None or not ev.usable:
+                continue
+            values = eval_values(ev.prompts, eval_metrics)
+            flat = _flat(ev.summary)
+            for metric in eval_metrics:
+                value = values.get(metric, flat.get(metric, math.nan))
+                rows.append({**base, "regime": regime, "metric": metric, "value": value})
+        for metric in curve_metrics:
+            rows.append({**base, "regime": CURVE_REGIME, "metric": metric, "value": curve_value(run.metrics, metric)})
+    return pd.DataFrame(rows, columns=VALUE_COLUMNS)
+
+
+def reach_values(sweep, labels: dict, metric: str, threshold: float) -> pd.DataFrame:
+    """Censored steps to reach for every usable run (`reach:COLUMN>=VALUE` with VALUE resolved)."""
+    column, op, _ = parse_reach(metric)
+    batches = run_batches(sweep)
+    rows = [{"run": r.rel, "batch": batches.get(r.rel, 0), "condition": labels.get(r.condition, r.label),
+             "seed": r.seed, "regime": CURVE_REGIME, "metric": metric,
+             "value": restricted_reach(r.metrics, column, op, threshold)} for r in sweep.runs if r.ok]
+    return pd.DataFrame(rows, columns=VALUE_COLUMNS)
+
+
+def summary_values(summary: pd.DataFrame) -> pd.DataFrame:
+    """The tidy table from a committed report's summary.csv (its level=run rows): a re-analysis of
+    a published study without its run directories. The batch is the sweep directory in `run`
+    (e.g. curriculum_study/3 vs curriculum_study_seeds5_10/0), ordered by the smallest seed each
+    holds: added seeds continue the numbering, so the first directory holds seed 0."""
+    rows = summary[summary["level"] == "run"].copy()
+    rows["dir"] = rows["run"].astype(str).str.rpartition("/")[0]
+    first_seed = pd.to_numeric(rows["seed"], errors="coerce").groupby(rows["dir"]).min()
+    order = sorted(first_seed.index, key=lambda d: (first_seed[d], d))
+    rows["batch"] = rows["dir"].map({d: i for i, d in enumerate(order)})
+    return rows[VALUE_COLUMNS].reset_index(drop=True)

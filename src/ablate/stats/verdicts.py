@@ -1,0 +1,116 @@
+"""Recipe-level intervals and the verdict rules, as pure functions of per-seed values.
+
+The unit of replication is the training seed: a claim compares per-seed values (each run's metric on
+the shared test prompts, so prompts are already paired). The interval that decides is Welch's
+t-interval for the difference of the two arms' means (scipy's ttest_ind(equal_var=False)), or the
+one-sample t-interval for a claim about one condition; its level is the claim's nominal level at the
+current look (Bonferroni over the study's claims, then the seed plan's spending). The test and the
+interval are one object, so a verdict can never disagree with the p-value beside it.
+
+Verdicts are a partition, decided in this order (d = the claimed direction, D = d x difference):
+  not testable   the claim's precondition (a mechanism check) failed or could not be measured;
+  superiority    replicated if low(D) > 0; not replicated if high(D) < the effect of interest
+                 (which includes a significant effect in the other direction); else inconclusive;
+  non_inferiority  replicated if low(D) > -margin; not replicated if high(D) < -margin; else inconclusive;
+  equivalence    replicated if -margin < low and high < margin; not replicated if the interval lies
+                 wholly outside [-margin, margin]; else inconclusive;
+  descriptive    no verdict: the estimate and its unadjusted interval, outside the family.
+Equivalence and non-inferiority read the same (1 - alpha) interval, i.e. one-sided tests at alpha/2
+each (TOST at alpha/2: the usual regulatory reading of a 95% interval).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, Sequence
+
+import numpy as np
+import scipy.stats
+
+VERDICTS = ("replicated", "not replicated", "inconclusive", "not testable")
+TYPES = ("superiority", "non_inferiority", "equivalence", "descriptive")
+
+
+class Estimate(NamedTuple):
+    diff: float
+    low: float
+    high: float
+    p_value: float
+    df: float
+    note: str = ""
+
+
+def _finite(values) -> np.ndarray:
+    a = np.asarray(values, dtype=np.float64).ravel()
+    return a[np.isfinite(a)]
+
+
+def welch(x: Sequence[float], y: Sequence[float] | None, confidence: float, null: float = 0.0) -> Estimate:
+    """mean(x) - mean(y) with Welch's t-interval and two-sided p-value (y None: mean(x) - null,
+    one-sample t). Fewer than 2 seeds in an arm: no interval. No seed variance at all: the interval
+    is the point (the data leave no doubt, and no test is possible), said in `note`."""
+    a = _finite(x)
+    b = None if y is None else _finite(y)
+    if a.size < 2 or (b is not None and b.size < 2):
+        have = f"{a.size}" if b is None else f"{a.size} and {b.size}"
+        diff = (a.mean() if a.size else math.nan) - (null if b is None else (b.mean() if b.size else math.nan))
+        return Estimate(float(diff), math.nan, math.nan, math.nan, math.nan, f"needs >= 2 seeds per arm (have {have})")
+    diff = float(a.mean() - (null if b is None else b.mean()))
+    spread = np.ptp(a) + (0.0 if b is None else np.ptp(b))
+    if spread == 0:
+        return Estimate(diff, diff, diff, 1.0 if diff == 0 else 0.0, math.nan, "no seed-to-seed variation")
+    res = (scipy.stats.ttest_1samp(a, null) if b is None else scipy.stats.ttest_ind(a, b, equal_var=False))
+    ci = res.confidence_interval(confidence_level=confidence)
+    shift = null if b is None else 0.0  # ttest_1samp's interval is for the mean itself
+    return Estimate(diff, float(ci.low) - shift, float(ci.high) - shift, float(res.pvalue), float(res.df))
+
+
+def verdict(kind: str, direction: int, low: float, high: float, *, effect: float = math.nan,
+            margin: float = math.nan) -> tuple[str, str]:
+    """(verdict, reason) for an interval [low, high] of the difference, by the rules in the module
+    docstring. `direction` +1 / -1: the sign the claim predicts; `effect`: the effect of interest
+    (magnitude, superiority); `margin`: the margin (equivalence, non-inferiority)."""
+    if kind == "descriptive":
+        return "descriptive", "describes; outside the family, decides nothing"
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return "inconclusive", "no interval (too few seeds)"
+    lo, hi = (low, high) if direction >= 0 else (-high, -low)
+    if kind == "superiority":
+        if lo > 0:
+            return "replicated", "the interval excludes 0 on the claimed side"
+        bar = abs(effect) if math.isfinite(effect) else 0.0
+        if hi < 0:
+            return "not replicated", "significant in the other direction"
+        if hi < bar:
+            return "not replicated", f"the interval excludes the effect of interest ({bar:.3g})"
+        return "inconclusive", "the interval holds both 0 and the effect of interest"
+    if kind == "non_inferiority":
+        if lo > -margin:
+            return "replicated", f"the interval excludes a loss of the margin ({margin:.3g})"
+        if hi < -margin:
+            return "not replicated", f"worse by more than the margin ({margin:.3g})"
+        return "inconclusive", f"the interval holds a loss of the margin ({margin:.3g})"
+    if kind == "equivalence":
+        if -margin < low and high < margin:
+            return "replicated", f"the interval lies inside ±{margin:.3g}"
+        if low > margin or high < -margin:
+            return "not replicated", f"the interval lies outside ±{margin:.3g}"
+        return "inconclusive", f"the interval crosses ±{margin:.3g}"
+    raise ValueError(f"unknown claim type {kind!r}; choose one of {', '.join(TYPES)}")
+
+
+def rate(values: Sequence[float], op: str, threshold: float, confidence: float) -> tuple[int, int, float, float]:
+    """Seeds meeting `op threshold` (a bimodal outcome: recover / collapse) with the Clopper-Pearson
+    exact interval of their rate: (k, n, low, high)."""
+    a = _finite(values)
+    k = int(np.sum(a >= threshold) if op == ">=" else np.sum(a <= threshold) if op == "<=" else
+            np.sum(a > threshold) if op == ">" else np.sum(a < threshold))
+    if a.size == 0:
+        return 0, 0, math.nan, math.nan
+    ci = scipy.stats.binomtest(k, int(a.size)).proportion_ci(confidence_level=confidence, method="exact")
+    return k, int(a.size), float(ci.low), float(ci.high)
+
+
+def compare(op: str, value: float, threshold: float) -> bool:
+    return {">=": value >= threshold, "<=": value <= threshold, ">": value > threshold,
+            "<": value < threshold}[op]
