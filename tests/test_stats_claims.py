@@ -149,12 +149,13 @@ def test_claims_partition_with_bonferroni_over_the_family():
     explore = [{"run": f"B{i}", "batch": 0, "condition": "B", "seed": str(i), "regime": "train",
                 "metric": "mean:explore", "value": 0.9} for i in range(6)]
     res = evaluate(declared, _table({"A": a, "B": b, "C": c}, extra=explore)).table.set_index("id")
-    assert (res["family_size"] == [4, 4, 4, 4, 0]).all()  # the descriptive row is outside the family
+    # outside the family: the descriptive row and the claim declared untestable before the runs
+    assert (res["family_size"] == [3, 3, 3, 0, 0]).all()
     up = res.loc["up"]
     assert up["verdict"] == "replicated"
-    # one batch of 6 vs 6 is past the plan's last look (6): the whole alpha/4
-    assert up["alpha_nominal"] == pytest.approx(0.05 / 4, abs=1e-6)
-    lo, hi = scipy.stats.ttest_ind(b, a, equal_var=False).confidence_interval(1 - 0.05 / 4)
+    # one batch of 6 vs 6 is the plan's last look (6): the whole alpha/3
+    assert up["alpha_nominal"] == pytest.approx(0.05 / 3, abs=1e-6)
+    lo, hi = scipy.stats.ttest_ind(b, a, equal_var=False).confidence_interval(1 - 0.05 / 3)
     assert (up["ci_low"], up["ci_high"]) == pytest.approx((lo, hi))
     assert res.loc["same", "verdict"] == "replicated"  # inside ±0.05
     assert res.loc["gated", "verdict"] == "not testable" and "0.9" in res.loc["gated", "reason"]
@@ -174,6 +175,24 @@ def test_a_claim_decided_at_an_early_look_stays_decided_and_unplanned_looks_are_
     looks = result.looks
     assert list(looks["n"]) == [3, 7] and list(looks["planned"]) == [True, False]  # 7 is not a planned look
     assert looks["alpha_nominal"].iloc[0] < 0.05 / 1  # the first look pays for the second
+
+
+def test_difference_metrics_and_cross_regime_baselines():
+    declared = parse_declared({"plan": {"looks": [3]}, "claims": [
+        {"id": "bon", "claim": "best-of-16 helps", "metric": "pass@16 - pass@1", "condition": "B",
+         "baseline": None, "paper": 0.09},
+        {"id": "cross", "claim": "B with the tool beats A without", "metric": "pass@1", "condition": "B",
+         "baseline": "A", "regime": "tool", "baseline_regime": "no_tool", "paper": 0.3}]}, [])
+    rows = [{"run": f"{c}{i}", "batch": 0, "condition": c, "seed": str(i), "regime": r, "metric": m, "value": v}
+            for c, r, m, vals in [("B", "no_tool", "pass@1", [0.3, 0.31, 0.32]),
+                                  ("B", "no_tool", "pass@16", [0.6, 0.65, 0.62]),
+                                  ("B", "tool", "pass@1", [0.6, 0.61, 0.62]),
+                                  ("A", "no_tool", "pass@1", [0.3, 0.29, 0.31])]
+            for i, v in enumerate(vals)]
+    res = evaluate(declared, pd.DataFrame(rows)).table.set_index("id")
+    assert res.loc["bon", "estimate"] == pytest.approx(np.mean([0.3, 0.34, 0.30]))
+    assert res.loc["cross", "estimate"] == pytest.approx(0.61 - 0.30) and res.loc["cross", "verdict"] == "replicated"
+    assert res.loc["cross", "regime"] == "tool vs no_tool"
 
 
 def test_look_history_counts_each_batch_once():

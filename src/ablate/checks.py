@@ -95,6 +95,18 @@ def check_curriculum_stage(cfg: DictConfig) -> None:
         raise ConfigError(str(err)) from None
 
 
+def check_study(cfg: DictConfig) -> None:
+    """A study preset's claims and seed plan are read by ablate.stats after the runs: a malformed one
+    must fail now, before any compute, not after hours of training."""
+    if cfg.get("study") is None:
+        return
+    from ablate.stats.claims import check_study_block
+
+    problems = check_study_block(OmegaConf.to_container(cfg.study, resolve=True))
+    require(not problems, "study (the preset's claims and seed plan): " + "; ".join(problems)
+            + " (docs/stats.md, Claims, lists the keys)")
+
+
 def check_config(cfg: DictConfig) -> None:
     """Fail before any compute on values that cannot work (ConfigError naming the key and the fix)."""
     from ablate import config_checks
@@ -119,3 +131,4 @@ def check_config(cfg: DictConfig) -> None:
     require(error is None, str(error))
     check_loggers(cfg)
     check_compile(cfg)
+    check_study(cfg)

@@ -41,20 +41,25 @@ class Claim:
     text: str  # the paper's sentence
     metric: str
     condition: str  # a condition label (study.names, or the overrides that distinguish it)
-    baseline: str | None  # None: one-sample claim about `condition` against `null`
+    baseline: str | None  # None: one-sample claim about `condition` against `null` (the preset's `against`)
     kind: str = "superiority"
     direction: int = 1
     paper: float = math.nan  # the paper's one-seed effect
     effect: float = math.nan  # effect of interest (superiority's "not replicated" bar); NaN: |paper|
     margin: float = math.nan
     regime: str = DEFAULT_REGIME
+    baseline_regime: str | None = None  # the baseline's eval regime when it differs (e.g. tool vs no_tool)
     null: float = 0.0
     success: tuple[str, float] | None = None  # (op, threshold): the rate of seeds meeting it
     precondition: Precondition | None = None
 
     @property
     def in_family(self) -> bool:
-        return self.kind != "descriptive"
+        """Descriptive claims and claims declared untestable before the runs (a precondition with a
+        reason and no metric) decide nothing, so they take no share of alpha; a claim whose measured
+        precondition fails keeps its share (the family is fixed before the data)."""
+        declared_out = self.precondition is not None and self.precondition.metric is None
+        return self.kind != "descriptive" and not declared_out
 
     @property
     def bar(self) -> float:
@@ -140,7 +145,7 @@ def _precondition(raw: Any, where: str, problems: list[str]) -> Precondition | N
 
 
 _KNOWN = {"id", "claim", "metric", "condition", "baseline", "type", "direction", "paper", "effect",
-          "margin", "regime", "null", "success", "precondition"}
+          "margin", "regime", "baseline_regime", "against", "success", "precondition"}
 
 
 def parse_claim(raw: Any, index: int, problems: list[str]) -> Claim | None:
@@ -170,7 +175,8 @@ def parse_claim(raw: Any, index: int, problems: list[str]) -> Claim | None:
         direction=_direction(raw.get("direction"), where, problems),
         paper=_float(raw.get("paper"), f"{where}: paper", problems),
         effect=_float(raw.get("effect"), f"{where}: effect", problems, positive=True), margin=margin,
-        regime=str(raw.get("regime") or DEFAULT_REGIME), null=_float(raw.get("null", 0.0), f"{where}: null", problems),
+        regime=str(raw.get("regime") or DEFAULT_REGIME),
+        baseline_regime=None if raw.get("baseline_regime") is None else str(raw["baseline_regime"]), null=_float(raw.get("against", 0.0), f"{where}: against", problems),
         success=_success(raw.get("success"), where, problems),
         precondition=_precondition(raw.get("precondition"), where, problems))
 

@@ -42,7 +42,18 @@ class ClaimsResult:
     problems: list[str] = field(default_factory=list)
 
 
+def components(metric: str) -> list[str]:
+    """`A - B` (a per-run difference of two metrics, e.g. pass@16 - pass@1) -> [A, B]; else [metric]."""
+    return [m.strip() for m in metric.split(" - ")] if " - " in metric else [metric]
+
+
 def _values(table: pd.DataFrame, condition: str, regime: str, metric: str) -> pd.DataFrame:
+    parts = components(metric)
+    if len(parts) == 2:  # per run: first minus second, runs that have both
+        a, b = (_values(table, condition, regime, m) for m in parts)
+        both = a.merge(b[["run", "value"]], on="run", suffixes=("", "_minus"))
+        both["value"] = both["value"] - both["value_minus"]
+        return both.drop(columns="value_minus").sort_values("batch", kind="stable")
     regime = CURVE_REGIME if is_curve_metric(metric) else regime
     rows = table[(table["condition"] == condition) & (table["regime"] == regime) & (table["metric"] == metric)]
     rows = rows[np.isfinite(rows["value"].to_numpy(dtype=np.float64))]
@@ -143,7 +154,8 @@ def evaluate(declared: Declared, table: pd.DataFrame, effect_default: float = 0.
 def _blank(claim: Claim) -> dict:
     row = {c: math.nan for c in CLAIM_COLUMNS}
     row.update(id=claim.id, claim=claim.text, type=claim.kind, metric=claim.metric,
-               regime=CURVE_REGIME if is_curve_metric(claim.metric) else claim.regime,
+               regime=CURVE_REGIME if is_curve_metric(components(claim.metric)[0]) else
+               claim.regime + (f" vs {claim.baseline_regime}" if claim.baseline_regime else ""),
                condition=claim.condition, baseline=claim.baseline or f"(value {claim.null:g})",
                direction="higher" if claim.direction > 0 else "lower", paper=claim.paper,
                bar=claim.bar, margin=claim.margin, precondition="", precondition_status="none", rate="",
@@ -157,7 +169,8 @@ def _evaluate_one(claim: Claim, table: pd.DataFrame, plan: Plan, alpha: float, e
     status, value, text = _precondition(claim, table)
     row.update(precondition=text, precondition_value=value, precondition_status=status)
     x = _values(table, claim.condition, claim.regime, claim.metric)
-    y = None if claim.baseline is None else _values(table, claim.baseline, claim.regime, claim.metric)
+    y = None if claim.baseline is None else _values(table, claim.baseline, claim.baseline_regime or claim.regime,
+                                                    claim.metric)
     missing = [c for c, v in ((claim.condition, x), (claim.baseline, y)) if c is not None and v is not None and v.empty]
     if status in ("failed", "declared", "not measured"):
         row.update(verdict="not testable", reason=f"precondition {status}: {text}")
@@ -225,9 +238,9 @@ def claim_metrics(declared: Declared) -> list[str]:
     out: list[str] = []
     for c in declared.claims:
         parsed = parse_reach(c.metric)
-        wanted = [f"final:{parsed[0]}"] if parsed else [c.metric]
+        wanted = [f"final:{parsed[0]}"] if parsed else components(c.metric)
         if c.precondition is not None and c.precondition.metric:
-            wanted.append(c.precondition.metric)
+            wanted += components(c.precondition.metric)
         out += [m for m in wanted if m not in out]
     return out
 
