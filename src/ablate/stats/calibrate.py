@@ -44,10 +44,11 @@ class Setting:
     variance: str = "small"
     effect: float = 0.0
     looks: tuple[int, ...] = ()  # a sequential plan (seeds per arm per look); () = one fixed look
+    spending: str = "pocock"
 
     @property
     def name(self) -> str:
-        n = f"plan {'/'.join(map(str, self.looks))}" if self.looks else (
+        n = f"plan {'/'.join(map(str, self.looks))} {self.spending}" if self.looks else (
             f"{self.seeds_a}" if self.seeds_a == self.seeds_b else f"{self.seeds_a} vs {self.seeds_b}")
         return f"{n}, {self.variance}, Δ={self.effect:g}"
 
@@ -76,7 +77,7 @@ def _study_block(s: Setting) -> dict:
     return {"name": "planted", "claims": [{
         "id": "b_beats_a", "claim": "B beats A on pass@1", "metric": "pass@1", "condition": "arm=b",
         "baseline": "arm=a", "type": "superiority", "direction": "higher", "paper": 0.03}],
-        "plan": {"looks": looks, "spending": "obrien_fleming"}}
+        "plan": {"looks": looks, "spending": s.spending}}
 
 
 def _batches(s: Setting, n: int) -> list[int]:
@@ -173,7 +174,7 @@ def run_setting(s: Setting, sweeps: int, seed: int = 0, old: int = 0, resamples:
         out = decide(sweep)
         a = np.asarray([r.evals["no_tool"].prompts.cols["n_correct"].mean() / N_SAMPLES
                         for r in sweep.runs if r.condition == ("arm=a",)])
-        sds.append(a.std(ddof=1))
+        sds.append(a.var(ddof=1))
         if i < old:
             out.update(old_procedure(sweep, rng, resamples))
         rows.append(out)
@@ -182,23 +183,15 @@ def run_setting(s: Setting, sweeps: int, seed: int = 0, old: int = 0, resamples:
     covered = (df["low"] <= s.effect) & (s.effect <= df["high"])
     res = {"setting": s.name, "seeds": "/".join(map(str, s.looks)) if s.looks else
            (f"{s.seeds_a}" if s.seeds_a == s.seeds_b else f"{s.seeds_a} vs {s.seeds_b}"),
-           "variance": s.variance, "effect": s.effect, "sweeps": sweeps, "seed_sd": float(np.mean(sds)),
+           "variance": s.variance, "effect": s.effect, "sweeps": sweeps, "seed_sd": float(np.sqrt(np.mean(sds))),
            "rejects_0": float(excl.mean()), "replicated": float((df["verdict"] == "replicated").mean()),
            "coverage": float(covered.mean()), "mean_seeds": float(df[["n", "n_baseline"]].mean(axis=1).mean())}
+    if s.looks and s.effect > 0:  # the fixed design of equal power, for the seeds the plan saves
+        res["fixed_seeds_equal_power"] = fixed_seeds_for(res["replicated"], res["seed_sd"], s.effect, 0.05)
     if old:
         res.update(old_sweeps=old, old_hier=float(df["old_hier"].head(old).mean()),
                    old_paired=float(df["old_paired"].head(old).mean()))
     return res
-
-
-def default_settings(effects=(0.0, 0.01, 0.02, 0.03), variances=("small", "large"), plan=(5, 10, 20)) -> list[Setting]:
-    out = []
-    for v in variances:
-        for e in effects:
-            out += [Setting(n, n, v, e) for n in (3, 5, 10, 20)] + [Setting(5, 11, v, e)]
-            if plan:
-                out.append(Setting(plan[-1], plan[-1], v, e, tuple(plan)))
-    return out
 
 
 def fixed_seeds_for(power: float, sd: float, effect: float, alpha: float = 0.05) -> float:
@@ -216,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--variance", default="small,large", help="seed variance settings: small, large")
     p.add_argument("--seeds", default="3,5,10,20,5v11", help="fixed designs: seeds per arm, AvB for unequal")
     p.add_argument("--plan", default="5,10,20", help="a sequential plan's looks (seeds per arm); 'none' to skip")
+    p.add_argument("--spending", default="pocock", choices=["pocock", "obrien_fleming"],
+                   help="the plan's Lan-DeMets spending function (default pocock, as the study presets)")
     p.add_argument("--old", type=int, default=0, metavar="N", help="also run the replaced procedure on the first N sweeps")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, help="write the table as CSV here")
@@ -234,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         p.error(f"--variance {','.join(unknown)}: choose from {', '.join(VARIANCE)}")
     settings = [Setting(a, b, v, e) for v in variances for e in effects for a, b in designs]
-    settings += [Setting(plan[-1], plan[-1], v, e, plan) for v in variances for e in effects] if plan else []
+    settings += [Setting(plan[-1], plan[-1], v, e, plan, args.spending) for v in variances for e in effects] if plan else []
     rows = []
     for s in settings:
         rows.append(run_setting(s, args.sweeps, args.seed, args.old, progress=not args.no_progress))
@@ -248,9 +243,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _line(r: dict) -> str:
+    fixed = f"  fixed design of equal power: {r['fixed_seeds_equal_power']:g}/arm" if "fixed_seeds_equal_power" in r else ""
     old = f"  old: hier {r['old_hier']:.3f} paired {r['old_paired']:.3f} ({r['old_sweeps']})" if "old_hier" in r else ""
     return (f"{r['setting']:<32} sd {r['seed_sd']:.4f}  excludes 0 {r['rejects_0']:.3f}  replicated "
-            f"{r['replicated']:.3f}  coverage {r['coverage']:.3f}  seeds/arm {r['mean_seeds']:.1f}{old}")
+            f"{r['replicated']:.3f}  coverage {r['coverage']:.3f}  seeds/arm {r['mean_seeds']:.1f}{fixed}{old}")
 
 
 if __name__ == "__main__":

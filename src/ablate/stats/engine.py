@@ -208,6 +208,9 @@ def _evaluate_one(claim: Claim, table: pd.DataFrame, plan: Plan, alpha: float, e
             if math.isfinite(claim.margin) else effect_default
         row["seeds_needed"] = seeds_needed(row["sd_pooled"], target, alpha)
         row["next_look"] = _next_look(int(max(final["n"], final["n_baseline"] or 0)), plan)
+    if row["verdict"] == "not testable":  # every look reads the same: the mechanism never ran
+        for lk in looks:
+            lk["verdict"] = "not testable"
     look_rows = [{"id": claim.id, "look": i + 1, "n": lk["n"], "n_baseline": lk["n_baseline"],
                   "planned": lk["planned"], "fraction": lk["fraction"], "alpha_nominal": lk["alpha_nominal"],
                   "estimate": lk["estimate"].diff, "ci_low": lk["estimate"].low, "ci_high": lk["estimate"].high,

@@ -1,0 +1,183 @@
+"""`python -m ablate.stats.findings`: each published study's claims table, re-decided by the verdict
+engine from the committed per-run values, and rendered into docs/findings.md between markers.
+
+A study directory under docs/findings/ holds the report `ablate.stats` wrote (summary.csv: every
+run's value of every metric), the study's mechanism checks (mechanisms.csv, per run) and
+`committed.yaml`, the bridge from the preset's claims to those files:
+
+    preset: curriculum_study            # conf/experiment/<preset>.yaml declares the claims and plan
+    labels: {old label: preset name}    # optional: conditions the report labelled otherwise
+    metrics:                            # a claim metric (or component) read from mechanisms.csv
+      "mean:curriculum/explore_frac@50:": explore_2nd_half
+      "reach:val/pass@1>=baseline": {column: reach_step, reached: reached, horizon: 100}
+
+No number is typed: the tables are rendered from those files, and `--check` fails when
+docs/findings.md's tables differ from what this renders (a test runs it in CI).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from ablate.stats.claims import parse_declared
+from ablate.stats.engine import evaluate
+from ablate.stats.formatting import fmt_ci
+from ablate.stats.render_claims import plan_sentence
+from ablate.stats.values import CURVE_REGIME, VALUE_COLUMNS, summary_values
+
+BRIDGE = "committed.yaml"
+_BLOCK = re.compile(r"(<!-- claims:(?P<study>[\w-]+) -->\n)(?P<body>.*?)(<!-- /claims -->)", re.S)
+
+
+def conf_dir() -> Path:
+    from ablate.config import CONF_DIR
+
+    return CONF_DIR
+
+
+def _mechanism_rows(study_dir: Path, bridge: dict, runs: pd.DataFrame) -> list[dict]:
+    """The bridge's metrics from mechanisms.csv, as rows of the values table (joined to summary.csv's
+    runs by the `run` column, which both files share)."""
+    path = study_dir / "mechanisms.csv"
+    mapping = bridge.get("metrics") or {}
+    if not mapping or not path.is_file():
+        return []
+    mech = pd.read_csv(path, dtype={"run": str})
+    if "regime" in mech.columns:  # one row per run and regime: the run-level columns repeat
+        mech = mech.drop_duplicates("run")
+    info = runs.drop_duplicates("run").set_index("run")
+    rows = []
+    for metric, spec in mapping.items():
+        spec = {"column": spec} if isinstance(spec, str) else dict(spec)
+        if "column" not in spec:
+            continue
+        for r in mech.itertuples(index=False):
+            r = r._asdict()
+            if str(r["run"]) not in info.index:
+                continue
+            value = r.get(spec["column"])
+            if "reached" in spec and not _true(r.get(spec["reached"])):
+                value = spec["horizon"]  # never reached: censored at the horizon (restricted mean)
+            meta = info.loc[str(r["run"])]
+            rows.append({"run": str(r["run"]), "batch": meta["batch"], "condition": meta["condition"],
+                         "seed": meta["seed"], "regime": CURVE_REGIME, "metric": metric, "value": float(value)})
+    return rows
+
+
+def _curve_rows(study_dir: Path, bridge: dict) -> list[dict]:
+    """Bridge metrics read from curves.csv at one step: the condition's mean over seeds (one row per
+    condition). For preconditions only, which compare that mean with a threshold: as a claim's
+    metric a condition mean would count as one seed."""
+    specs = {m: s for m, s in (bridge.get("metrics") or {}).items() if isinstance(s, dict) and "curve" in s}
+    path = study_dir / "curves.csv"
+    if not specs or not path.is_file():
+        return []
+    curves = pd.read_csv(path)
+    curves["condition"] = curves["condition"].replace(bridge.get("labels") or {})
+    rows = []
+    for metric, spec in specs.items():
+        at = curves[(curves["metric"] == spec["curve"]) & (curves["step"] == spec["step"])]
+        rows += [{"run": f"{r.condition}: curves.csv mean", "batch": 0, "condition": r.condition, "seed": "",
+                  "regime": CURVE_REGIME, "metric": metric, "value": float(r.mean)} for r in at.itertuples()]
+    return rows
+
+
+def _true(x) -> bool:
+    return str(x).strip().lower() in ("true", "1", "1.0", "yes")
+
+
+def study_values(study_dir: Path, bridge: dict) -> pd.DataFrame:
+    summary = pd.read_csv(study_dir / "summary.csv", dtype={"run": str, "seed": str})
+    summary["condition"] = summary["condition"].replace(bridge.get("labels") or {})
+    table = summary_values(summary)
+    extra = _mechanism_rows(study_dir, bridge, table) + _curve_rows(study_dir, bridge)
+    return pd.concat([table, pd.DataFrame(extra, columns=VALUE_COLUMNS)], ignore_index=True)
+
+
+def study_claims(study_dir: Path, conf: Path | None = None):
+    """The engine's ClaimsResult for one committed study directory."""
+    bridge = yaml.safe_load((study_dir / BRIDGE).read_text())
+    preset = yaml.safe_load(((conf or conf_dir()) / "experiment" / f"{bridge['preset']}.yaml").read_text())
+    problems: list[str] = []
+    declared = parse_declared(preset["study"], problems)
+    if problems:
+        raise ValueError(f"{bridge['preset']}: {'; '.join(problems)}")
+    block = preset["study"]
+    result = evaluate(declared, study_values(study_dir, bridge), float(block.get("effect") or 0.03))
+    return result
+
+
+def claims_block(result) -> str:
+    """The markdown table findings.md embeds for a study (rendered, never typed)."""
+    rows = ["| claim | paper (1 seed) | toolkit: estimate [CI at the claim's level] | seeds | look | verdict |",
+            "|---|---|---|---|---|---|"]
+    for r in result.table.to_dict("records"):
+        seeds = "–" if pd.isna(r["n"]) else (f"{int(r['n'])}" if pd.isna(r["n_baseline"])
+                                             else f"{int(r['n'])} vs {int(r['n_baseline'])}")
+        look = "–" if not r["look"] else f"{r['look']}" + (" (unplanned)" if str(r["planned"]).startswith("no") else "")
+        paper = "not run" if pd.isna(r["paper"]) else f"{r['paper']:+.3f}"
+        est = fmt_ci(r["estimate"], r["ci_low"], r["ci_high"])
+        verdict = f"**{r['verdict']}**: {r['reason']}"
+        if r["precondition"] and r["precondition_status"] in ("failed", "declared", "not measured"):
+            verdict = f"**{r['verdict']}**: {r['precondition']}"
+        if r["rate"]:
+            verdict += f"; seeds ≥ threshold: {r['rate']} vs {r['rate_baseline']}"
+        claim = f"{r['claim']} (`{r['metric']}`, {r['condition']} vs {r['baseline']}; {r['type'].replace('_', '-')})"
+        rows.append(f"| {claim} | {paper} | {est} | {seeds} | {look} | {verdict} |".replace("\n", " "))
+    return "\n".join(rows) + "\n\n" + plan_sentence(result) + "\n"
+
+
+def render(findings_dir: Path, conf: Path | None = None) -> dict[str, str]:
+    out = {}
+    for study_dir in sorted(p for p in Path(findings_dir).iterdir() if (p / BRIDGE).is_file()):
+        result = study_claims(study_dir, conf)
+        result.table.to_csv(study_dir / "claims.csv", index=False, float_format="%.6g")
+        result.looks.to_csv(study_dir / "claims_looks.csv", index=False, float_format="%.6g")
+        out[study_dir.name] = claims_block(result)
+    return out
+
+
+def embed(markdown: str, blocks: dict[str, str]) -> str:
+    """findings.md with each `<!-- claims:STUDY -->...<!-- /claims -->` block replaced by its table."""
+    return _BLOCK.sub(lambda m: m.group(1) + blocks.get(m.group("study"), m.group("body")) + m.group(4), markdown)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m ablate.stats.findings", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("findings_dir", nargs="?", type=Path, default=Path("docs/findings"))
+    p.add_argument("--doc", type=Path, default=None, help="the markdown to update (default: <findings_dir>.md)")
+    p.add_argument("--check", action="store_true", help="change nothing; exit 1 if the document's tables differ")
+    args = p.parse_args(argv)
+    doc = args.doc or args.findings_dir.with_suffix(".md")
+    if not args.findings_dir.is_dir():
+        p.error(f"{args.findings_dir} is not a directory")
+    blocks = render(args.findings_dir)
+    text = doc.read_text(encoding="utf-8") if doc.is_file() else ""
+    new = embed(text, blocks)
+    missing = [s for s in blocks if f"<!-- claims:{s} -->" not in text]
+    if args.check:
+        stale = new != text
+        for s in missing:
+            print(f"{doc}: no <!-- claims:{s} --> block", file=sys.stderr)
+        if stale:
+            print(f"{doc}: claims tables differ from what the committed reports render; run "
+                  f"python -m ablate.stats.findings {args.findings_dir}", file=sys.stderr)
+        return 1 if stale or missing else 0
+    if new != text:
+        from ablate.atomic import write_text
+
+        write_text(doc, new)
+    for study, block in blocks.items():
+        print(f"## {study}\n\n{block}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
