@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -147,6 +147,20 @@ def decide(sweep: Sweep) -> dict:
             "n_baseline": row["n_baseline"], "diff": row["estimate"]}
 
 
+def naive_looks(sweep: Sweep, s: Setting) -> dict:
+    """What looking again without a plan does: each look's pooled seeds decided as a fixed design at
+    the full alpha; the sweep counts as a rejection if any look's interval excludes 0."""
+    rejects, last = False, {}
+    for k, n in enumerate(s.looks):
+        block = {**_study_block(Setting(n, n)), "plan": {"looks": [n], "spending": "pocock"}}
+        runs = [replace(r, config={**r.config, "study": block}) for r in sweep.runs
+                if int(r.path.parent.name.removeprefix("look")) <= k]
+        last = decide(Sweep(roots=sweep.roots[: k + 1], runs=runs))
+        rejects |= bool(last["low"] > 0 or last["high"] < 0)
+    return {**last, "low": 1.0 if rejects else -1.0, "high": 2.0 if rejects else 1.0,
+            "verdict": "replicated" if rejects else "inconclusive"}
+
+
 def old_procedure(sweep: Sweep, rng: np.random.Generator, resamples: int, confidence: float = 0.95) -> dict:
     """What ablate.stats decided by before the engine: the hierarchical-bootstrap difference interval
     (seeds, then prompts, independently per arm) and the paired prompt permutation test (seeds averaged)."""
@@ -171,7 +185,7 @@ def run_setting(s: Setting, sweeps: int, seed: int = 0, old: int = 0, resamples:
     rows, sds = [], []
     for i in tqdm(range(sweeps), desc=s.name, disable=not progress, leave=False):
         sweep = plant(s, rng, difficulty)
-        out = decide(sweep)
+        out = naive_looks(sweep, s) if s.spending == "none" else decide(sweep)
         a = np.asarray([r.evals["no_tool"].prompts.cols["n_correct"].mean() / N_SAMPLES
                         for r in sweep.runs if r.condition == ("arm=a",)])
         sds.append(a.var(ddof=1))
@@ -209,13 +223,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--variance", default="small,large", help="seed variance settings: small, large")
     p.add_argument("--seeds", default="3,5,10,20,5v11", help="fixed designs: seeds per arm, AvB for unequal")
     p.add_argument("--plan", default="5,10,20", help="a sequential plan's looks (seeds per arm); 'none' to skip")
-    p.add_argument("--spending", default="pocock", choices=["pocock", "obrien_fleming"],
-                   help="the plan's Lan-DeMets spending function (default pocock, as the study presets)")
+    p.add_argument("--spending", default="pocock", choices=["pocock", "obrien_fleming", "none"],
+                   help="the plan's Lan-DeMets spending function (default pocock, as the study presets); none: "
+                        "every look at the full alpha, what adding seeds without a plan does (coverage not meaningful)")
+    p.add_argument("--render", nargs="+", type=Path, metavar="CSV",
+                   help="instead of running: render saved --out tables as markdown (into --doc between markers)")
+    p.add_argument("--doc", type=Path, help="with --render: the markdown file whose <!-- calibration --> block to replace")
     p.add_argument("--old", type=int, default=0, metavar="N", help="also run the replaced procedure on the first N sweeps")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, help="write the table as CSV here")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
+    if args.render:
+        return render(args.render, args.doc)
     if args.sweeps < 1:
         p.error("--sweeps must be at least 1")
     try:
@@ -239,6 +259,52 @@ def main(argv: list[str] | None = None) -> int:
         from ablate.atomic import write_text
 
         write_text(args.out, table.to_csv(index=False, float_format="%.4f"))
+    return 0
+
+
+def markdown(table: pd.DataFrame) -> str:
+    """The docs/stats.md table: per design and seed variance, false positives and coverage at no
+    effect, power at each planted effect, the replaced procedure beside it, seeds a plan spends."""
+    rows = ["| seeds per arm | seed variance | seed SD | false positives (Δ=0) | coverage (Δ=0; lowest over Δ) "
+            "| power Δ=0.01 / 0.02 / 0.03 | mean seeds per arm (Δ=0 / 0.01 / 0.02 / 0.03) "
+            "| fixed design of equal power (0.01 / 0.02 / 0.03) | old: hierarchical interval, FP / power | old: paired test, FP / power |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    for (seeds, variance), g in table.groupby(["seeds", "variance"], sort=False):
+        g = g.set_index("effect")
+        null = g.loc[0.0] if 0.0 in g.index else None
+        eff = [e for e in (0.01, 0.02, 0.03) if e in g.index]
+
+        def cells(col, digits=3, index=eff):
+            return " / ".join(f"{g.loc[e, col]:.{digits}f}" if col in g and pd.notna(g.loc[e, col]) else "–"
+                              for e in index)
+
+        fp = f"{null['rejects_0']:.3f} ({int(null['sweeps'])})" if null is not None else "–"
+        cov = (f"{null['coverage']:.3f}; {g['coverage'].min():.3f}" if null is not None and "none" not in str(seeds)
+               else "–")
+        old = lambda col: (f"{null[col]:.3f} / {cells(col)}" if null is not None and col in g and pd.notna(null[col])
+                           else "–")
+        rows.append(f"| {seeds} | {variance} | {g['seed_sd'].mean():.4f} | {fp} | {cov} | {cells('replicated')} "
+                    f"| {cells('mean_seeds', 1, list(g.index))} | {cells('fixed_seeds_equal_power', 0)} "
+                    f"| {old('old_hier')} | {old('old_paired')} |")
+    return "\n".join(rows) + "\n"
+
+
+def render(paths: list[Path], doc: Path | None) -> int:
+    import re
+
+    table = pd.concat([pd.read_csv(p, dtype={"seeds": str}) for p in paths], ignore_index=True)
+    text = markdown(table.groupby(["seeds", "variance", "effect"], sort=False).first().reset_index())
+    if doc is None:
+        print(text)
+        return 0
+    body = doc.read_text(encoding="utf-8")
+    block = re.compile(r"(<!-- calibration -->\n).*?(<!-- /calibration -->)", re.S)
+    if not block.search(body):
+        print(f"error: {doc} has no <!-- calibration --> ... <!-- /calibration --> block", file=sys.stderr)
+        return 2
+    from ablate.atomic import write_text
+
+    write_text(doc, block.sub(lambda m: m.group(1) + text + m.group(2), body))
     return 0
 
 

@@ -14,7 +14,7 @@ SPENDING_NAMES = {"obrien_fleming": "O'Brien-Fleming", "pocock": "Pocock"}
 
 def _seeds(r) -> str:
     if r["n_baseline"] is None or (isinstance(r["n_baseline"], float) and math.isnan(r["n_baseline"])):
-        return fmt(r["n"]) if isinstance(r["n"], (int, float)) and not pd.isna(r["n"]) else "–"
+        return str(int(r["n"])) if isinstance(r["n"], (int, float)) and not pd.isna(r["n"]) else "–"
     return f"{int(r['n'])} vs {int(r['n_baseline'])}"
 
 

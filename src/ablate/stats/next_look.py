@@ -1,0 +1,139 @@
+"""`python -m ablate.stats.next_look SWEEP_DIR...`: continue a study to its seed plan's next look.
+
+Reads the sweep(s) as `python -m ablate.stats` does, decides the declared claims, and for the claims
+still inconclusive whose plan has a next look, prints the training command that adds exactly the
+seeds their conditions lack (new seeds, numbered after the existing ones, into a directory of their
+own); decided claims add nothing. `--run` runs the command(s). Then report every directory pooled:
+
+    python -m ablate.stats.next_look multirun/curriculum_study --run
+    python -m ablate.stats multirun/curriculum_study multirun/curriculum_study_look2
+
+The report then records the new look (planned, since the seeds reach the plan's count) and applies
+the plan's boundary to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+
+def _needs(result, labels_to_cond: dict, sweep) -> dict[tuple, int]:
+    """condition -> seeds per arm it must reach, for the inconclusive claims with a next look."""
+    need: dict[tuple, int] = {}
+    t = result.table
+    for r in t[(t["verdict"] == "inconclusive") & (t["family_size"] > 0)].to_dict("records"):
+        if r["next_look"] != r["next_look"]:  # NaN: the plan has no further look
+            continue
+        for label in (r["condition"], r["baseline"]):
+            cond = labels_to_cond.get(label)
+            if cond is not None:
+                need[cond] = max(need.get(cond, 0), int(r["next_look"]))
+    return need
+
+
+def _seeds(sweep, cond) -> list[int]:
+    out = []
+    for run in sweep.runs:
+        if run.condition == cond and run.ok and run.seed is not None:
+            try:
+                out.append(int(run.seed))
+            except ValueError:
+                pass
+    return sorted(out)
+
+
+def _grid(cond: tuple) -> dict[str, str]:
+    return {k: v for k, _, v in (o.partition("=") for o in cond) if k != "experiment"}
+
+
+def commands(sweep_dirs: list[Path]) -> list[list[str]]:
+    from ablate.stats.conditions import label_sweep
+    from ablate.stats.engine import claims_of
+    from ablate.stats.runs import StatsInputError, load_sweep
+
+    sweep = load_sweep(sweep_dirs)
+    result = claims_of(sweep)
+    if result is None:
+        raise StatsInputError("the runs declare no claims (a study preset's study.claims): no plan to continue")
+    _, _, _, labels, _ = label_sweep(sweep, (), False, [])
+    by_label = {label: cond for cond, label in labels.items()}
+    need = _needs(result, by_label, sweep)
+    experiments = {o.partition("=")[2] for cond in need for o in cond if o.startswith("experiment=")}
+    preset = _preset(experiments, [r for r in sweep.runs if r.condition in need])
+    groups: dict[tuple[int, int], list[tuple]] = {}
+    for cond, target in sorted(need.items()):
+        seeds = _seeds(sweep, cond)
+        if len(seeds) >= target:
+            continue
+        start = (max(seeds) + 1) if seeds else 0
+        groups.setdefault((start, start + target - len(seeds)), []).append(cond)
+    base = Path(sweep_dirs[0])
+    look = 1 + int(result.looks["look"].max()) if len(result.looks) else 2
+    out = []
+    for (a, b), conds in groups.items():
+        grids = "[" + ",".join("{" + ",".join(f"{k}:{_quote(v)}" for k, v in _grid(c).items()) + "}"
+                               for c in conds) + "]"
+        cmd = ["python", "-m", "ablate.train", "-m", f"experiment={preset['experiment']}", "hydra/sweeper=grids"]
+        cmd += [f"~hydra.sweeper.params.{k}" for k in preset["params"] if k != "seed"]
+        cmd += [f'hydra.sweeper.params.seed="range({a},{b})"', f"hydra.sweeper.grids={grids}",
+                f"hydra.sweep.dir={base.parent / f'{base.name}_look{look}'}" + (f"_{a}" if len(groups) > 1 else "")]
+        out.append(cmd)
+    return out
+
+
+def _quote(v: str) -> str:
+    return f"'{v}'" if any(ch in v for ch in ",:[]{} ") else v
+
+
+def _preset(experiments: set[str], runs) -> dict:
+    """The experiment override the conditions share and the sweeper params their sweep ran with
+    (from a run's .hydra/hydra.yaml): the keys the next look's grids replace."""
+    from ablate.stats.runs import StatsInputError
+
+    if len(experiments) != 1:
+        raise StatsInputError(f"the conditions to continue come from {len(experiments)} presets "
+                              f"({', '.join(sorted(experiments)) or 'none'}); continue one study at a time")
+    params: dict = {}
+    for run in runs:
+        path = run.path / ".hydra" / "hydra.yaml"
+        if path.is_file():
+            hydra = (yaml.safe_load(path.read_text()) or {}).get("hydra") or {}
+            params = dict((hydra.get("sweeper") or {}).get("params") or {})
+            break
+    return {"experiment": next(iter(experiments)), "params": params}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ablate.stats.runs import StatsInputError
+
+    p = argparse.ArgumentParser(prog="python -m ablate.stats.next_look", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("sweep_dirs", nargs="+", type=Path, metavar="SWEEP_DIR", help="the study's sweep directories")
+    p.add_argument("--run", action="store_true", help="run the command(s) instead of printing them")
+    args = p.parse_args(argv)
+    try:
+        cmds = commands(args.sweep_dirs)
+    except StatsInputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not cmds:
+        print("nothing to continue: every claim is decided, not testable, or at its plan's last look")
+        return 0
+    for cmd in cmds:
+        line = shlex.join(cmd)
+        print(line, flush=True)
+        if args.run:
+            rc = subprocess.call(cmd)
+            if rc:
+                return rc
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
