@@ -250,3 +250,21 @@ def test_calibration_holds_the_level(seeds_a, seeds_b, variance):
     res = run_setting(Setting(seeds_a, seeds_b, variance, 0.0), 400, seed=11, progress=False)
     assert res["rejects_0"] <= 0.09
     assert res["coverage"] >= 0.91
+
+
+def test_next_look_adds_only_the_seeds_the_undecided_claims_lack(tmp_path):
+    from ablate.stats.calibrate import Setting, _difficulty, plant, write_planted
+    from ablate.stats.next_look import commands
+
+    sweep = plant(Setting(6, 6, "large", 0.0, (3, 6)), np.random.default_rng(5), _difficulty())
+    sweep.runs = [r for r in sweep.runs if r.path.parent.name == "look0"]  # the first look only: 3 seeds
+    (first,) = write_planted(sweep, tmp_path)
+    (cmd,) = commands([first])
+    assert 'hydra.sweeper.params.seed="range(3,6)"' in cmd  # seeds 3, 4, 5: the plan's next look is 6
+    assert "hydra.sweeper.grids=[{arm:a},{arm:b}]" in cmd
+    assert cmd[-1] == f"hydra.sweep.dir={tmp_path / 'look0_look2'}"
+    # the grid the command gives is the jobs it means
+    from hydra_plugins.ablate_sweeper.grid_sweeper import sweep_jobs
+
+    jobs = sweep_jobs({"seed": "range(3,6)"}, [{"arm": "a"}, {"arm": "b"}], [])
+    assert sorted(map(sorted, jobs)) == sorted(sorted([f"seed={s}", f"arm={a}"]) for s in (3, 4, 5) for a in "ab")

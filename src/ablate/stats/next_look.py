@@ -79,7 +79,9 @@ def commands(sweep_dirs: list[Path]) -> list[list[str]]:
     for (a, b), conds in groups.items():
         grids = "[" + ",".join("{" + ",".join(f"{k}:{_quote(v)}" for k, v in _grid(c).items()) + "}"
                                for c in conds) + "]"
-        cmd = ["python", "-m", "ablate.train", "-m", f"experiment={preset['experiment']}", "hydra/sweeper=grids"]
+        cmd = ["python", "-m", "ablate.train", "-m"]
+        cmd += [f"experiment={preset['experiment']}"] if preset["experiment"] else []
+        cmd += ["hydra/sweeper=grids"]
         cmd += [f"~hydra.sweeper.params.{k}" for k in preset["params"] if k != "seed"]
         cmd += [f'hydra.sweeper.params.seed="range({a},{b})"', f"hydra.sweeper.grids={grids}",
                 f"hydra.sweep.dir={base.parent / f'{base.name}_look{look}'}" + (f"_{a}" if len(groups) > 1 else "")]
@@ -96,9 +98,9 @@ def _preset(experiments: set[str], runs) -> dict:
     (from a run's .hydra/hydra.yaml): the keys the next look's grids replace."""
     from ablate.stats.runs import StatsInputError
 
-    if len(experiments) != 1:
+    if len(experiments) > 1:
         raise StatsInputError(f"the conditions to continue come from {len(experiments)} presets "
-                              f"({', '.join(sorted(experiments)) or 'none'}); continue one study at a time")
+                              f"({', '.join(sorted(experiments))}); continue one study at a time")
     params: dict = {}
     for run in runs:
         path = run.path / ".hydra" / "hydra.yaml"
@@ -106,7 +108,7 @@ def _preset(experiments: set[str], runs) -> dict:
             hydra = (yaml.safe_load(path.read_text()) or {}).get("hydra") or {}
             params = dict((hydra.get("sweeper") or {}).get("params") or {})
             break
-    return {"experiment": next(iter(experiments)), "params": params}
+    return {"experiment": next(iter(experiments), None), "params": params}
 
 
 def main(argv: list[str] | None = None) -> int:
