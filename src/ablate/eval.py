@@ -32,7 +32,7 @@ from omegaconf import DictConfig
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from ablate.config import torch_threads  # also registers the group schemas and resolvers before Hydra composes
+from ablate.config import CONF_DIR, torch_threads  # also registers the group schemas and resolvers before Hydra composes
 from ablate.metrics import prompt_ratios
 from ablate.rollout import SamplingParams
 from ablate.rollout.hf import HFEngine
@@ -137,7 +137,7 @@ def format_summary(summary: Mapping[str, Any]) -> str:
     return ", ".join(parts) + (f"  |  {by}" if by else "")
 
 
-@hydra.main(version_base="1.3", config_path="conf", config_name="eval_model")
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="eval_model")
 def main(cfg: DictConfig) -> None:
     """Evaluate a saved model directory on the task's held-out split into this run's `eval/`."""
     from hydra.core.hydra_config import HydraConfig
