@@ -157,11 +157,15 @@ def main(cfg: DictConfig) -> None:
         raise SystemExit(f"model_dir={cfg.model_dir}: no config.json there; point it at a run's model/ directory "
                          "or a shipped checkpoint such as builtin:tiny-sft")
     run_dir = Path(HydraConfig.get().runtime.output_dir)
-    with RunStatus(run_dir).running(stage="eval", model_dir=str(model_dir)):
+    with RunStatus(run_dir).running(stage="eval", model_dir=str(model_dir)) as status:
         torch.set_num_threads(torch_threads(cfg.trainer.num_threads))
         cfg.model.name_or_path = str(model_dir)
         tokenizer = load_tokenizer(cfg.model)
         model = load_model(cfg.model, tokenizer)
+        # on the GPU where there is one, as a training run's final evaluation (ablate.train.run)
+        device = "cuda" if torch.cuda.is_available() and cfg.trainer.accelerator != "cpu" else "cpu"
+        model.to(device)
+        status.update(device=device)
         reward = Reward.from_config(OmegaConf.to_container(cfg.reward, resolve=True))
         splits = build_splits(cfg.task, pool_size=int(cfg.task.test_pool))
         tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if cfg.regime == "tool" else None
