@@ -10,6 +10,7 @@ import io
 import math
 import os
 import platform
+import re
 import statistics
 import time
 import sys
@@ -55,6 +56,36 @@ def run_ablate(overrides: Sequence[str], run_dir: Path, callbacks: Sequence[obje
         sys.stderr.write(captured.getvalue()[-4000:])
         raise
     return read_metrics(run_dir / "metrics.csv")
+
+
+def project_requirements(extra: str | None = None) -> list[str]:
+    """pyproject.toml's requirement strings: the core dependencies, or those of one extra. Read from the
+    file, so a bench that checks its environment follows the project's dependencies as they change."""
+    text = re.sub(r"#.*", "", (ROOT / "pyproject.toml").read_text())  # comments hold no requirement
+    key = "dependencies" if extra is None else re.escape(extra)
+    block = re.search(rf"^{key} = \[(.*?)\]", text, re.M | re.S)
+    if block is None:
+        raise ValueError(f"pyproject.toml has no {'dependencies' if extra is None else f'extra {extra!r}'}")
+    return re.findall(r'"([^"]+)"', block.group(1))
+
+
+def requirement_name(requirement: str) -> str:
+    return re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", requirement).group(0)
+
+
+def missing_distributions(requirements: Sequence[str], installed=None) -> list[str]:
+    """The requirements whose distribution this interpreter lacks (by name: versions are pip's business).
+    `installed(name) -> bool` replaces the lookup in tests."""
+    from importlib import metadata
+
+    def has(name: str) -> bool:
+        try:
+            metadata.version(name)
+            return True
+        except metadata.PackageNotFoundError:
+            return False
+
+    return [r for r in requirements if not (installed or has)(requirement_name(r))]
 
 
 def read_metrics(path: Path) -> list[dict[str, float]]:

@@ -2,8 +2,8 @@
 
     # TRL lives in its own environment, never in the project's:
     python3 -m venv /work/trl-venv
-    /work/trl-venv/bin/pip install torch==2.13.0 trl==1.16.0 transformers==5.23.0 \
-        lightning hydra-core hydra-joblib-launcher omegaconf scipy pandas matplotlib rich tqdm
+    /work/trl-venv/bin/pip install torch==2.13.0 trl==1.16.0 transformers==5.23.0 lightning datasets \
+        hydra-core hydra-joblib-launcher omegaconf numpy scipy statsmodels pandas pyarrow matplotlib rich tqdm filelock
     /work/trl-venv/bin/python bench/bench_vs_trl.py                      # 2 rounds x 16 steps each
     /work/trl-venv/bin/python bench/bench_vs_trl.py --steps 40 --rounds 3 --profile
 
@@ -36,6 +36,7 @@ import io
 import json
 import os
 import pstats
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -45,7 +46,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (ABLATE_PHASES, ablate_phase_callback, compose, fmt, heldout_reward, machine,  # noqa: E402
-                     markdown_table, median, quartiles, run_ablate, shares)
+                     markdown_table, median, missing_distributions, project_requirements, quartiles,
+                     requirement_name, run_ablate, shares)
 
 TRL_PHASES = ("generate", "score", "old_logp_forward", "reference_forward", "policy_forward", "backward",
               "optimizer", "learn_other", "other")
@@ -355,6 +357,23 @@ def cprofile_top(profile: cProfile.Profile, n: int = 15) -> str:
     return "\n".join(lines) + "\n\n" + (text[text.find("   ncalls"):] if "   ncalls" in text else text)
 
 
+def check_environment(installed=None) -> None:
+    """Before anything starts: TRL, and what the ablate leg imports (ablate from src/ with its dependencies,
+    pyproject.toml's, the Hydra joblib launcher of the default config among them). Without TRL this is
+    the project's environment: skipped, as run_all expects; with TRL but not the rest: exit naming it."""
+    missing = missing_distributions([TRL_PIN, *project_requirements()], installed)
+    if not missing:
+        return
+    install = f"{sys.executable} -m pip install " + " ".join(shlex.quote(m) for m in missing)
+    if TRL_PIN in missing:
+        print(f"bench_vs_trl: skipped, {sys.executable} lacks {', '.join(map(requirement_name, missing))}. TRL "
+              "lives in an environment of its own (bench/README.md, 'The comparison with TRL'); run this "
+              "script with that interpreter.")
+        raise SystemExit(0)
+    raise SystemExit(f"bench_vs_trl: {sys.executable} has TRL but lacks {', '.join(map(requirement_name, missing))} "
+                     f"(ablate's dependencies, pyproject.toml), so its ablate leg would fail. Install them:\n    {install}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=16, help="optimizer steps per run")
@@ -398,14 +417,9 @@ def main() -> None:
         args.out.write_text(json.dumps(out))
         return
 
-    try:
-        import trl
-    except ImportError:
-        print(f"bench_vs_trl: skipped, `trl` is not importable by {sys.executable}. Install it in a separate "
-              f"environment (see this file's docstring: {TRL_PIN} with transformers 5.x) and run it with that "
-              f"interpreter.")
-        return
+    check_environment()
     import torch
+    import trl
 
     torch.set_num_threads(args.threads)
     print(f"TRL {trl.__version__}; {args.rounds} rounds x 2 trainers x {args.steps} steps, "

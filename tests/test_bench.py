@@ -61,3 +61,47 @@ def test_limits_hand_computed():
     assert out["forward_tokens_per_s"] == pytest.approx(400.0)
     assert out["gen_frac_forward"] == pytest.approx(0.25)
     assert out["slot_use"] == pytest.approx(50 / 80)
+
+
+def readme_install_line(section: str) -> list[str]:
+    """The words of the first `pip install` command under `section` of bench/README.md (continuations joined)."""
+    text = (Path(__file__).resolve().parents[1] / "bench" / "README.md").read_text()
+    text = text[text.index(section):]
+    start = text.index("pip install")
+    command = text[start:].split("\n")
+    words, i = [], 0
+    while True:
+        line = command[i].rstrip()
+        words += line.rstrip("\\").split()
+        if not line.endswith("\\"):
+            return words[2:]  # after "pip install"
+        i += 1
+
+
+def test_the_trl_environment_line_installs_every_dependency_of_ablate():
+    from _common import project_requirements, requirement_name
+
+    named = {requirement_name(w) for w in readme_install_line("## The comparison with TRL")}
+    needed = {requirement_name(r) for r in project_requirements()} | {"trl"}
+    assert "hydra-joblib-launcher" in needed and not needed - named, sorted(needed - named)
+
+
+def test_bench_vs_trl_names_what_is_missing_before_it_starts(capsys):
+    from bench_vs_trl import check_environment
+
+    check_environment(installed=lambda name: True)  # all there: goes on
+    with pytest.raises(SystemExit) as stop:
+        check_environment(installed=lambda name: name != "hydra-joblib-launcher")
+    assert "lacks hydra-joblib-launcher" in str(stop.value.code)
+    assert "pip install 'hydra-joblib-launcher>=1.2'" in str(stop.value.code)
+    with pytest.raises(SystemExit) as stop:  # the project's own environment: no TRL, skipped quietly
+        check_environment(installed=lambda name: name != "trl")
+    assert stop.value.code == 0 and "skipped" in capsys.readouterr().out
+
+
+def test_project_requirements_read_pyproject():
+    from _common import project_requirements
+
+    assert "torch==2.13.0" in project_requirements() and "vllm==0.32.0" in project_requirements("vllm")
+    with pytest.raises(ValueError, match="no extra 'nope'"):
+        project_requirements("nope")

@@ -15,10 +15,18 @@ from hydra import compose, initialize_config_dir
 from ablate.config import CONF_DIR
 from ablate.checks import ConfigError, check_config
 
+# Every group and switch a user is likely to add to a smoke preset: each curriculum, tool schedule,
+# reward and stage (and the upstreams a stage may start from), replay, dynamic sampling, DDP on CPU.
 GROUPS = [(), ("curriculum=static",), ("curriculum=frontier",), ("curriculum=none",), ("curriculum=threshold",),
-          ("curriculum=static_thirds",), ("curriculum=frontier_replay",), ("stage=rloo",), ("stage=dpo",),
-          ("stage=ipo",), ("stage=rloo", "stage.init=ipo"), ("stage=dpo", "stage.init=ipo"), ("tool=on",),
-          ("tool=anneal_linear", "stage=rloo"), ("stage=rloo", "replay.enabled=true")]
+          ("curriculum=static_thirds",), ("curriculum=frontier_replay",), ("curriculum=dots",), ("stage=sft",),
+          ("stage=rloo",), ("stage=dpo",), ("stage=ipo",), ("stage=rloo", "stage.init=ipo"),
+          ("stage=rloo", "stage.init=dpo"), ("stage=dpo", "stage.init=ipo"), ("stage=dpo", "curriculum=static"),
+          ("tool=on",), ("tool=oracle", "stage=rloo", "upstream.sft.trace=oracle"), ("tool=anneal_linear", "stage=rloo"),
+          ("tool=anneal_log", "stage=rloo"), ("tool=anneal_step", "stage=rloo"), ("reward=binary",),
+          ("reward=partial", "stage=rloo"), ("stage=rloo", "replay.enabled=true"),
+          ("stage=rloo", "dynamic_sampling.enabled=true"),
+          ("curriculum=dots", "replay.enabled=true", "dynamic_sampling.enabled=true"),
+          ("trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2")]
 
 
 def compose_cfg(*overrides):
@@ -29,10 +37,12 @@ def compose_cfg(*overrides):
 @pytest.mark.parametrize("preset", ["smoke", "smoke_rloo", "smoke_dpo"])
 @pytest.mark.parametrize("groups", GROUPS, ids=lambda g: ",".join(g) or "alone")
 def test_smoke_presets_size_every_stage_and_upstream(preset, groups):
-    cfg = compose_cfg(f"experiment={preset}", *groups)
+    # With validation during training (eval.every): its checks only add to those of a run without it.
+    cfg = compose_cfg(f"experiment={preset}", *groups, "eval.every=2")
     rl_curriculum = any(g.startswith("curriculum=") and g != "curriculum=static" for g in groups)
-    if preset == "smoke_dpo" and rl_curriculum and "stage=rloo" not in groups:
-        with pytest.raises(ConfigError, match="chooses RL prompts"):  # the preset picks stage=dpo
+    rl_only = rl_curriculum or any(g.split("=")[0] in ("replay.enabled", "dynamic_sampling.enabled") for g in groups)
+    if preset == "smoke_dpo" and rl_only and "stage=rloo" not in groups:
+        with pytest.raises(ConfigError, match="chooses RL prompts|needs stage=rloo"):  # the preset picks stage=dpo
             check_config(cfg)
         return
     check_config(cfg)
@@ -44,10 +54,41 @@ def test_smoke_presets_size_every_stage_and_upstream(preset, groups):
         if stage.name == "rloo":
             assert int(stage.batch_prompts) * int(stage.k) <= 16 and int(stage.sampling.max_new_tokens) <= 16
     assert int(cfg.task.test_size) <= 12 and int(cfg.eval.n) <= 4 and not cfg.upstream.eval
+    assert int(cfg.eval.val_size) <= 8 and int(cfg.eval.val_n) <= 2  # validation at smoke scale too
+
+
+def test_smoke_with_the_oracle_tool_names_the_trace_it_needs():
+    """tool=oracle needs SFT on oracle trajectories: the refusal says which key, and the oracle SFT
+    preset composes with smoke (sizes from smoke, the oracle format's context from oracle_sft)."""
+    for overrides in (("experiment=smoke", "tool=oracle"), ("experiment=smoke_dpo", "tool=oracle")):
+        with pytest.raises(ConfigError, match="stage.trace=oracle"):
+            check_config(compose_cfg(*overrides))
+    cfg = compose_cfg("experiment=[oracle_sft,smoke]", "eval.every=2")
+    check_config(cfg)
+    assert cfg.stage.trace == "oracle" and int(cfg.stage.max_steps) <= 6 and int(cfg.eval.val_size) <= 8
 
 
 def run(args, cwd, timeout=600):
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=cwd, timeout=timeout)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("overrides, steps", [
+    (["experiment=smoke_rloo", "stage.max_steps=4", "eval.every=2"], 4),  # issue 31's command
+    (["experiment=smoke_dpo", "eval.every=2"], 4),
+    (["experiment=smoke", "curriculum=dots", "replay.enabled=true", "dynamic_sampling.enabled=true",
+      "tool=anneal_linear", "eval.every=3"], 6),
+], ids=["rloo", "dpo", "dots_replay_dynamic_tool"])
+def test_smoke_presets_train_with_validation(tmp_path, overrides, steps):
+    result = run(["-m", "ablate.train", *overrides, "trainer.num_threads=1", "hydra.run.dir=run"], tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    import pandas as pd
+
+    metrics = pd.read_csv(tmp_path / "run" / "metrics.csv")
+    every = int(overrides[-1].split("=")[1])
+    assert metrics["step"].tolist() == list(range(steps))
+    assert metrics.dropna(subset=["val/pass@1"])["step"].tolist() == list(range(every - 1, steps, every))
+    assert json.loads((tmp_path / "run" / "status.json").read_text())["state"] == "completed"
 
 
 NOISE = ("💡 Tip", "exists and is not empty", "LeafSpec", "Traceback")

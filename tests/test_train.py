@@ -45,6 +45,7 @@ def test_smoke_run_writes_the_run_directory_contract(tmp_path):
                             cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads((out / "eval" / "no_tool" / "summary.json").read_text())["n_samples"] == 2
+    assert json.loads((out / "status.json").read_text())["device"] == "cpu"  # tests/test_gpu.py: cuda there
     missing = subprocess.run([sys.executable, "-m", "ablate.eval", f"model_dir={tmp_path / 'nowhere'}"],
                              capture_output=True, text=True, cwd=tmp_path)
     assert missing.returncode != 0 and "no config.json" in missing.stderr

@@ -48,6 +48,7 @@ def same_weights(held: dict[str, torch.Tensor], state: dict[str, torch.Tensor]) 
             ref = torch.cat([state[name.replace(key, part)] for part in fused[key]])
         else:
             ref = state["model.embed_tokens.weight" if name == "lm_head.weight" else name]  # tied head
+        ref = ref.to(tensor.device, tensor.dtype)  # the learner's fp32 weights, as a bf16 engine on a GPU holds them
         if not (torch.equal(tensor[:len(ref)], ref) and not tensor[len(ref):].any()):
             return False
     return True

@@ -28,6 +28,13 @@ def check_model_and_task(cfg: DictConfig) -> None:
             f"model.template={m.template!r}: expected compact, tinyzero or calculator")
     require(m.kind != "tiny" or m.template == "compact",
             f"model.template={m.template!r} needs a chat template, which the tiny tokenizer lacks; use compact")
+    vocab_size = (m.get("arch") or {}).get("vocab_size") if m.kind == "tiny" else None
+    if vocab_size is not None:
+        from ablate.models.tokenizer import load_tiny_tokenizer
+
+        tokens = len(load_tiny_tokenizer())
+        require(int(vocab_size) >= tokens, f"model.arch.vocab_size={vocab_size} is below the tiny tokenizer's "
+                                           f"{tokens} tokens: use >= {tokens}, or leave it out (null)")
     if m.get("name_or_path") and not (cfg.stage.name != "sft" and cfg.stage.get("init") == "scratch"):
         error = config_checks.model_source_error(m.name_or_path)
         require(error is None, str(error))

@@ -15,6 +15,10 @@ from omegaconf import OmegaConf
 from ablate import schemas  # noqa: F401 - registers the group schemas the yaml files name
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
+if not CONF_DIR.is_dir() and (CONF_DIR.parents[2] / "conf").is_dir():
+    # A clone that did not follow the link (`core.symlinks=false`) has a text file in its place; an
+    # editable install from it reads the top-level tree (a wheel copies it in: setup.py).
+    CONF_DIR = CONF_DIR.parents[2] / "conf"
 MAX_LOCAL_JOBS = 4  # beyond this, a job's memory (a model, its optimizer, the eval batch) matters more than cores
 
 

@@ -32,7 +32,7 @@ from omegaconf import DictConfig
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from ablate.config import torch_threads  # also registers the group schemas and resolvers before Hydra composes
+from ablate.config import CONF_DIR, torch_threads  # also registers the group schemas and resolvers before Hydra composes
 from ablate.metrics import prompt_ratios
 from ablate.rollout import SamplingParams
 from ablate.rollout.hf import HFEngine
@@ -137,7 +137,7 @@ def format_summary(summary: Mapping[str, Any]) -> str:
     return ", ".join(parts) + (f"  |  {by}" if by else "")
 
 
-@hydra.main(version_base="1.3", config_path="conf", config_name="eval_model")
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="eval_model")
 def main(cfg: DictConfig) -> None:
     """Evaluate a saved model directory on the task's held-out split into this run's `eval/`."""
     from hydra.core.hydra_config import HydraConfig
@@ -157,11 +157,15 @@ def main(cfg: DictConfig) -> None:
         raise SystemExit(f"model_dir={cfg.model_dir}: no config.json there; point it at a run's model/ directory "
                          "or a shipped checkpoint such as builtin:tiny-sft")
     run_dir = Path(HydraConfig.get().runtime.output_dir)
-    with RunStatus(run_dir).running(stage="eval", model_dir=str(model_dir)):
+    with RunStatus(run_dir).running(stage="eval", model_dir=str(model_dir)) as status:
         torch.set_num_threads(torch_threads(cfg.trainer.num_threads))
         cfg.model.name_or_path = str(model_dir)
         tokenizer = load_tokenizer(cfg.model)
         model = load_model(cfg.model, tokenizer)
+        # on the GPU where there is one, as a training run's final evaluation (ablate.train.run)
+        device = "cuda" if torch.cuda.is_available() and cfg.trainer.accelerator != "cpu" else "cpu"
+        model.to(device)
+        status.update(device=device)
         reward = Reward.from_config(OmegaConf.to_container(cfg.reward, resolve=True))
         splits = build_splits(cfg.task, pool_size=int(cfg.task.test_pool))
         tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if cfg.regime == "tool" else None

@@ -22,6 +22,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 PACKAGES = ("ablate", "torch", "transformers", "lightning", "hydra-core", "datasets", "vllm")
+# Recorded under the import name; looked up under the distribution's (the package index's `ablate` is
+# another project, whose version must never be recorded as ours).
+DISTRIBUTIONS = {"ablate": "ablate-rl"}
 
 
 def _now() -> str:
@@ -41,7 +44,7 @@ def versions() -> dict[str, str | None]:
     found: dict[str, str | None] = {"python": platform.python_version()}
     for name in PACKAGES:
         try:
-            found[name] = metadata.version(name)
+            found[name] = metadata.version(DISTRIBUTIONS.get(name, name))
         except metadata.PackageNotFoundError:
             found[name] = None
     return found

@@ -21,7 +21,7 @@ from typing import Any, Sequence
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from ablate.config import torch_threads  # also registers the group schemas and resolvers before Hydra composes
+from ablate.config import CONF_DIR, torch_threads  # also registers the group schemas and resolvers before Hydra composes
 from ablate.checks import ConfigError, check_config
 from ablate.fit import global_rank
 from ablate.stages import REGIME_NO_TOOL, REGIME_TOOL, final_regimes, fit_stage, record_engagement, starting_model_config
@@ -103,7 +103,8 @@ def run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any] = ()) -> Path:
     return run_dir
 
 
-@hydra.main(version_base="1.3", config_path="conf", config_name="config")
+# CONF_DIR, not "conf": in a clone that did not follow the src/ablate/conf link it is the top-level tree
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
 def main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
@@ -149,7 +150,6 @@ def drop_multirun_when_printing(argv: list[str]) -> list[str]:
 def refuse_added_keys(argv: list[str]) -> None:
     """`+key=value` naming a key no schema has: exit 2 naming it, before Hydra composes (which would
     refuse it too, with its own message and exit code 1)."""
-    from ablate.config import CONF_DIR
     from ablate.config_checks import added_keys_error
 
     error = added_keys_error([a for a in argv if not a.startswith("-")], CONF_DIR)

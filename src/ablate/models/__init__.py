@@ -59,9 +59,13 @@ def load_model(model_cfg: Mapping[str, Any], tokenizer: PreTrainedTokenizerBase)
         raise ValueError("model.kind=hf needs model.name_or_path=<Hub id or local directory>")
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    config = Qwen2Config(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
-                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                         **dict(model_cfg["arch"]))
+    arch = dict(model_cfg["arch"])
+    # arch.vocab_size: rows beyond the tokenizer's, as Qwen2.5 pads 151,665 tokens to 151,936, so that a
+    # random model has a real model's embedding and output layer (model=qwen2.5-0.5b-shape); the extra
+    # ids decode to nothing. checks.check_model_and_task refuses fewer rows than tokens.
+    vocab_size = int(arch.pop("vocab_size", None) or len(tokenizer))
+    config = Qwen2Config(vocab_size=vocab_size, pad_token_id=tokenizer.pad_token_id,
+                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, **arch)
     return Qwen2ForCausalLM(config)
 
 

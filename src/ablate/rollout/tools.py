@@ -257,4 +257,7 @@ def check_tool(cfg) -> None:
     if s.name == "sft":
         require((s.trace == "oracle") == (t.kind == "oracle"),
                 f"stage.trace={s.trace} with tool={t.name}: oracle traces go with tool=oracle and only with it "
-                "(the solver answers in its evaluation)")
+                "(the solver answers in its evaluation); "
+                + ("set stage.trace=oracle (experiment=oracle_sft sets both; for the SFT an RL or preference stage "
+                   "starts from: upstream.sft.trace=oracle)" if t.kind == "oracle" else
+                   "use tool=oracle, or stage.trace=plain"))

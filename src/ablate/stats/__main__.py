@@ -115,6 +115,13 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def relative_path(arg: str) -> str:
+    """An absolute path on the command line (`/x/sweep`, `--out=/x/report`) relative to where the command
+    runs, so that a committed report does not carry the machine that rendered it."""
+    flag, equals, value = arg.partition("=") if arg.startswith("--") else ("", "", arg)
+    return flag + equals + os.path.relpath(value) if os.path.isabs(value) else arg
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -162,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
 
     out = args.out or Path("stats") / sweep.name
     formats = {"md", "json"} if args.format == "both" else {args.format}
-    command = "python -m ablate.stats " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    shown = [relative_path(a) for a in (argv if argv is not None else sys.argv[1:])]
+    command = "python -m ablate.stats " + " ".join(shlex.quote(a) for a in shown)
     try:
         written = write_report(analysis, out, formats, plots=not args.no_plots, command=command.strip())
     except OSError as exc:
