@@ -109,6 +109,10 @@ def test_reach_is_censored_at_the_horizon_and_curve_summaries():
     # trapezoid over 0..40: (0.315*10 + 0.345*10 + 0.355*20) / 40
     assert curve_value(frame, "auc:val/pass@1") == pytest.approx((3.15 + 3.45 + 7.1) / 40)
     assert math.isnan(curve_value(frame, "final:missing"))
+    assert curve_value(frame, "slope:val/pass@1") == pytest.approx((0.35 - 0.30) / 40)
+    frame["time/elapsed_s"] = [0.0, 10.0, 20.0, 40.0, 80.0]
+    assert restricted_reach(frame, "val/pass@1", ">=", 0.34, time=True) == 40.0
+    assert restricted_reach(frame, "val/pass@1", ">=", 0.50, time=True) == 80.0  # censored at the run's end
 
 
 # --------------------------------------------------------------------------------------------- the engine

@@ -121,6 +121,13 @@ def test_each_study_runs_end_to_end_at_smoke_scale(name, tmp_path):
 
         assert stats([str(sweep), "--out", str(tmp_path / "stats"), "--resamples", "200", "--no-plots", "--quiet"]) == 0
         assert set(pd.read_csv(tmp_path / "stats" / "runs.csv")["condition"]) == set(names)
+        # the declared claims come first, one row each, every one with a verdict of the partition
+        claims = pd.read_csv(tmp_path / "stats" / "claims.csv")
+        declared = OmegaConf.load(runs[0] / ".hydra" / "config.yaml").study.claims
+        assert list(claims["id"]) == [c.id for c in declared]
+        assert set(claims["verdict"]) <= {"replicated", "not replicated", "inconclusive", "not testable", "descriptive"}
+        assert (tmp_path / "stats" / "report.md").read_text().index("## Claims") < \
+            (tmp_path / "stats" / "report.md").read_text().index("## Runs")
 
 
 @pytest.mark.parametrize("stage", ["rloo", "ipo"])

@@ -207,7 +207,8 @@ def _evaluate_one(claim: Claim, table: pd.DataFrame, plan: Plan, alpha: float, e
         target = claim.bar if claim.kind == "superiority" and claim.bar > 0 else claim.margin \
             if math.isfinite(claim.margin) else effect_default
         row["seeds_needed"] = seeds_needed(row["sd_pooled"], target, alpha)
-        row["next_look"] = _next_look(int(max(final["n"], final["n_baseline"] or 0)), plan)
+        # the plan's next look for the arm with fewer seeds (an arm already past it adds none)
+        row["next_look"] = _next_look(int(min(final["n"], final["n_baseline"] or final["n"])), plan)
     if row["verdict"] == "not testable":  # every look reads the same: the mechanism never ran
         for lk in looks:
             lk["verdict"] = "not testable"

@@ -63,7 +63,8 @@ def _mechanism_rows(study_dir: Path, bridge: dict, runs: pd.DataFrame) -> list[d
                 continue
             value = r.get(spec["column"])
             if "reached" in spec and not _true(r.get(spec["reached"])):
-                value = spec["horizon"]  # never reached: censored at the horizon (restricted mean)
+                # never reached: censored at the horizon (restricted mean), a number or a column
+                value = r.get(spec["horizon"]) if isinstance(spec["horizon"], str) else spec["horizon"]
             meta = info.loc[str(r["run"])]
             rows.append({"run": str(r["run"]), "batch": meta["batch"], "condition": meta["condition"],
                          "seed": meta["seed"], "regime": CURVE_REGIME, "metric": metric, "value": float(value)})

@@ -28,8 +28,7 @@ def _effect(r) -> str:
 def _look(r) -> str:
     if not r["look"]:
         return "–"
-    text = f"{r['look']} of {r['looks_planned']}" if r["looks_planned"] != "no plan" else f"{r['look']} (no plan)"
-    return text + (" (unplanned)" if str(r["planned"]).startswith("no") else "")
+    return f"{r['look']} ({'unplanned' if str(r['planned']).startswith('no') else 'planned'})"
 
 
 def plan_sentence(result) -> str:

@@ -7,12 +7,13 @@ committed reports (summary.csv's per-run rows) decide by the same code. Three ki
   recomputed from samples.jsonl as summary.csv has it (a summary-only number as the run reports it);
 - a training-curve summary of a metrics.csv column, written `AGG:COLUMN[@START:END]` with AGG one of
   final, mean, max, min, auc (mean over the logged points by the trapezoid rule: the area under the
-  curve per step), over steps START <= step <= END (either may be left out): e.g.
+  curve per step), slope (change per step from the first to the last point), over steps START <= step <= END (either may be left out): e.g.
   `mean:curriculum/explore_frac@50:` or `max:val/no_answer_rate@50:99`;
 - steps to reach, censored: `reach:COLUMN>=VALUE` is the first step whose value reaches VALUE, or
   the run's last step when it never does (the restricted mean: a run that never reached counts as
   reaching at the horizon, never as missing). VALUE may be `baseline`: the mean over the claim's
-  baseline seeds of `final:COLUMN`.
+  baseline seeds of `final:COLUMN`. `reach_time:` is the same in seconds (time/elapsed_s at that
+  step, or at the run's end).
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ from ablate.metrics import prompt_ratios
 
 VALUE_COLUMNS = ["run", "batch", "condition", "seed", "regime", "metric", "value"]
 CURVE_REGIME = "train"  # metrics.csv has no eval regime
-AGGREGATES = ("final", "mean", "max", "min", "auc")
-_CURVE = re.compile(r"^(final|mean|max|min|auc):(.+?)(?:@(-?\d*):(-?\d*))?$")
-_REACH = re.compile(r"^reach:(.+?)(>=|<=)(baseline|[-+0-9.eE]+)$")
+AGGREGATES = ("final", "mean", "max", "min", "auc", "slope")
+_CURVE = re.compile(r"^(final|mean|max|min|auc|slope):(.+?)(?:@(-?\d*):(-?\d*))?$")
+_REACH = re.compile(r"^reach(?:_time)?:(.+?)(>=|<=)(baseline|[-+0-9.eE]+)$")
+TIME_COLUMN = "time/elapsed_s"
 
 
 def is_curve_metric(metric: str) -> bool:
@@ -59,22 +61,31 @@ def curve_value(frame: pd.DataFrame | None, metric: str) -> float:
         return math.nan
     if agg == "final":
         return float(s.iloc[-1])
+    if agg == "slope":  # change per step, first to last logged point (e.g. seconds per step of time/elapsed_s)
+        span = float(s.index[-1] - s.index[0])
+        return float((s.iloc[-1] - s.iloc[0]) / span) if span > 0 else math.nan
     if agg == "auc":
         x, y = s.index.to_numpy(dtype=np.float64), s.to_numpy(dtype=np.float64)
         return float(y[0]) if x.size == 1 else float(np.trapezoid(y, x) / (x[-1] - x[0]))
     return float(getattr(s, agg)())
 
 
-def restricted_reach(frame: pd.DataFrame | None, column: str, op: str, threshold: float) -> float:
-    """First step where `column` reaches `threshold`, censored at the run's last logged step."""
+def restricted_reach(frame: pd.DataFrame | None, column: str, op: str, threshold: float, time: bool = False) -> float:
+    """First step where `column` reaches `threshold`, censored at the run's last logged step; with
+    `time`, the run's elapsed seconds (time/elapsed_s) at that step, censored at its last value."""
     if frame is None or column not in frame.columns or not math.isfinite(threshold):
+        return math.nan
+    if time and TIME_COLUMN not in frame.columns:
         return math.nan
     s = frame[column].dropna()
     if s.empty:
         return math.nan
     hit = s >= threshold if op == ">=" else s <= threshold
-    horizon = float(frame.index.max())
-    return float(hit.idxmax()) if hit.any() else horizon
+    clock = frame[TIME_COLUMN].dropna() if time else None
+    if not hit.any():
+        return float(clock.iloc[-1]) if time else float(frame.index.max())
+    step = hit.idxmax()
+    return float(clock.loc[:step].iloc[-1]) if time else float(step)
 
 
 def eval_values(prompts, metrics: Iterable[str]) -> dict[str, float]:
@@ -172,7 +183,8 @@ def reach_values(sweep, labels: dict, metric: str, threshold: float) -> pd.DataF
     batches = run_batches(sweep)
     rows = [{"run": r.rel, "batch": batches.get(r.rel, 0), "condition": labels.get(r.condition, r.label),
              "seed": r.seed, "regime": CURVE_REGIME, "metric": metric,
-             "value": restricted_reach(r.metrics, column, op, threshold)} for r in sweep.runs if r.ok]
+             "value": restricted_reach(r.metrics, column, op, threshold, metric.startswith("reach_time:"))}
+            for r in sweep.runs if r.ok]
     return pd.DataFrame(rows, columns=VALUE_COLUMNS)
 
 
