@@ -134,14 +134,16 @@ def claims_block(result) -> str:
     return "\n".join(rows) + "\n\n" + plan_sentence(result) + "\n"
 
 
-def render(findings_dir: Path, conf: Path | None = None) -> dict[str, str]:
-    out = {}
+def render(findings_dir: Path, conf: Path | None = None) -> tuple[dict[str, str], dict[Path, str]]:
+    """(study -> its markdown block, file -> its text): the claims tables and the claims.csv /
+    claims_looks.csv each study directory carries."""
+    blocks, files = {}, {}
     for study_dir in sorted(p for p in Path(findings_dir).iterdir() if (p / BRIDGE).is_file()):
         result = study_claims(study_dir, conf)
-        result.table.to_csv(study_dir / "claims.csv", index=False, float_format="%.6g")
-        result.looks.to_csv(study_dir / "claims_looks.csv", index=False, float_format="%.6g")
-        out[study_dir.name] = claims_block(result)
-    return out
+        files[study_dir / "claims.csv"] = result.table.to_csv(index=False, float_format="%.6g")
+        files[study_dir / "claims_looks.csv"] = result.looks.to_csv(index=False, float_format="%.6g")
+        blocks[study_dir.name] = claims_block(result)
+    return blocks, files
 
 
 def embed(markdown: str, blocks: dict[str, str]) -> str:
@@ -159,21 +161,24 @@ def main(argv: list[str] | None = None) -> int:
     doc = args.doc or args.findings_dir.with_suffix(".md")
     if not args.findings_dir.is_dir():
         p.error(f"{args.findings_dir} is not a directory")
-    blocks = render(args.findings_dir)
+    blocks, files = render(args.findings_dir)
     text = doc.read_text(encoding="utf-8") if doc.is_file() else ""
     new = embed(text, blocks)
     missing = [s for s in blocks if f"<!-- claims:{s} -->" not in text]
     if args.check:
-        stale = new != text
+        stale = [str(doc)] if new != text else []
+        stale += [str(f) for f, body in files.items() if not f.is_file() or f.read_text(encoding="utf-8") != body]
         for s in missing:
             print(f"{doc}: no <!-- claims:{s} --> block", file=sys.stderr)
         if stale:
-            print(f"{doc}: claims tables differ from what the committed reports render; run "
+            print(f"differ from what the committed reports render: {', '.join(stale)}; run "
                   f"python -m ablate.stats.findings {args.findings_dir}", file=sys.stderr)
         return 1 if stale or missing else 0
-    if new != text:
-        from ablate.atomic import write_text
+    from ablate.atomic import write_text
 
+    for f, body in files.items():
+        write_text(f, body)
+    if new != text:
         write_text(doc, new)
     for study, block in blocks.items():
         print(f"## {study}\n\n{block}")
