@@ -197,7 +197,7 @@ def test_planted_difference_is_significant(planted_analysis):
     assert row["poi"] == 1.0
     assert row["verdict"] == "higher; significant across seeds (Welch) at α=0.05 after Holm correction over this table"
     # the difference's interval is Welch's over per-seed values, the same test as p_seed
-    x = a.groups[(a.baseline, "no_tool")]
+    x = a.groups[(a.baseline, row["regime"])]
     assert row["diff_ci_low"] > 0 and row["p_seed"] < 0.05 and x.run_values.shape[0] == 3
 
 

@@ -139,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from rich.console import Console
 
-    from ablate.stats.runs import StatsInputError, load_sweep, newest_sweep
+    from ablate.stats.load import load_sweep
+    from ablate.stats.runs import StatsInputError, newest_sweep
 
     # a pipe or log file gets a wide table rather than rich's 80-column default
     out_console = Console() if sys.stdout.isatty() else Console(width=160)

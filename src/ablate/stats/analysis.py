@@ -4,15 +4,22 @@ with the baseline, training curves and steps-to-threshold. Plain data in, pandas
 from __future__ import annotations
 
 import dataclasses
-import math
-import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
-from ablate.metrics import prompt_ratios
+from ablate.stats.blocks import (  # noqa: F401  (re-exported: report and tests read them here)
+    _NOT_SUMMARY_METRICS,
+    AGREEMENT_TOL,
+    KS,
+    MetricBlock,
+    available_metrics,
+    flatten_summary,
+    metric_sort_key,
+    prompt_metrics,
+)
 from ablate.stats.compare import compare_all, power_table
 from ablate.stats.conditions import assign_baselines, choose_baseline, label_sweep
 from ablate.stats.curves import (  # noqa: F401  (re-exported: tests and report read them here)
@@ -25,18 +32,11 @@ from ablate.stats.curves import (  # noqa: F401  (re-exported: tests and report 
 )
 from ablate.stats.engine import ClaimsResult, sweep_claims
 from ablate.stats.intervals import iqm_ci, ratio_bootstrap_ci, rng_for, t_interval, wilson_interval
-from ablate.stats.runs import PromptTable, Run, StatsInputError, Sweep, condition_label
+from ablate.stats.runs import Run, StatsInputError, Sweep, condition_label
 from ablate.stats.study import Study
 
-KS = (1, 2, 4, 8, 16)
 DEFAULT_METRICS = ("pass@1",)
 DEFAULT_EFFECT = 0.03
-# summary.json numbers that equal a recomputed metric, or are bookkeeping, not results. The other numbers
-# are shown next to the recomputed ones (`reported`); as both come from ablate.metrics' one table, a
-# difference above AGREEMENT_TOL means the files disagree (summary.json edited or from another version).
-_NOT_SUMMARY_METRICS = re.compile(
-    r"^(regime|n_prompts|n_samples|verdicts/.*|verdict_rate/.*|by_operands/[^/]+/(n_prompts|n_samples))$")
-AGREEMENT_TOL = 1e-4
 
 
 @dataclass
@@ -52,87 +52,6 @@ class Settings:
     effect: float | None = None  # None: the study's effect, else DEFAULT_EFFECT
     power: bool = False  # also plan every metric (power.csv)
     names: Sequence[str] = ()  # --name LABEL:KEY=VALUE[,KEY=VALUE]
-
-
-@dataclass
-class MetricBlock:
-    """Per-prompt numerators and denominators of every metric of one run in one regime."""
-
-    ids: np.ndarray
-    names: list[str]
-    num: np.ndarray  # (P, M)
-    den: np.ndarray  # (P, M)
-    # per metric, the (successes, trials) sample counts a Wilson interval uses, or None
-    wilson: list[tuple[np.ndarray, np.ndarray] | None]
-
-    def take(self, names: Sequence[str]) -> "MetricBlock":
-        idx = [self.names.index(n) for n in names]
-        return MetricBlock(self.ids, list(names), self.num[:, idx], self.den[:, idx],
-                           [self.wilson[i] for i in idx])
-
-    def rows_for(self, ids: np.ndarray) -> np.ndarray:
-        where = {pid: i for i, pid in enumerate(self.ids)}
-        return np.asarray([where[pid] for pid in ids], dtype=np.int64)
-
-
-def prompt_metrics(t: PromptTable, ks: Sequence[int] = KS) -> MetricBlock:
-    """Every metric of `ablate.metrics.prompt_ratios` (the table evaluation sums into summary.json) as
-    per-prompt num/den, and by_operands/<j>/<metric> for the prompts with j numbers."""
-    names, nums, dens, wilson = [], [], [], []
-    n, c = t.cols["n"], t.cols["n_correct"]
-    # with the same n for every prompt, the mean of c/n is the sample success rate: Wilson applies
-    sample_rate = (c, n) if bool(np.all(n == n[0])) else None
-    ratios = prompt_ratios(t.cols, ks)
-    masks = [(None, None)]
-    if "n_numbers" in t.cols:
-        # restricting a ratio of sums to a subset of prompts = zeroing the others' terms
-        masks += [(f"by_operands/{j}/", (t.cols["n_numbers"] == j).astype(np.float64))
-                  for j in sorted(set(t.cols["n_numbers"].astype(int).tolist()))]
-    for prefix, mask in masks:
-        for name, num, den, kind, repeated in ratios:
-            if prefix is not None and not repeated:
-                continue
-            counts = (num, den) if kind == "counts" else sample_rate if kind == "samples" else None
-            if mask is not None:
-                num, den = num * mask, den * mask
-                counts = None if counts is None else (counts[0] * mask, counts[1] * mask)
-            names.append((prefix or "") + name)
-            nums.append(np.asarray(num, dtype=np.float64))
-            dens.append(np.asarray(den, dtype=np.float64))
-            wilson.append(counts)
-    return MetricBlock(t.ids, names, np.stack(nums, axis=1), np.stack(dens, axis=1), wilson)
-
-
-def flatten_summary(summary: dict | None, prefix: str = "") -> dict[str, float]:
-    out: dict[str, float] = {}
-    if not isinstance(summary, dict):
-        return out
-    for key, value in summary.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            out.update(flatten_summary(value, name + "/"))
-        elif isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-            out[name] = float(value)
-    return out
-
-
-def metric_sort_key(name: str):
-    m = re.fullmatch(r"pass@(\d+)", name)
-    if m:
-        return (0, int(m.group(1)), name)
-    m = re.fullmatch(r"pass\^(\d+)", name)
-    if m:
-        return (0.5, int(m.group(1)), name)
-    order = ["exact_pass@1", "coverage", "precision", "mixed_fraction", "best_of_n", "mean_response_length"]
-    if name in order:
-        return (1, order.index(name), name)
-    parts = name.split("/")
-    if parts[0] == "by_operands" and len(parts) == 3:
-        return (3, int(parts[1]) if parts[1].isdigit() else 0, metric_sort_key(parts[2]), name)
-    for rank, pre in enumerate(["verdict_rate/", "tool/"]):
-        if name.startswith(pre):
-            return (2 + 2 * rank, 0, name)
-    return (9, 0, name)
 
 
 @dataclass
@@ -337,7 +256,25 @@ def _condition_counts(cond_runs: dict, sweep: Sweep, labels: dict) -> pd.DataFra
 
 
 def _analyze_group(cond, regime, runs, label, settings: Settings, problems: list[str]):
-    s = settings
+    """One condition in one regime: per-run rows (a bootstrap over prompts each), condition rows (a
+    t-interval over seeds), and the runs' summary-only numbers."""
+    names, blocks = _common_blocks(runs, regime, label, problems)
+    rows: list[dict] = []
+    cis, reported_per_run = [], []
+    for run, block in zip(runs, blocks):
+        ci, summ, run_rows = _run_rows(run, block, regime, label, names, settings, problems)
+        cis.append(ci)
+        reported_per_run.append(summ)
+        rows += run_rows
+    run_values = np.asarray([ci.estimate for ci in cis])
+    rows += _condition_rows(runs, blocks, cis, run_values, regime, label, names, reported_per_run, settings)
+    reported_names = {k for d in reported_per_run for k in d if not _NOT_SUMMARY_METRICS.match(k)} - set(names)
+    reported, reported_rows = _reported_rows(runs, blocks, regime, label, reported_names, reported_per_run, settings)
+    return Group(cond, regime, runs, blocks, names, run_values, reported), rows + reported_rows
+
+
+def _common_blocks(runs, regime, label, problems):
+    """The metrics every run has (sorted), and each run's per-prompt block of them."""
     blocks_all = [prompt_metrics(r.evals[regime].prompts) for r in runs]
     names = [n for n in blocks_all[0].names if all(n in b.names for b in blocks_all)]
     dropped = sorted({n for b in blocks_all for n in b.names} - set(names))
@@ -346,51 +283,47 @@ def _analyze_group(cond, regime, runs, label, settings: Settings, problems: list
                         + ", ".join(dropped))
     names.sort(key=metric_sort_key)
     blocks = [b.take(names) for b in blocks_all]
-    id_sets = {frozenset(b.ids.tolist()) for b in blocks}
-    if len(id_sets) > 1:
+    if len({frozenset(b.ids.tolist()) for b in blocks}) > 1:
         problems.append(f"{label} [{regime}]: seeds were evaluated on different prompt sets "
                         f"({', '.join(str(len(b.ids)) for b in blocks)} prompts)")
+    return names, blocks
 
-    rows: list[dict] = []
-    run_values, run_lows, run_highs = [], [], []
-    reported_names: set[str] = set()
-    reported_per_run = []
-    for run, block in zip(runs, blocks):
-        ci = ratio_bootstrap_ci(block.num, block.den, confidence=s.confidence, n_resamples=s.resamples,
-                                rng=rng_for(s.seed, "run", run.rel, regime))
-        run_values.append(ci.estimate)
-        run_lows.append(ci.low)
-        run_highs.append(ci.high)
-        summ = flatten_summary(run.evals[regime].summary)
-        n_samples = float(run.evals[regime].prompts.n.sum())
-        for key in [k for k in summ if k.startswith("verdicts/")]:
-            # summary.json counts verdicts; the comparable number is their share of samples
-            summ["verdict_rate/" + key.split("/", 1)[1]] = summ[key] / n_samples
-        reported_per_run.append(summ)
-        reported_names |= {k for k in summ if not _NOT_SUMMARY_METRICS.match(k)} - set(names)
-        n_prompts, n_samples = len(block.ids), int(run.evals[regime].prompts.n.sum())
-        for m, name in enumerate(names):
-            wl = wh = np.nan
-            if block.wilson[m] is not None:
-                wl, wh = wilson_interval(block.wilson[m][0].sum(), block.wilson[m][1].sum(), s.confidence)
-            rep = summ.get(name, np.nan)
-            if np.isfinite(rep) and np.isfinite(ci.estimate[m]) and abs(rep - ci.estimate[m]) > AGREEMENT_TOL:
-                problems.append(f"{run.rel} [{regime}]: {name} recomputed from samples.jsonl is "
-                                f"{ci.estimate[m]:.6g} but summary.json says {rep:.6g}")
-            rows.append(_row("run", regime, label, run, name, ci.estimate[m], np.nan, 1, ci.low[m],
-                             ci.high[m], f"{ci.method[m]} over prompts", wl, wh, rep, n_prompts, n_samples))
-    run_values = np.asarray(run_values)
+
+def _run_rows(run, block, regime, label, names, s: Settings, problems):
+    ci = ratio_bootstrap_ci(block.num, block.den, confidence=s.confidence, n_resamples=s.resamples,
+                            rng=rng_for(s.seed, "run", run.rel, regime))
+    summ = flatten_summary(run.evals[regime].summary)
+    n_samples = int(run.evals[regime].prompts.n.sum())
+    for key in [k for k in summ if k.startswith("verdicts/")]:
+        # summary.json counts verdicts; the comparable number is their share of samples
+        summ["verdict_rate/" + key.split("/", 1)[1]] = summ[key] / n_samples
+    rows = []
+    for m, name in enumerate(names):
+        wl = wh = np.nan
+        if block.wilson[m] is not None:
+            wl, wh = wilson_interval(block.wilson[m][0].sum(), block.wilson[m][1].sum(), s.confidence)
+        rep = summ.get(name, np.nan)
+        if np.isfinite(rep) and np.isfinite(ci.estimate[m]) and abs(rep - ci.estimate[m]) > AGREEMENT_TOL:
+            problems.append(f"{run.rel} [{regime}]: {name} recomputed from samples.jsonl is "
+                            f"{ci.estimate[m]:.6g} but summary.json says {rep:.6g}")
+        rows.append(_row("run", regime, label, run, name, ci.estimate[m], np.nan, 1, ci.low[m],
+                         ci.high[m], f"{ci.method[m]} over prompts", wl, wh, rep, len(block.ids), n_samples))
+    return ci, summ, rows
+
+
+def _condition_rows(runs, blocks, cis, run_values, regime, label, names, reported_per_run, s: Settings):
     n_seeds = len(runs)
     # the recipe's mean: a t-interval over seeds (the unit of replication; each seed's value already
     # averages the shared prompts). One seed can only describe its model: its prompt bootstrap.
     if n_seeds > 1:
         lo, hi = (np.atleast_1d(v) for v in t_interval(run_values, s.confidence, axis=0))
     else:
-        lo, hi = np.asarray(run_lows[0], dtype=np.float64), np.asarray(run_highs[0], dtype=np.float64)
+        lo, hi = np.asarray(cis[0].low, dtype=np.float64), np.asarray(cis[0].high, dtype=np.float64)
     sd = run_values.std(axis=0, ddof=1) if n_seeds > 1 else np.full(len(names), np.nan)
     n_prompts = int(round(np.mean([len(b.ids) for b in blocks])))
     n_samples = int(sum(r.evals[regime].prompts.n.sum() for r in runs))
     method = "t interval over seeds" if n_seeds > 1 else "bootstrap over prompts (1 seed)"
+    rows = []
     for m, name in enumerate(names):
         wl = wh = np.nan
         if all(b.wilson[m] is not None for b in blocks):
@@ -399,8 +332,15 @@ def _analyze_group(cond, regime, runs, label, settings: Settings, problems: list
         rep = [d.get(name, np.nan) for d in reported_per_run]
         rows.append(_row("condition", regime, label, None, name, run_values[:, m].mean(), sd[m], n_seeds,
                          lo[m], hi[m], method, wl, wh, _nanmean(rep), n_prompts, n_samples))
+    return rows
 
+
+def _reported_rows(runs, blocks, regime, label, reported_names, reported_per_run, s: Settings):
+    """Numbers only summary.json has (no per-prompt data): per run as reported, t-interval over seeds."""
+    n_prompts = int(round(np.mean([len(b.ids) for b in blocks])))
+    n_samples = int(sum(r.evals[regime].prompts.n.sum() for r in runs))
     reported: dict[str, np.ndarray] = {}
+    rows = []
     for name in sorted(reported_names, key=metric_sort_key):
         vals = np.asarray([d.get(name, np.nan) for d in reported_per_run], dtype=np.float64)
         reported[name] = vals
@@ -415,8 +355,7 @@ def _analyze_group(cond, regime, runs, label, settings: Settings, problems: list
             rows.append(_row("condition", regime, label, None, name, ok.mean(),
                              ok.std(ddof=1) if ok.size > 1 else np.nan, int(ok.size), tl, th,
                              "t interval over seeds", np.nan, np.nan, ok.mean(), n_prompts, n_samples))
-    group = Group(cond, regime, runs, blocks, names, run_values, reported)
-    return group, rows
+    return reported, rows
 
 
 def _nanmean(values) -> float:
@@ -435,20 +374,6 @@ def _row(level, regime, label, run, metric, value, sd, n_seeds, lo, hi, method, 
         "wilson_low": float(wl), "wilson_high": float(wh), "reported": float(rep),
         "n_prompts": int(n_prompts), "n_samples": int(n_samples),
     }
-
-
-def available_metrics(usable: dict, regimes: Sequence[str]) -> list[str]:
-    """Every metric name some usable run has, cheaply (no resampling)."""
-    names: set[str] = set()
-    for runs in usable.values():
-        for run in runs:
-            for regime in regimes:
-                ev = run.evals.get(regime)
-                if ev is None or not ev.usable:
-                    continue
-                names |= set(prompt_metrics(ev.prompts).names)
-                names |= {k for k in flatten_summary(ev.summary) if not _NOT_SUMMARY_METRICS.match(k)}
-    return sorted(names, key=metric_sort_key)
 
 
 def _check_requested_metrics(metrics: Sequence[str], usable: dict, regimes: Sequence[str]) -> None:

@@ -55,7 +55,8 @@ def _grid(cond: tuple) -> dict[str, str]:
 def commands(sweep_dirs: list[Path]) -> list[list[str]]:
     from ablate.stats.conditions import label_sweep
     from ablate.stats.engine import claims_of
-    from ablate.stats.runs import StatsInputError, load_sweep
+    from ablate.stats.load import load_sweep
+    from ablate.stats.runs import StatsInputError
 
     sweep = load_sweep(sweep_dirs)
     result = claims_of(sweep)

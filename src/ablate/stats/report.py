@@ -13,13 +13,11 @@ import pandas as pd
 
 from ablate.stats.analysis import Analysis
 from ablate.stats.formatting import fmt, fmt_ci, fmt_p, md_table, slug  # noqa: F401  (re-exported)
-from ablate.stats.render_claims import claims_console, claims_markdown
+from ablate.stats.figures import make_figures, pct as _pct
+from ablate.stats.render_claims import claims_markdown
+from ablate.stats.render_console import print_summary, run_warnings  # noqa: F401  (print_summary re-exported)
 
 HEADLINE = ["pass@1", "pass@16", "exact_pass@1", "coverage", "precision"]
-CURVES_PER_FIGURE = 12
-MAX_CONSOLE_WARNINGS = 20
-MAX_CURVE_FIGURES = 3
-PROFILES_PER_FIGURE = 6
 
 
 def headline_metrics(a: Analysis, regime: str) -> list[str]:
@@ -34,201 +32,8 @@ def headline_metrics(a: Analysis, regime: str) -> list[str]:
 # figures
 
 
-def make_figures(a: Analysis, out: Path) -> list[tuple[str, str]]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figures: list[tuple[str, str]] = []
-    cond_rows = a.summary[a.summary["level"] == "condition"]
-    order = [a.labels[c] for c in a.labels]
-    for regime in a.regimes:
-        rows = cond_rows[cond_rows["regime"] == regime]
-        passk = rows[rows["metric"].str.fullmatch(r"pass@\d+")]
-        if len(passk):
-            fig, ax = plt.subplots(figsize=(6, 4))
-            labels = [c for c in order if c in set(passk["condition"])]
-            for i, label in enumerate(labels):
-                r = passk[passk["condition"] == label].copy()
-                r["k"] = r["metric"].str.split("@").str[1].astype(int)
-                r = r.sort_values("k")
-                jitter = 1.0 + 0.03 * (i - (len(labels) - 1) / 2)
-                yerr = _yerr(r)
-                ax.errorbar(r["k"] * jitter, r["value"], yerr=yerr, marker="o", capsize=3, label=label)
-            ax.set_xscale("log", base=2)
-            ks = sorted(set(passk["metric"].str.split("@").str[1].astype(int)))
-            ax.set_xticks(ks, [str(k) for k in ks])
-            ax.set_xlabel("k")
-            ax.set_ylabel("pass@k")
-            ax.set_title(f"pass@k, regime {regime} (mean over seeds, {_pct(a)} CI)")
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize=8)
-            name = f"passk_{slug(regime)}.png"
-            _save(fig, out / name, plt)
-            figures.append((f"pass@k — {regime}", name))
-
-        ops = rows[rows["metric"].str.fullmatch(r"by_operands/[^/]+/pass@1")]
-        if not len(ops):
-            ops = rows[rows["metric"].str.fullmatch(r"by_operands/[^/]+/exact_pass@1")]
-        if len(ops):
-            fig, ax = plt.subplots(figsize=(6, 4))
-            ops = ops.copy()
-            ops["ops"] = ops["metric"].str.split("/").str[1]
-            groups = sorted(set(ops["ops"]), key=lambda x: (len(x), x))
-            labels = [c for c in order if c in set(ops["condition"])]
-            width = 0.8 / max(1, len(labels))
-            for i, label in enumerate(labels):
-                r = ops[ops["condition"] == label].set_index("ops").reindex(groups)
-                x = np.arange(len(groups)) + (i - (len(labels) - 1) / 2) * width
-                ax.bar(x, r["value"], width, yerr=_yerr(r), capsize=3, label=label)
-            ax.set_xticks(np.arange(len(groups)), [f"{g} numbers" for g in groups])
-            metric = ops["metric"].iloc[0].split("/")[-1]
-            ax.set_ylabel(metric)
-            ax.set_title(f"{metric} by operand count, regime {regime}")
-            ax.grid(alpha=0.3, axis="y")
-            ax.legend(fontsize=8)
-            name = f"operands_{slug(regime)}.png"
-            _save(fig, out / name, plt)
-            figures.append((f"by operand count — {regime}", name))
-
-        cmp = a.comparisons[a.comparisons["regime"] == regime] if len(a.comparisons) else a.comparisons
-        cmp = cmp[np.isfinite(cmp["diff_ci_low"].astype(float))] if len(cmp) else cmp
-        if len(cmp):
-            fig, ax = plt.subplots(figsize=(6, 1.2 + 0.45 * len(cmp)))
-            y = np.arange(len(cmp))[::-1]
-            d = cmp["diff"].to_numpy(float)
-            err = np.vstack([d - cmp["diff_ci_low"].to_numpy(float), cmp["diff_ci_high"].to_numpy(float) - d])
-            ax.errorbar(d, y, xerr=np.clip(err, 0, None), fmt="o", capsize=3)
-            ax.axvline(0, color="grey", lw=1)
-            ax.set_yticks(y, [f"{c} · {m}" for c, m in zip(cmp["condition"], cmp["metric"])])
-            bases = sorted(set(cmp["baseline"]))
-            ax.set_xlabel(f"difference from baseline ({bases[0]})" if len(bases) == 1
-                          else "difference from each family's baseline")
-            ax.set_title(f"differences, regime {regime} ({_pct(a)} CI)")
-            ax.grid(alpha=0.3, axis="x")
-            name = f"differences_{slug(regime)}.png"
-            _save(fig, out / name, plt)
-            figures.append((f"differences from baseline — {regime}", name))
-
-    for regime in a.regimes:
-        found = _profile_figure(a, out, plt, regime, order)
-        if found:
-            figures.append(found)
-
-    if len(a.curves):
-        metrics = list(dict.fromkeys(a.curves["metric"]))
-        held_out = [m for m in metrics if m.startswith("val/")]
-        training = [m for m in metrics if not m.startswith("val/")]
-        if held_out:
-            figures.append(_curve_figure(a, out, plt, held_out[:CURVES_PER_FIGURE], "val_curves",
-                                         "held-out evaluation during training", order))
-        chunks = [training[i:i + CURVES_PER_FIGURE] for i in range(0, len(training), CURVES_PER_FIGURE)]
-        for n, chunk in enumerate(chunks[:MAX_CURVE_FIGURES], 1):
-            name = "curves" if len(chunks) == 1 else f"curves_{n}"
-            title = "training curves" + ("" if len(chunks) == 1 else f" ({n})")
-            figures.append(_curve_figure(a, out, plt, chunk, name, title, order))
-    return figures
-
-
-def _profile_figure(a: Analysis, out: Path, plt, regime: str, order: list[str]) -> tuple[str, str] | None:
-    """rliable's performance profile per compared metric: the fraction of a condition's runs whose
-    value is above tau, over tau, with a stratified-bootstrap band (runs resampled)."""
-    from ablate.stats.analysis import rng_for
-    from ablate.stats.intervals import performance_profile
-
-    runs = a.summary[(a.summary["level"] == "run") & (a.summary["regime"] == regime)]
-    metrics = [m for m in a.settings.metrics if (runs["metric"] == m).any()][:PROFILES_PER_FIGURE]
-    key_of = {a.labels[c]: a.keys.get(c, a.labels[c]) for c in a.labels}
-    if not metrics:
-        return None
-    cols = min(3, len(metrics))
-    nrows = math.ceil(len(metrics) / cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.0 * nrows), squeeze=False)
-    for ax, metric in zip(axes.ravel(), metrics):
-        sub = runs[runs["metric"] == metric]
-        values = sub["value"].to_numpy(float)
-        lo, hi = float(np.nanmin(values)), float(np.nanmax(values))
-        pad = 0.05 * (hi - lo) if hi > lo else 0.01
-        taus = np.linspace(lo - pad, hi + pad, 201)
-        for label in [c for c in order if c in set(sub["condition"])]:
-            v = sub[sub["condition"] == label]["value"].to_numpy(float)
-            v = v[np.isfinite(v)]
-            profile, low, high = performance_profile(
-                v, taus, confidence=a.settings.confidence, n_resamples=min(a.settings.resamples, 2000),
-                rng=rng_for(a.settings.seed, "profile", key_of[label], regime, metric))
-            line, = ax.step(taus, profile, where="post", lw=1.3, label=f"{label} ({v.size})")
-            if np.isfinite(low).any():
-                ax.fill_between(taus, low, high, step="post", color=line.get_color(), alpha=0.15, lw=0)
-        ax.set_title(metric, fontsize=9)
-        ax.set_xlabel("τ", fontsize=8)
-        ax.set_ylabel("fraction of runs > τ", fontsize=8)
-        ax.set_ylim(-0.02, 1.02)
-        ax.tick_params(labelsize=7)
-        ax.grid(alpha=0.3)
-    for ax in axes.ravel()[len(metrics):]:
-        ax.axis("off")
-    axes.ravel()[0].legend(fontsize=7)
-    fig.suptitle(f"performance profiles, {regime}\n(runs per condition; {_pct(a)} bootstrap band)", fontsize=9)
-    name = f"profile_{slug(regime)}.png"
-    _save(fig, out / name, plt)
-    return f"performance profiles — {regime}", name
-
-
-def _curve_figure(a: Analysis, out: Path, plt, chunk: list[str], name: str, title: str,
-                  order: list[str]) -> tuple[str, str]:
-    cols = min(3, len(chunk))
-    nrows = math.ceil(len(chunk) / cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 2.8 * nrows), squeeze=False)
-    for ax, metric in zip(axes.ravel(), chunk):
-        sub = a.curves[a.curves["metric"] == metric]
-        for label in [c for c in order if c in set(sub["condition"])]:
-            r = sub[sub["condition"] == label]
-            sparse = metric.startswith("val/")
-            line, = ax.plot(r["step"], r["mean"], lw=1.2, label=label, marker="o" if sparse else None, ms=3)
-            ax.fill_between(r["step"], r["ci_low"], r["ci_high"], color=line.get_color(), alpha=0.2, lw=0)
-        ax.set_title(metric, fontsize=9)
-        ax.set_xlabel("step", fontsize=8)
-        ax.tick_params(labelsize=7)
-        ax.grid(alpha=0.3)
-    for ax in axes.ravel()[len(chunk):]:
-        ax.axis("off")
-    axes.ravel()[0].legend(fontsize=7)
-    fig.suptitle(f"{title} (mean over seeds, {_pct(a)} t-interval band)", fontsize=10)
-    _save(fig, out / f"{name}.png", plt)
-    return title, f"{name}.png"
-
-
-def _true(x) -> bool:
-    return x is not None and not (isinstance(x, float) and math.isnan(x)) and bool(x)
-
-
-def _pct(a: Analysis) -> str:
-    return f"{a.settings.confidence * 100:g}%"
-
-
-def _yerr(r: pd.DataFrame) -> np.ndarray:
-    v = r["value"].to_numpy(float)
-    lo = r["ci_low"].to_numpy(float)
-    hi = r["ci_high"].to_numpy(float)
-    err = np.vstack([v - lo, hi - v])
-    return np.nan_to_num(np.clip(err, 0, None))
-
-
-def _save(fig, path: Path, plt) -> None:
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
 # ---------------------------------------------------------------------------------------------
 # markdown
-
-
-def run_warnings(a: Analysis) -> list[tuple[str, str, str]]:
-    """(condition, run, text) for every warning a run wrote into its status.json."""
-    return [(r.condition, r.run, w) for r in a.inventory.itertuples() if r.warnings
-            for w in r.warnings.split(" | ")]
 
 
 def _warnings_section(a: Analysis) -> list[str]:
@@ -246,6 +51,14 @@ def _warnings_section(a: Analysis) -> list[str]:
 
 
 def render_markdown(a: Analysis, figures: list[tuple[str, str]], command: str = "") -> str:
+    """report.md: sections in reading order, each a function of the analysis' tables."""
+    out = _header(a, command) + (claims_markdown(a.claims) if a.claims is not None else [])
+    out += _runs_section(a) + _warnings_section(a) + _results_sections(a) + _comparisons_section(a)
+    out += _robust_section(a) + _reach_section(a) + _figures_section(figures) + _closing_sections(a)
+    return "\n".join(out)
+
+
+def _header(a: Analysis, command: str) -> list[str]:
     s = a.settings
     out: list[str] = []
     out.append(f"# Stats report — {a.sweep.name}\n")
@@ -276,9 +89,11 @@ def render_markdown(a: Analysis, figures: list[tuple[str, str]], command: str = 
     else:
         out.append("Baseline: none (no condition has usable runs).")
     out.append("")
-    if a.claims is not None:
-        out.extend(claims_markdown(a.claims))
+    return out
 
+
+def _runs_section(a: Analysis) -> list[str]:
+    out: list[str] = []
     out.append("## Runs\n")
     c = a.conditions
     out.append(md_table(["condition", "runs", "ok", "failed", "running", "missing", "seeds used"],
@@ -298,8 +113,13 @@ def render_markdown(a: Analysis, figures: list[tuple[str, str]], command: str = 
         out.append(f"- `{r.run}`: {r.reason}")
     if len(noted):
         out.append("")
-    out.extend(_warnings_section(a))
 
+    return out
+
+
+def _results_sections(a: Analysis) -> list[str]:
+    s = a.settings
+    out: list[str] = []
     cond_rows = a.summary[a.summary["level"] == "condition"]
     for regime in a.regimes:
         rows = cond_rows[cond_rows["regime"] == regime]
@@ -333,6 +153,12 @@ def render_markdown(a: Analysis, figures: list[tuple[str, str]], command: str = 
                   fmt(r.reported, 4)] for r in runs.itertuples()]))
             out.append("\n</details>\n\n")
 
+    return out
+
+
+def _comparisons_section(a: Analysis) -> list[str]:
+    s = a.settings
+    out: list[str] = []
     out.append("## Comparisons with the baseline\n")
     cmp = a.comparisons
     if not len(cmp):
@@ -373,8 +199,12 @@ def render_markdown(a: Analysis, figures: list[tuple[str, str]], command: str = 
         if len(cmp):
             out.append(f"- {note}")
 
-    out.extend(_robust_section(a))
+    return out
 
+
+def _reach_section(a: Analysis) -> list[str]:
+    s = a.settings
+    out: list[str] = []
     if len(a.reach):
         out.append("\n## Steps to reach a threshold\n")
         cond = a.reach[a.reach["level"] == "condition"]
@@ -398,11 +228,21 @@ def render_markdown(a: Analysis, figures: list[tuple[str, str]], command: str = 
              + [r.source] for r in cond.itertuples()]))
         out.append("")
 
+    return out
+
+
+def _figures_section(figures: list[tuple[str, str]]) -> list[str]:
+    out: list[str] = []
     if figures:
         out.append("## Figures\n")
         for title, name in figures:
             out.append(f"### {title}\n\n![{title}]({name})\n")
 
+    return out
+
+
+def _closing_sections(a: Analysis) -> list[str]:
+    out: list[str] = []
     out.append("## Data problems\n")
     if a.problems:
         out.extend(f"- {p}" for p in a.problems)
@@ -420,7 +260,7 @@ def render_markdown(a: Analysis, figures: list[tuple[str, str]], command: str = 
         "- 'Not significant' means the data do not show a difference at this α after Holm correction; "
         "it is not evidence that the conditions are equal.\n"
         "- See docs/stats.md for definitions.\n")
-    return "\n".join(out)
+    return out
 
 
 def _robust_section(a: Analysis) -> list[str]:
@@ -525,61 +365,3 @@ def write_report(a: Analysis, out: Path, formats: Iterable[str] = ("md",), plots
                         encoding="utf-8")
         written["report.json"] = path
     return written
-
-
-def print_summary(a: Analysis, written: dict[str, Path], console=None) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
-    console = console or Console()
-    metric = a.settings.metrics[0]
-    if a.study is not None:
-        console.print(escape(f"Study {a.study.name}" + (f": {a.study.question}" if a.study.question else "")),
-                      highlight=False, soft_wrap=True)
-    if a.claims is not None:
-        claims_console(a.claims, console)
-    table = Table(title=f"{a.sweep.name}: {metric}, mean over seeds [{_pct(a)} CI]")
-    for col, justify in [("condition", "left"), ("runs ok", "right"), ("regime", "left"), (metric, "right"),
-                         ("Δ vs baseline", "right"), ("", "left")]:
-        table.add_column(col, justify=justify)
-    rows = a.summary[(a.summary["level"] == "condition") & (a.summary["metric"] == metric)]
-    cmp = a.comparisons[a.comparisons["metric"] == metric] if len(a.comparisons) else a.comparisons
-    for r in a.conditions.itertuples():
-        first = True
-        for regime in a.regimes or [""]:
-            x = rows[(rows["condition"] == r.condition) & (rows["regime"] == regime)]
-            value = fmt_ci(*x[["value", "ci_low", "ci_high"]].iloc[0]) if len(x) else "–"
-            delta, verdict = "", ""
-            if r.condition in {a.labels[b] for b in a.baselines_in(regime)} and not (
-                    len(cmp) and ((cmp["condition"] == r.condition) & (cmp["regime"] == regime)).any()):
-                verdict = "baseline"
-            elif len(cmp):
-                c = cmp[(cmp["condition"] == r.condition) & (cmp["regime"] == regime)]
-                if len(c):
-                    c = c.iloc[0]
-                    delta = fmt_ci(c["diff"], c["diff_ci_low"], c["diff_ci_high"])
-                    verdict = "significant (seeds)" if _true(c["significant_seed"]) else "n.s."
-            table.add_row(r.condition if first else "", f"{r.ok}/{r.runs}" if first else "", regime, value,
-                          delta, verdict)
-            first = False
-    console.print(table)
-    if len(a.comparisons):
-        console.print(f"significant: Welch's test on per-seed values at α={a.settings.alpha:g} after Holm "
-                      "correction over this table (descriptive; the claims table decides)")
-    left_out = int((a.inventory["outcome"] != "ok").sum()) if len(a.inventory) else 0
-    if left_out:
-        console.print(f"[yellow]{left_out} run(s) not included (failed, running or missing); "
-                      "listed in the report.[/yellow]")
-    found = run_warnings(a)
-    for cond, run, text in found[:MAX_CONSOLE_WARNINGS]:
-        console.print(f"[yellow]warning[/yellow] {escape(f'{cond} ({run}): {text}')}", highlight=False,
-                      soft_wrap=True)
-    if len(found) > MAX_CONSOLE_WARNINGS:
-        console.print(f"[yellow]... and {len(found) - MAX_CONSOLE_WARNINGS} more run warning(s); listed in the "
-                      "report.[/yellow]")
-    if a.problems:
-        console.print(f"[yellow]{len(a.problems)} data problem(s); listed in the report.[/yellow]")
-    report = written.get("report.md") or written.get("report.json")
-    if report is not None:
-        console.print(f"Report: {report}", highlight=False, soft_wrap=True)

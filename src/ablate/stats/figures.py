@@ -1,0 +1,296 @@
+"""The report's figures (PNG). Each draws columns of the analysis' tables; none computes a statistic
+except the performance profile's band, which has its own generators."""
+
+from __future__ import annotations
+
+import math
+import re
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ablate.stats.formatting import slug
+
+CURVES_PER_FIGURE = 12
+MAX_CURVE_FIGURES = 3
+PROFILES_PER_FIGURE = 6
+# metrics.csv columns that are rates or shares: their bands are clipped to [0, 1]
+_UNIT = re.compile(r"(pass[@^]|_rate|rate/|frac|coverage|precision|mixed|best_of|accuracy|share|p_available)")
+_NON_NEGATIVE = re.compile(r"(_s$|length|tokens|count|calls|steps|/n_)")
+VERDICT_COLOURS = {"replicated": "#2b8a3e", "not replicated": "#c92a2a", "inconclusive": "#e67700",
+                   "not testable": "#868e96", "descriptive": "#1c7ed6"}
+
+
+def pct(a) -> str:
+    return f"{a.settings.confidence * 100:g}%"
+
+
+def make_figures(a, out: Path) -> list[tuple[str, str]]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    order = [a.labels[c] for c in a.labels]
+    figures: list[tuple[str, str]] = []
+    if a.claims is not None and len(a.claims.table):
+        name = "claims.png"
+        claims_figure(a.claims.table, out / name, title=f"claims of {a.study.name}" if a.study else "claims")
+        figures.append(("claims (estimate and deciding interval; the paper's effect as ×)", name))
+    cond_rows = a.summary[a.summary["level"] == "condition"]
+    for regime in a.regimes:
+        rows = cond_rows[cond_rows["regime"] == regime]
+        for draw in (_passk_figure, _operands_figure, _differences_figure):
+            found = draw(a, rows, regime, order, out, plt)
+            if found:
+                figures.append(found)
+    for regime in a.regimes:
+        found = _profile_figure(a, out, plt, regime, order)
+        if found:
+            figures.append(found)
+    figures += _curve_figures(a, out, plt, order)
+    return figures
+
+
+def claims_figure(table: pd.DataFrame, path: Path, title: str = "claims") -> None:
+    """A forest of the claims, one panel each (claims have their own units): the estimate and its
+    deciding interval coloured by verdict, the paper's one-seed effect as ×, 0 as a line, the
+    equivalence or non-inferiority margin shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = table.to_dict("records")
+    fig, axes = plt.subplots(len(rows), 1, figsize=(8.5, 0.72 * len(rows) + 0.9), squeeze=False)
+    for ax, r in zip(axes[:, 0], rows):
+        colour = VERDICT_COLOURS.get(r["verdict"], "black")
+        lo, hi, est = (float(r[k]) if pd.notna(r[k]) else math.nan for k in ("ci_low", "ci_high", "estimate"))
+        points = [v for v in (lo, hi, est, float(r["paper"]) if pd.notna(r["paper"]) else math.nan, 0.0)
+                  if math.isfinite(v)]
+        margin = float(r["margin"]) if pd.notna(r["margin"]) else math.nan
+        if math.isfinite(margin):
+            ax.axvspan(-margin if r["type"] == "equivalence" else -margin, margin if r["type"] == "equivalence"
+                       else max(points + [margin]), color="#dee2e6", alpha=0.6, lw=0)
+            points += [-margin, margin]
+        ax.axvline(0, color="grey", lw=0.8)
+        if math.isfinite(lo) and math.isfinite(hi):
+            ax.hlines(0, lo, hi, color=colour, lw=3)
+        if math.isfinite(est):
+            ax.plot([est], [0], "o", color=colour, ms=6)
+        if pd.notna(r["paper"]):
+            ax.plot([float(r["paper"])], [0], "x", color="black", ms=8, mew=2)
+        span = (max(points) - min(points)) or 1.0
+        ax.set_xlim(min(points) - 0.08 * span, max(points) + 0.08 * span)
+        ax.set_yticks([])
+        ax.tick_params(labelsize=7)
+        label = textwrap.shorten(f"{r['id']}: {r['claim']}", 95)
+        ax.set_title(label, fontsize=7.5, loc="left")
+        ax.text(1.01, 0.5, r["verdict"], transform=ax.transAxes, color=colour, fontsize=8, va="center",
+                fontweight="bold")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout(rect=(0, 0, 0.86, 0.97))
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _passk_figure(a, rows, regime, order, out, plt):
+    passk = rows[rows["metric"].str.fullmatch(r"pass@\d+")]
+    if not len(passk):
+        return None
+    fig, ax = plt.subplots(figsize=(6, 4))
+    labels = [c for c in order if c in set(passk["condition"])]
+    for i, label in enumerate(labels):
+        r = passk[passk["condition"] == label].copy()
+        r["k"] = r["metric"].str.split("@").str[1].astype(int)
+        r = r.sort_values("k")
+        jitter = 1.0 + 0.03 * (i - (len(labels) - 1) / 2)
+        ax.errorbar(r["k"] * jitter, r["value"], yerr=_yerr(r), marker="o", capsize=3, label=label)
+    ax.set_xscale("log", base=2)
+    ks = sorted(set(passk["metric"].str.split("@").str[1].astype(int)))
+    ax.set_xticks(ks, [str(k) for k in ks])
+    ax.set_xlabel("k")
+    ax.set_ylabel("pass@k")
+    ax.set_title(f"pass@k, regime {regime} (mean over seeds, {pct(a)} CI)", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    name = f"passk_{slug(regime)}.png"
+    _save(fig, out / name, plt)
+    return f"pass@k — {regime}", name
+
+
+def _operands_figure(a, rows, regime, order, out, plt):
+    ops = rows[rows["metric"].str.fullmatch(r"by_operands/[^/]+/pass@1")]
+    if not len(ops):
+        ops = rows[rows["metric"].str.fullmatch(r"by_operands/[^/]+/exact_pass@1")]
+    if not len(ops):
+        return None
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ops = ops.copy()
+    ops["ops"] = ops["metric"].str.split("/").str[1]
+    groups = sorted(set(ops["ops"]), key=lambda x: (len(x), x))
+    labels = [c for c in order if c in set(ops["condition"])]
+    width = 0.8 / max(1, len(labels))
+    for i, label in enumerate(labels):
+        r = ops[ops["condition"] == label].set_index("ops").reindex(groups)
+        x = np.arange(len(groups)) + (i - (len(labels) - 1) / 2) * width
+        ax.bar(x, r["value"], width, yerr=_yerr(r), capsize=3, label=label)
+    ax.set_xticks(np.arange(len(groups)), [f"{g} numbers" for g in groups])
+    metric = ops["metric"].iloc[0].split("/")[-1]
+    ax.set_ylabel(metric)
+    ax.set_title(f"{metric} by operand count, regime {regime}", fontsize=10)
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=8)
+    name = f"operands_{slug(regime)}.png"
+    _save(fig, out / name, plt)
+    return f"by operand count — {regime}", name
+
+
+def _differences_figure(a, rows, regime, order, out, plt):
+    cmp = a.comparisons[a.comparisons["regime"] == regime] if len(a.comparisons) else a.comparisons
+    cmp = cmp[np.isfinite(cmp["diff_ci_low"].astype(float))] if len(cmp) else cmp
+    if not len(cmp):
+        return None
+    fig, ax = plt.subplots(figsize=(6, 1.2 + 0.45 * len(cmp)))
+    y = np.arange(len(cmp))[::-1]
+    d = cmp["diff"].to_numpy(float)
+    err = np.vstack([d - cmp["diff_ci_low"].to_numpy(float), cmp["diff_ci_high"].to_numpy(float) - d])
+    ax.errorbar(d, y, xerr=np.clip(err, 0, None), fmt="o", capsize=3)
+    ax.axvline(0, color="grey", lw=1)
+    ax.set_yticks(y, [f"{c} · {m}" for c, m in zip(cmp["condition"], cmp["metric"])])
+    bases = sorted(set(cmp["baseline"]))
+    ax.set_xlabel(f"difference from baseline ({bases[0]})" if len(bases) == 1
+                  else "difference from each family's baseline")
+    ax.set_title(f"differences, regime {regime} ({pct(a)} Welch CI over seeds)", fontsize=10)
+    ax.grid(alpha=0.3, axis="x")
+    name = f"differences_{slug(regime)}.png"
+    _save(fig, out / name, plt)
+    return f"differences from baseline — {regime}", name
+
+
+def _profile_figure(a, out: Path, plt, regime: str, order: list[str]) -> tuple[str, str] | None:
+    """rliable's performance profile per compared metric: the fraction of a condition's runs whose
+    value is above tau, over tau, with a stratified-bootstrap band (runs resampled)."""
+    from ablate.stats.intervals import performance_profile, rng_for
+
+    runs = a.summary[(a.summary["level"] == "run") & (a.summary["regime"] == regime)]
+    metrics = [m for m in a.settings.metrics if (runs["metric"] == m).any()][:PROFILES_PER_FIGURE]
+    key_of = {a.labels[c]: a.keys.get(c, a.labels[c]) for c in a.labels}
+    if not metrics:
+        return None
+    cols = min(3, len(metrics))
+    nrows = math.ceil(len(metrics) / cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.0 * nrows + 0.6), squeeze=False)
+    for ax, metric in zip(axes.ravel(), metrics):
+        sub = runs[runs["metric"] == metric]
+        values = sub["value"].to_numpy(float)
+        lo, hi = float(np.nanmin(values)), float(np.nanmax(values))
+        pad = 0.05 * (hi - lo) if hi > lo else 0.01
+        taus = np.linspace(lo - pad, hi + pad, 201)
+        for label in [c for c in order if c in set(sub["condition"])]:
+            v = sub[sub["condition"] == label]["value"].to_numpy(float)
+            v = v[np.isfinite(v)]
+            profile, low, high = performance_profile(
+                v, taus, confidence=a.settings.confidence, n_resamples=min(a.settings.resamples, 2000),
+                rng=rng_for(a.settings.seed, "profile", key_of[label], regime, metric))
+            line, = ax.step(taus, profile, where="post", lw=1.3, label=f"{label} ({v.size})")
+            if np.isfinite(low).any():
+                ax.fill_between(taus, low, high, step="post", color=line.get_color(), alpha=0.15, lw=0)
+        ax.set_title(metric, fontsize=9)
+        ax.set_xlabel("τ", fontsize=8)
+        ax.set_ylabel("fraction of runs > τ", fontsize=8)
+        ax.set_ylim(-0.02, 1.02)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    for ax in axes.ravel()[len(metrics):]:
+        ax.axis("off")
+    axes.ravel()[0].legend(fontsize=7)
+    fig.suptitle(f"performance profiles, {regime}\n(runs per condition; {pct(a)} bootstrap band)", fontsize=9)
+    name = f"profile_{slug(regime)}.png"
+    _save(fig, out / name, plt, top=0.9)
+    return f"performance profiles — {regime}", name
+
+
+def curve_order(a, metrics: list[str]) -> list[str]:
+    """Deciding metrics first: the columns the study's claims read, then val/, then the rest; panels
+    whose mean never moves (every condition, every step) are dropped: they carry no information."""
+    wanted = []
+    if a.claims is not None:
+        for metric in a.claims.table["metric"]:
+            wanted += re.findall(r"(?:final|mean|max|min|auc|slope|reach(?:_time)?):([^@<>=\s]+)", str(metric))
+    moving = []
+    for m in metrics:
+        means = a.curves.loc[a.curves["metric"] == m, "mean"].to_numpy(float)
+        means = means[np.isfinite(means)]
+        if means.size and np.ptp(means) > 1e-9 * max(1.0, float(np.abs(means).max())):
+            moving.append(m)
+    return sorted(moving, key=lambda m: (m not in wanted, not m.startswith("val/"), moving.index(m)))
+
+
+def _curve_figures(a, out: Path, plt, order: list[str]) -> list[tuple[str, str]]:
+    if not len(a.curves):
+        return []
+    metrics = curve_order(a, list(dict.fromkeys(a.curves["metric"])))
+    held_out = [m for m in metrics if m.startswith("val/")]
+    training = [m for m in metrics if not m.startswith("val/")]
+    figures = []
+    if held_out:
+        figures.append(_curve_figure(a, out, plt, held_out[:CURVES_PER_FIGURE], "val_curves",
+                                     "held-out evaluation during training", order))
+    chunks = [training[i:i + CURVES_PER_FIGURE] for i in range(0, len(training), CURVES_PER_FIGURE)]
+    for n, chunk in enumerate(chunks[:MAX_CURVE_FIGURES], 1):
+        name = "curves" if len(chunks) == 1 else f"curves_{n}"
+        title = "training curves" + ("" if len(chunks) == 1 else f" ({n})")
+        figures.append(_curve_figure(a, out, plt, chunk, name, title, order))
+    return figures
+
+
+def band_limits(metric: str) -> tuple[float, float]:
+    """The range a curve's band is clipped to: a rate lies in [0, 1], a time or count is >= 0."""
+    if _UNIT.search(metric):
+        return 0.0, 1.0
+    if _NON_NEGATIVE.search(metric):
+        return 0.0, math.inf
+    return -math.inf, math.inf
+
+
+def _curve_figure(a, out: Path, plt, chunk: list[str], name: str, title: str,
+                  order: list[str]) -> tuple[str, str]:
+    cols = min(3, len(chunk))
+    nrows = math.ceil(len(chunk) / cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 2.8 * nrows + 0.6), squeeze=False)
+    for ax, metric in zip(axes.ravel(), chunk):
+        sub = a.curves[a.curves["metric"] == metric]
+        low_limit, high_limit = band_limits(metric)
+        for label in [c for c in order if c in set(sub["condition"])]:
+            r = sub[sub["condition"] == label]
+            sparse = metric.startswith("val/")
+            line, = ax.plot(r["step"], r["mean"], lw=1.2, label=label, marker="o" if sparse else None, ms=3)
+            ax.fill_between(r["step"], r["ci_low"].clip(low_limit, high_limit), r["ci_high"].clip(low_limit, high_limit),
+                            color=line.get_color(), alpha=0.2, lw=0)
+        ax.set_title("\n".join(textwrap.wrap(metric, 40)), fontsize=9)
+        ax.set_xlabel("step", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    for ax in axes.ravel()[len(chunk):]:
+        ax.axis("off")
+    axes.ravel()[0].legend(fontsize=7)
+    fig.suptitle(f"{title} (mean over seeds, {pct(a)} t-interval band, clipped to the metric's range)", fontsize=10)
+    _save(fig, out / f"{name}.png", plt, top=1 - 0.6 / (2.8 * nrows + 0.6))
+    return title, f"{name}.png"
+
+
+def _yerr(r: pd.DataFrame) -> np.ndarray:
+    v = r["value"].to_numpy(float)
+    lo = r["ci_low"].to_numpy(float)
+    hi = r["ci_high"].to_numpy(float)
+    err = np.vstack([v - lo, hi - v])
+    return np.nan_to_num(np.clip(err, 0, None))
+
+
+def _save(fig, path: Path, plt, top: float = 1.0) -> None:
+    fig.tight_layout(rect=(0, 0, 1, top))  # leave the suptitle its room: titles are never cut off
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

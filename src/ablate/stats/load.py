@@ -1,0 +1,386 @@
+"""Loading run directories into `Run`s and a `Sweep`. Loading never raises on bad data: every
+problem becomes a note on the run (or the sweep) so the report can name it; only a bad path given
+by the user raises `StatsInputError`."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import yaml
+
+from ablate.stats.runs import (
+    RUN_MARKER,
+    PromptTable,
+    RegimeEval,
+    Run,
+    StatsInputError,
+    Sweep,
+    find_run_dirs,
+    normalise_override,
+    split_overrides,
+)
+
+
+def _read(path: Path, issues: list[str], what: str, parse=json.loads):
+    """`parse` of a file's text; None when it is absent, and named in `issues` when it is unreadable."""
+    try:
+        return parse(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, yaml.YAMLError) as exc:  # JSON and Unicode errors are ValueErrors
+        issues.append(f"{what} unreadable ({_short(exc)})")
+        return None
+
+
+def _yaml(text: str):
+    data = yaml.safe_load(text)
+    return () if data is None else data  # an empty file: no overrides
+
+
+def _short(exc: BaseException, limit: int = 160) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _whole(value) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _number(v) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return None
+    return float(v)
+
+
+def _n_numbers(row: dict) -> int | None:
+    diff = row.get("difficulty")
+    for v in (row.get("n_numbers"), diff.get("n_numbers") if isinstance(diff, dict) else None):
+        if _whole(v) is not None:
+            return _whole(v)
+    nums = row.get("numbers")
+    return len(nums) if isinstance(nums, list) else None
+
+
+def load_samples(path: Path, issues: list[str], what: str) -> PromptTable | None:
+    """Read samples.jsonl with pandas and check it against its schema (id; whole n >= 1; 0 <= n_correct
+    <= n; 0 <= n_answered <= n when given). Lines that fail are skipped and named (line numbers) in
+    `issues`, so are lines that are not JSON objects (a crashed run's truncated last line)."""
+    import pandas as pd
+
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        issues.append(f"{what}: unreadable ({_short(exc)})")
+        return None
+    lines = [(i, line) for i, line in enumerate(text.split("\n"), 1) if line.strip()]
+    bad: list[tuple[int, str]] = []
+    try:
+        frame = pd.read_json(io.StringIO(text), lines=True, dtype=False)
+    except (ValueError, TypeError):  # some line is not a JSON object: name it, read the others
+        kept = []
+        for lineno, line in lines:
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                bad.append((lineno, "invalid JSON"))
+                continue
+            if not isinstance(obj, dict):
+                bad.append((lineno, "not a JSON object"))
+                continue
+            kept.append((lineno, line))
+        lines = kept
+        frame = pd.read_json(io.StringIO("\n".join(line for _, line in kept)), lines=True, dtype=False)
+    rows = frame.to_dict("records")
+    for key in ("id", "n", "n_correct", "n_answered"):  # pandas fills a key some lines lack with NaN
+        for row in rows:
+            if isinstance(row.get(key), float) and math.isnan(row[key]):
+                row[key] = None
+    good, dupes, seen = [], [], set()
+    for (lineno, _), row in zip(lines, rows):
+        n, c, a = _whole(row.get("n")), _whole(row.get("n_correct")), row.get("n_answered")
+        if row.get("id") is None or n is None or c is None:
+            bad.append((lineno, "missing id, n or n_correct"))
+        elif n < 1 or not 0 <= c <= n:
+            bad.append((lineno, f"inconsistent counts n={n}, n_correct={c}"))
+        elif a is not None and (_whole(a) is None or not 0 <= _whole(a) <= n):
+            bad.append((lineno, f"inconsistent n_answered={a!r}"))
+        elif str(row["id"]) in seen:
+            dupes.append(lineno)
+        else:
+            seen.add(str(row["id"]))
+            good.append({**row, "n": n, "n_correct": c})
+    if bad:
+        bad.sort()
+        shown = ", ".join(f"line {ln} ({why})" for ln, why in bad[:5])
+        more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+        issues.append(f"{what}: skipped {len(bad)} bad line(s): {shown}{more}")
+    if dupes:
+        issues.append(f"{what}: {len(dupes)} duplicate prompt id(s) ignored (first at line {dupes[0]})")
+    if not good:
+        issues.append(f"{what}: no usable prompt lines")
+        return None
+
+    cols: dict[str, np.ndarray] = {}
+    getters = {"n": lambda r: r["n"], "n_correct": lambda r: r["n_correct"], "n_answered": lambda r: _whole(r.get("n_answered")),
+               "n_numbers": _n_numbers, **{key: (lambda r, key=key: _number(r.get(key)))
+                                          for key in ("mean_length", "tool_calls", "n_calc")}}
+    verdicts = sorted({str(k) for r in good if isinstance(r.get("verdicts"), dict) for k in r["verdicts"]})
+    for name in verdicts:
+        getters[f"verdict/{name}"] = lambda r, name=name: (_number(r["verdicts"].get(name, 0))
+                                                           if isinstance(r.get("verdicts"), dict) else None)
+    for key, get in getters.items():  # a column is known when every line has it
+        values = [get(r) for r in good]
+        if all(v is not None for v in values):
+            cols[key] = np.asarray(values, dtype=np.float64)
+    if "n_answered" in cols and np.any(cols["n_correct"] > cols["n_answered"]):
+        issues.append(f"{what}: some prompts have n_correct > n_answered (precision above 1)")
+    return PromptTable(np.asarray([str(r["id"]) for r in good], dtype=object), cols)
+
+
+def load_regime(path: Path, rel: str) -> RegimeEval:
+    issues: list[str] = []
+    summary = _read(path / "summary.json", issues, f"{rel}/summary.json:")
+    if summary is not None and not isinstance(summary, dict):
+        issues.append(f"{rel}/summary.json: not a JSON object")
+        summary = None
+    prompts = None
+    samples = path / "samples.jsonl"
+    if not (path / "summary.json").is_file():
+        # evaluation writes summary.json last: without it, samples.jsonl may be half written
+        issues.append(f"{rel}: no summary.json (evaluation unfinished?); regime not used")
+    elif samples.is_file():
+        prompts = load_samples(samples, issues, f"{rel}/samples.jsonl")
+    else:
+        issues.append(f"{rel}/samples.jsonl: missing (needed for per-prompt statistics)")
+    if prompts is not None and summary is not None:
+        declared = _whole(summary.get("n_prompts"))
+        if declared is not None and declared != len(prompts):
+            issues.append(f"{rel}: summary.json says {declared} prompts, samples.jsonl has "
+                          f"{len(prompts)} usable lines")
+    return RegimeEval(path.name, path, prompts, summary, issues)
+
+
+def load_metrics_csv(path: Path, issues: list[str], what: str):
+    import pandas as pd
+
+    try:
+        df = pd.read_csv(path)
+    except FileNotFoundError:
+        return None
+    except Exception as exc:  # pandas raises many types for malformed files
+        issues.append(f"{what}: unreadable ({_short(exc)})")
+        return None
+    if "step" not in df.columns:
+        issues.append(f"{what}: no `step` column; training curves skipped")
+        return None
+    step = pd.to_numeric(df["step"], errors="coerce")
+    cols = {}
+    for name in df.columns:
+        if name in ("step", "epoch") or str(name).startswith("Unnamed"):
+            continue
+        col = pd.to_numeric(df[name], errors="coerce")
+        if col.notna().any():
+            cols[str(name)] = col
+    if not cols:
+        return None
+    frame = pd.DataFrame(cols)
+    frame["step"] = step
+    frame = frame[frame["step"].notna()]
+    # Lightning's CSVLogger writes one row per log call, so a step may span several sparse rows.
+    return frame.groupby("step", sort=True).mean()
+
+
+def _status_warnings(status: dict | None, issues: list[str]) -> list[str]:
+    raw = (status or {}).get("warnings")
+    if raw is None:
+        return []
+    if isinstance(raw, str):
+        raw = [raw]
+    if not isinstance(raw, list):
+        issues.append("status.json: `warnings` is not a list of strings; ignored")
+        return []
+    return [str(w) for w in raw if str(w).strip()]
+
+
+def _coverage_gap(run: "Run", expected: int | None) -> str | None:
+    """Why a run's evaluation does not cover its test prompts: fewer usable samples.jsonl lines than
+    its summary.json declares, or than the run's config holds out (`task.test_size`)."""
+    for name, regime in sorted(run.evals.items()):
+        if not regime.usable:
+            continue
+        have = len(regime.prompts)
+        declared = _whole((regime.summary or {}).get("n_prompts"))
+        want = max(v for v in (declared, expected, 0) if v is not None)
+        if have < want:
+            return f"incomplete: eval/{name}/samples.jsonl covers {have} of {want} test prompts; left out"
+    return None
+
+
+def mark_incomplete(runs: Sequence["Run"]) -> None:
+    """Within a condition, every run should be evaluated on the same prompts (the test split does not
+    depend on the seed): a run covering fewer prompts of a regime than another is left out."""
+    by_condition: dict[tuple[str, ...], list[Run]] = {}
+    for run in runs:
+        if run.ok:
+            by_condition.setdefault(run.condition, []).append(run)
+    for group in by_condition.values():
+        regimes = {name for run in group for name, ev in run.evals.items() if ev.usable}
+        for name in sorted(regimes):
+            sizes = {id(run): len(run.evals[name].prompts) for run in group
+                     if name in run.evals and run.evals[name].usable}
+            most = max(sizes.values(), default=0)
+            for run in group:
+                have = sizes.get(id(run))
+                if have is not None and have < most and run.ok:
+                    run.outcome = "missing"
+                    run.reason = (f"incomplete: eval/{name}/samples.jsonl covers {have} prompts, other seeds of "
+                                  f"the condition {most}; left out")
+
+
+def load_run(path: Path, root: Path | None = None) -> Run:
+    path = Path(path)
+    try:
+        rel = str(path.relative_to(root)) if root is not None and path != root else path.name
+    except ValueError:
+        rel = str(path)
+    issues: list[str] = []
+    overrides = _read(path.joinpath(*RUN_MARKER), issues, ".hydra/overrides.yaml", _yaml)
+    if overrides is not None and not isinstance(overrides, (list, tuple)):
+        issues.append(".hydra/overrides.yaml is not a list")
+        overrides = None
+    overrides = None if overrides is None else tuple(str(x) for x in overrides)
+    condition, seed = split_overrides(overrides or ())
+    config = _read(path / ".hydra" / "config.yaml", issues, ".hydra/config.yaml", _yaml)
+    config = config if isinstance(config, dict) else None
+    if seed is None and config is not None and config.get("seed") is not None:
+        seed = str(config["seed"])
+    status = _read(path / "status.json", issues, "status.json:")
+    if status is not None and not isinstance(status, dict):
+        issues.append("status.json is not a JSON object")
+        status = None
+    warnings = _status_warnings(status, issues)
+    state = str(status.get("state", "unknown")) if status else "unknown"
+
+    evals: dict[str, RegimeEval] = {}
+    eval_dir = path / "eval"
+    if eval_dir.is_dir():
+        for sub in sorted(p for p in eval_dir.iterdir() if p.is_dir()):
+            regime = load_regime(sub, f"eval/{sub.name}")
+            evals[sub.name] = regime
+            issues.extend(regime.issues)
+    metrics = load_metrics_csv(path / "metrics.csv", issues, "metrics.csv")
+
+    run = Run(path, rel, overrides or (), condition, seed, state, status, evals, metrics, issues,
+              config=config, warnings=warnings)
+    usable = [r for r in evals.values() if r.usable]
+    if overrides is None:
+        run.outcome, run.reason = "missing", "unreadable .hydra/overrides.yaml"
+    elif state == "failed":
+        err = (status or {}).get("error")
+        run.outcome = "failed"
+        run.reason = "failed" + (f": {_short(Exception(str(err)), 200)}" if err else " (no error recorded)")
+    elif state == "running" and _interrupted(status):
+        run.state = "interrupted"  # killed: its process is gone or its heartbeat stopped
+        run.outcome, run.reason = "failed", _interrupted(status)
+    elif state == "running":
+        started = (status or {}).get("started_at")
+        run.outcome = "running"
+        run.reason = "still running" + (f" (started {started})" if started else "")
+    elif state not in ("completed", "unknown"):
+        run.outcome, run.reason = "failed", f"unrecognised state {state!r} in status.json"
+    elif not eval_dir.is_dir():
+        run.outcome, run.reason = "missing", "no eval/ directory"
+    elif not usable:
+        run.outcome = "missing"
+        run.reason = ("eval/ has no regime directories" if not evals
+                      else "no readable eval/<regime>/samples.jsonl")
+    else:
+        run.outcome = "ok"
+        if state == "unknown":
+            run.reason = "no readable status.json; counted as completed because eval/ exists"
+        task = (config or {}).get("task")
+        gap = _coverage_gap(run, _whole(task.get("test_size")) if isinstance(task, dict) else None)
+        if gap:
+            run.outcome, run.reason = "missing", gap
+    return run
+
+
+def _interrupted(status: dict | None) -> str | None:
+    from ablate.run_dir import interrupted
+
+    return interrupted(status or {})
+
+
+def _expected_jobs(multirun_yaml: Path, warnings: list[str]) -> list[tuple[str, ...]] | None:
+    """Every job the sweep launched or was to launch, expanded by the sweeper Hydra ran (the grid
+    sweeper, or the basic sweeper it is without `grids`): range(), grids, the command line."""
+    from hydra.errors import HydraException
+
+    from hydra_plugins.ablate_sweeper.grid_sweeper import sweep_jobs
+
+    try:
+        cfg = yaml.safe_load(multirun_yaml.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        warnings.append(f"{multirun_yaml}: unreadable ({_short(exc)}); cannot tell which jobs never started")
+        return None
+    hydra = cfg.get("hydra") if isinstance(cfg, dict) else None
+    if not isinstance(hydra, dict):
+        return None
+    sweeper = hydra.get("sweeper") if isinstance(hydra.get("sweeper"), dict) else {}
+    task = [str(t) for t in (hydra.get("overrides") or {}).get("task") or []]
+    if not (task or sweeper.get("params") or sweeper.get("grids")):
+        return None
+    try:
+        jobs = sweep_jobs(sweeper.get("params"), sweeper.get("grids"), task)
+    except (HydraException, ValueError, TypeError, AttributeError) as exc:
+        warnings.append(f"{multirun_yaml}: its sweep does not expand ({_short(exc)}); cannot tell which jobs "
+                        "never started")
+        return None
+    return [tuple(sorted(normalise_override(o) for o in job)) for job in jobs]
+
+
+def load_sweep(paths: Path | str | Sequence[Path | str]) -> Sweep:
+    """Load every run below the given sweep directories (or run directories)."""
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    roots = []
+    for p in paths:
+        p = Path(p)
+        if not p.exists():
+            raise StatsInputError(f"sweep directory not found: {p}")
+        if not p.is_dir():
+            raise StatsInputError(f"not a directory: {p}")
+        roots.append(p)
+    sweep = Sweep(roots=roots, runs=[])
+    seen = set()
+    for root in roots:
+        for run_dir in find_run_dirs(root):
+            key = run_dir.resolve()
+            if key in seen:
+                continue
+            seen.add(key)
+            rel_root = root if len(roots) == 1 else root.parent
+            sweep.runs.append(load_run(run_dir, rel_root))
+        mark_incomplete(sweep.runs)
+        for yml in sorted({p for p in [root / "multirun.yaml"] if p.is_file()}):
+            expected = _expected_jobs(yml, sweep.warnings)
+            if expected is None:
+                continue
+            have = {tuple(sorted(normalise_override(o) for o in r.overrides)) for r in sweep.runs}
+            for combo in expected:
+                if combo not in have:
+                    cond, seed = split_overrides(combo)
+                    sweep.never_started.append(
+                        (cond, seed, f"no run directory for {' '.join(combo)} (expected from {yml.name})"))
+    return sweep
