@@ -24,6 +24,16 @@ def global_rank() -> int:
     return int(getattr(rank_zero_only, "rank", 0) or 0)
 
 
+def launch_rank() -> int:
+    """The rank the launcher put in the environment: what `global_rank` says before a Trainer exists,
+    read as Lightning reads it at import, without importing it (seconds): a second launch of a run
+    directory in use is refused at once."""
+    for key in ("RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK"):
+        if os.environ.get(key) is not None:
+            return int(os.environ[key])
+    return 0
+
+
 def precision(trainer_cfg: DictConfig) -> str:
     import torch
 

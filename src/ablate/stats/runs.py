@@ -63,7 +63,7 @@ class Run:
     overrides: tuple[str, ...]
     condition: tuple[str, ...]  # normalised overrides without the seed
     seed: str | None
-    state: str  # completed / running / failed / unknown / <other>
+    state: str  # completed / running / interrupted / failed / unknown / <other>
     status: dict | None
     evals: dict[str, RegimeEval]
     metrics: "object | None"  # pandas.DataFrame indexed by step, or None
@@ -468,6 +468,10 @@ def load_run(path: Path, root: Path | None = None) -> Run:
         err = (status or {}).get("error")
         run.outcome = "failed"
         run.reason = "failed" + (f": {_short(Exception(str(err)), 200)}" if err else " (no error recorded)")
+    elif state == "interrupted":  # stopped by a signal, or found killed by the next attempt: resumable
+        takeover = (status or {}).get("takeover") or {}
+        run.outcome = "failed"
+        run.reason = takeover.get("reason") or f"interrupted: {(status or {}).get('error') or 'stopped'}"
     elif state == "running" and _interrupted(status):
         run.state = "interrupted"  # killed: its process is gone or its heartbeat stopped
         run.outcome, run.reason = "failed", _interrupted(status)
