@@ -88,14 +88,18 @@ def owner_message(run_dir: Path, owner: dict[str, Any]) -> str:
                 "changed nothing there. Wait for it to finish, or give this run another directory "
                 "(hydra.run.dir=... or hydra.sweep.dir=...)")
     since = owner.get("since") or owner.get("started_at")
-    who = f"pid {pid} on {host}" + (f", running it since {since}" if since else "")
+    sweep = owner.get("sweep_pid")
+    who = f"pid {pid} on {host}"
+    who += f", a job of sweep {sweep}" if sweep else ""
+    who += f", running it since {since}" if since else ""
     beat = owner.get("heartbeat_at")
     if beat and host != socket.gethostname():
-        who += f" (last heartbeat {beat}; its claim lapses {STALE_S / 60:.0f} min after its last heartbeat)"
+        who += f"; last heartbeat {beat}, and its claim lapses {STALE_S / 60:.0f} min after the last one"
+    stop = (f"kill {sweep} on {host} stops that sweep: its jobs mark their runs interrupted" if sweep
+            else f"kill {pid} on {host}: it marks the run interrupted")
     return (f"run directory {run_dir} is in use by another process ({who}); this launch changed nothing "
-            f"there. Wait for it to finish, or stop it (kill {pid} on {host}: it marks the run interrupted, "
-            "and re-running this command then resumes it), or give this run another directory (hydra.run.dir=... "
-            "or hydra.sweep.dir=...)")
+            f"there. Wait for it to finish, or stop it ({stop}, and re-running this command then resumes it), "
+            "or give this run another directory (hydra.run.dir=... or hydra.sweep.dir=...)")
 
 
 def _stale_reason(status: dict[str, Any], locked: bool) -> str | None:
@@ -120,9 +124,10 @@ def _take_over(run_dir: Path, status: dict[str, Any], reason: str) -> None:
     write_json(run_dir / "status.json", status)
 
 
-def claim(run_dir: str | Path) -> _Claim:
+def claim(run_dir: str | Path, sweep_pid: int | None = None) -> _Claim:
     """Own `run_dir` (created if absent) or raise RunOwned naming its owner; a stale owner's attempt
-    is taken over. Release with `release`."""
+    is taken over. `sweep_pid`: the sweep this job belongs to, which a refusal names as the one to
+    stop. Release with `release`."""
     from ablate.run_dir import read_status
 
     run_dir = Path(run_dir)
@@ -144,7 +149,8 @@ def claim(run_dir: str | Path) -> _Claim:
                 raise RunOwned(owner_message(run_dir, status))
             _take_over(run_dir, status, reason)
         if fd is not None:
-            record = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "since": _now()})
+            record = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "since": _now(),
+                                 **({"sweep_pid": sweep_pid} if sweep_pid else {})})
             os.ftruncate(fd, 0)
             os.pwrite(fd, record.encode(), 0)
     except BaseException:
@@ -163,13 +169,14 @@ def release(claimed: _Claim) -> None:
 
 
 @contextlib.contextmanager
-def owned(run_dir: str | Path) -> Iterator[Path]:
-    """Own `run_dir` for the block (RunOwned if another live process does); re-entrant in one process."""
+def owned(run_dir: str | Path, sweep_pid: int | None = None) -> Iterator[Path]:
+    """Own `run_dir` for the block (RunOwned if another live process does; see `claim`); re-entrant
+    in one process."""
     key = str(Path(run_dir).resolve())
     if key in _held:
         _held[key].depth += 1
     else:
-        _held[key] = claim(run_dir)
+        _held[key] = claim(run_dir, sweep_pid)
     try:
         yield Path(run_dir)
     finally:

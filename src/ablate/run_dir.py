@@ -222,17 +222,21 @@ class RunStatus:
     @contextlib.contextmanager
     def running(self, **extra: Any) -> Iterator["RunStatus"]:
         """`with RunStatus(run_dir).running(stage=...) as status:` starts the attempt, completes it when
-        the block ends, and records any exception out of the block as the failure (then re-raises it)."""
-        from ablate.stopping import Stopped
+        the block ends, and records an exception out of the block (then re-raises it): a stop
+        (ablate.stopping) as `interrupted`, anything else as the failure."""
+        import signal
+
+        from ablate.stopping import stop_signal
 
         self.start(**extra)
         try:
             yield self
-        except (Stopped, KeyboardInterrupt) as exc:  # stopped on purpose: resumable, not a failure
-            self._finish("interrupted", str(exc) or type(exc).__name__)
-            raise
         except BaseException as exc:
-            self.fail(exc)
+            signum = stop_signal(exc)
+            if signum:  # stopped on purpose (SIGTERM, Ctrl-C): resumable, not a failure
+                self._finish("interrupted", f"stopped by {signal.Signals(signum).name}")
+            else:
+                self.fail(exc)
             raise
         if self.data.get("state") == "running":
             self.complete()

@@ -42,6 +42,23 @@ class Stopped(SystemExit):
         return f"stopped by {signal.Signals(self.signum).name}"
 
 
+class _Signals:
+    """What the handler of `stop_on_signals` knows: whether a stop is under way, or held back until
+    the step being checkpointed is logged (`step_boundaries`)."""
+
+    def __init__(self):
+        self.stopping = False  # Stopped raised: later signals are ignored while it unwinds
+        self.holding = False  # between a step's checkpoint and its metrics row
+        self.pending: int | None = None  # a signal held back
+
+    def stop(self, signum: int) -> None:
+        self.stopping, self.holding = True, False
+        raise Stopped(signum)
+
+
+_signals = _Signals()
+
+
 def _watch_parent(done: threading.Event) -> None:
     parent = os.getppid()
     while not done.wait(PARENT_POLL_S):
@@ -55,15 +72,19 @@ def stop_on_signals(watch_parent: bool = False) -> Iterator[None]:
     """Within the block, the first SIGTERM / SIGINT raises `Stopped` in the main thread (later ones are
     ignored while it unwinds and records the run); `watch_parent`: also stop when the parent process
     goes away (a sweep worker). Outside the main thread, where Python allows no handler, nothing changes."""
+    global _signals
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    stopping: list[int] = []
+    _signals = _Signals()  # a sweep worker runs one job after another
 
     def handler(signum, frame):
-        if not stopping:
-            stopping.append(signum)
-            raise Stopped(signum)
+        if _signals.stopping or _signals.pending:
+            return
+        if _signals.holding:
+            _signals.pending = signum
+        else:
+            _signals.stop(signum)
 
     previous = {s: signal.signal(s, handler) for s in SIGNALS}
     done = threading.Event()
@@ -75,6 +96,52 @@ def stop_on_signals(watch_parent: bool = False) -> Iterator[None]:
         done.set()
         for signum, old in previous.items():
             signal.signal(signum, old)
+        _signals = _Signals()  # a signal still held back belongs to the run that just ended
+
+
+def stop_signal(exc: BaseException) -> int | None:
+    """The signal behind a stop on purpose (resumable, not a failure), or None: Stopped, Ctrl-C outside
+    `stop_on_signals`, or Lightning's SIGTERMException, which it raises at the end of the step under
+    way when it saw the SIGTERM too (a signal held back by `step_boundaries`, data-parallel ranks)."""
+    if isinstance(exc, Stopped):
+        return exc.signum
+    if isinstance(exc, KeyboardInterrupt):
+        return signal.SIGINT
+    if type(exc).__name__ == "SIGTERMException":
+        return signal.SIGTERM
+    return None
+
+
+def step_boundaries():
+    """A Lightning callback that holds a stop back from a step's checkpoint until the step's metrics
+    row is logged, the one moment a stop would lose a row: Lightning saves the checkpoint of step n in
+    `on_train_batch_end`, then logs the row of step n; a resume starts after the checkpoint. Anywhere
+    else the run stops where it is (the step under way is redone on resume). Place it right before
+    the ModelCheckpoint callback (Lightning runs checkpoint callbacks last)."""
+    from lightning.pytorch.callbacks import Callback
+
+    def release(*_args) -> None:
+        _signals.holding = False
+        if _signals.pending and not _signals.stopping:
+            _signals.stop(_signals.pending)
+
+    class StepBoundaries(Callback):
+        def on_train_batch_end(self, *_args) -> None:
+            _signals.holding = True
+
+        def on_train_batch_start(self, *_args) -> None:
+            release()
+
+        def on_train_epoch_end(self, *_args) -> None:  # before Lightning's own SIGTERM check there
+            release()
+
+        def on_train_end(self, *_args) -> None:
+            release()
+
+        def on_exception(self, *_args) -> None:
+            _signals.holding = False
+
+    return StepBoundaries()
 
 
 def exit_now(code: int) -> None:

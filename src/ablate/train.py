@@ -13,6 +13,7 @@ the parts of each stage and their wiring: `ablate.stages`; Lightning's fit: `abl
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -120,7 +121,7 @@ def main(cfg: DictConfig) -> str | None:
     from hydra.types import RunMode
 
     from ablate.config import local_sweep_worker
-    from ablate.stopping import Stopped, exit_now, stop_on_signals
+    from ablate.stopping import Stopped, exit_now, stop_on_signals, stop_signal
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     sweeping = HydraConfig.get().mode == RunMode.MULTIRUN
@@ -128,12 +129,16 @@ def main(cfg: DictConfig) -> str | None:
     with stop_on_signals(watch_parent=worker):
         try:
             return job(cfg, run_dir, sweeping)
-        except Stopped as stop:
+        except BaseException as exc:
+            signum = stop_signal(exc)
+            if signum is None:
+                raise
+            stop = exc if isinstance(exc, Stopped) else Stopped(signum)  # Lightning's SIGTERMException exits 0
             print(f"{stop}: {run_dir} is left resumable (status.json says interrupted); "
                   "run the same command again to resume it", file=sys.stderr)
             if worker:
                 exit_now(stop.code)  # its sweep is stopping: no further job, no result to hand back
-            raise
+            raise stop from None
 
 
 def job(cfg: DictConfig, run_dir: Path, sweeping: bool) -> str | None:
@@ -145,6 +150,7 @@ def job(cfg: DictConfig, run_dir: Path, sweeping: bool) -> str | None:
     from hydra.core.hydra_config import HydraConfig
 
     from ablate import console
+    from ablate.config import local_sweep_worker
     from ablate.ownership import SKIPPED, RunOwned, owned
     from ablate.run_record import restore_hydra_files
 
@@ -152,7 +158,7 @@ def job(cfg: DictConfig, run_dir: Path, sweeping: bool) -> str | None:
     with contextlib.ExitStack() as ownership:
         if rank0:
             try:
-                ownership.enter_context(owned(run_dir))
+                ownership.enter_context(owned(run_dir, sweep_pid=os.getppid() if local_sweep_worker() else None))
             except RunOwned as err:
                 restore_hydra_files(run_dir)  # Hydra rewrote them before this function ran
                 print(f"{'skipped' if sweeping else 'error'}: {err}", file=sys.stderr)
