@@ -155,6 +155,7 @@ def test_a_sweep_worker_stops_when_its_parent_is_killed(tmp_path):
     assert read_status(tmp_path)["state"] == "interrupted"
 
 
+@pytest.mark.slow
 def test_a_stop_between_a_checkpoint_and_its_metrics_row_loses_no_row(tmp_path, monkeypatch):
     """Lightning saves step n's checkpoint before it logs step n's row, and a resume starts after the
     checkpoint: a signal right after the save must wait for the row (here: sent from inside the save)."""

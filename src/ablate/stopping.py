@@ -1,10 +1,12 @@
 """Stopping a run, or a local sweep, on SIGTERM / SIGINT so that every run stays resumable.
 
 A run (one launch, or one job of a sweep) turns the first SIGTERM or SIGINT into `Stopped`, raised in
-its main thread wherever it is: `RunStatus.running` records the attempt `interrupted` (checkpoints
-and every trusted file are written atomically, so what is on disk is whole), the process exits
-128 + the signal's number, and re-running the same command resumes the run. Without this, Lightning
-finishes the step and raises its own SystemExit, which status.json would call a failure.
+its main thread wherever it is (checkpoints and every trusted file are written atomically, so what is
+on disk is whole; the step under way is redone on resume), except from a step's checkpoint to its
+metrics row, where it waits for the row (`step_boundaries`). `RunStatus.running` records the attempt
+`interrupted`, the process exits 128 + the signal's number, and re-running the same command resumes
+the run. Without this a SIGTERM outside Lightning's fit killed the run with status.json still saying
+running, and one inside it ended in Lightning's SIGTERMException, recorded as a failure.
 
 The parent of a local (joblib) sweep runs no job itself: its workers do, in processes of their own
 that a signal to the parent never reaches. `stop_workers` sends each of them SIGTERM, waits up to
