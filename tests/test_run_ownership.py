@@ -141,6 +141,20 @@ def test_a_signal_marks_the_run_interrupted(tmp_path):
     assert status["state"] == "interrupted" and status["error"] == "stopped by SIGINT"
 
 
+def test_stats_lists_a_stopped_run_as_interrupted(tmp_path):
+    from stats_fixtures import write_sweep
+
+    from ablate.stats.runs import load_run
+
+    root = write_sweep(tmp_path / "sweep", {"none": 0.3}, seeds=(0, 1), n_prompts=20)
+    status = read_status(root / "1")
+    (root / "1" / "status.json").write_text(json.dumps({**status, "state": "interrupted",
+                                                        "error": "stopped by SIGTERM"}))
+    run = load_run(root / "1", root)
+    assert (run.state, run.outcome, run.reason) == ("interrupted", "failed", "interrupted: stopped by SIGTERM")
+    assert load_run(root / "0", root).outcome == "ok"
+
+
 def test_a_sweep_worker_stops_when_its_parent_is_killed(tmp_path):
     """SIGKILL leaves the parent no chance to stop its workers: each notices it is gone and stops itself."""
     parent = python(f"import subprocess, sys; child = subprocess.Popen([sys.executable, '-c', {STOPPABLE!r}, "
@@ -268,7 +282,7 @@ def test_a_sweep_relaunched_while_running_skips_its_jobs_and_stopped_leaves_no_w
     from ablate.stopping import STOP_GRACE_S
 
     gate = hold_upstream(tmp_path, monkeypatch)
-    sweep, longer = tmp_path / "sweep", ("stage.max_steps=16", "stage.checkpoint_every=2")
+    sweep, longer = tmp_path / "sweep", ("stage.max_steps=24", "stage.checkpoint_every=2")
     first = train(*local_sweep(sweep, *longer), cwd=tmp_path, wait=False)
     lone = train(*local_sweep(tmp_path / "lone", *longer)[:-3], "hydra/launcher=basic",  # the same jobs, never stopped
                  f"hydra.sweep.dir={tmp_path / 'lone'}", cwd=tmp_path, wait=False)

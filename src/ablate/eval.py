@@ -148,6 +148,7 @@ def main(cfg: DictConfig) -> None:
     from ablate.models import load_model, load_tokenizer, resolve_path
     from ablate.ownership import RunOwned, owned
     from ablate.run_dir import RunStatus
+    from ablate.stopping import stop_on_signals
     from ablate.tasks.countdown import build_splits
 
     if cfg.regime not in ("no_tool", "tool"):
@@ -165,7 +166,7 @@ def main(cfg: DictConfig) -> None:
         ownership.enter_context(owned(run_dir))
     except RunOwned as err:
         raise SystemExit(f"error: {err}") from None
-    with ownership, RunStatus(run_dir).running(stage="eval", model_dir=str(model_dir)):
+    with stop_on_signals(), ownership, RunStatus(run_dir).running(stage="eval", model_dir=str(model_dir)):
         torch.set_num_threads(torch_threads(cfg.trainer.num_threads))
         cfg.model.name_or_path = str(model_dir)
         tokenizer = load_tokenizer(cfg.model)
