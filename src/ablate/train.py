@@ -134,8 +134,8 @@ def main(cfg: DictConfig) -> str | None:
             if signum is None:
                 raise
             stop = exc if isinstance(exc, Stopped) else Stopped(signum)  # Lightning's SIGTERMException exits 0
-            print(f"{stop}: {run_dir} is left resumable (status.json says interrupted); "
-                  "run the same command again to resume it", file=sys.stderr)
+            print(f"{stop}: run the same command again to resume {run_dir} (a run under way there is marked "
+                  "interrupted in its status.json)", file=sys.stderr)
             if worker:
                 exit_now(stop.code)  # its sweep is stopping: no further job, no result to hand back
             raise stop from None
