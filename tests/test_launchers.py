@@ -10,6 +10,8 @@ from hydra import compose, initialize_config_dir
 
 from ablate.config import CONF_DIR
 
+LOCAL_LAUNCHER = "hydra_plugins.ablate_sweeper.joblib_local.LocalJoblibLauncher"
+
 
 def compose_with_hydra(*overrides):
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
@@ -24,8 +26,13 @@ def test_slurm_launcher_config_resolves_to_submitit():
 
 
 def test_local_launcher_config_resolves_to_joblib():
+    """joblib's launcher, wrapped so that stopping the sweep stops its workers (tests/test_run_ownership.py)."""
+    from hydra.utils import get_class
+
     launcher = compose_with_hydra("hydra/launcher=local", "hydra.launcher.n_jobs=3").hydra.launcher
-    assert launcher._target_.endswith("joblib_launcher.JoblibLauncher") and launcher.n_jobs == 3
+    assert launcher._target_ == LOCAL_LAUNCHER and launcher.n_jobs == 3 and launcher.backend == "loky"
+    # by name: Hydra's plugin scan re-executes plugin modules, so the class objects are not unique
+    assert "JoblibLauncher" in [c.__name__ for c in get_class(launcher._target_).__mro__]
 
 
 def test_sweeps_default_to_the_local_launcher_one_job_per_core(monkeypatch):
@@ -34,7 +41,7 @@ def test_sweeps_default_to_the_local_launcher_one_job_per_core(monkeypatch):
     import ablate.config as config
 
     launcher = compose_with_hydra().hydra.launcher
-    assert launcher._target_.endswith("joblib_launcher.JoblibLauncher")
+    assert launcher._target_ == LOCAL_LAUNCHER
     monkeypatch.setattr(config.os, "cpu_count", lambda: 16)
     assert OmegaConf.to_container(launcher, resolve=True)["n_jobs"] == config.MAX_LOCAL_JOBS == 4
     monkeypatch.setattr(config.os, "cpu_count", lambda: 2)

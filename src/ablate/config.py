@@ -39,14 +39,22 @@ def torch_threads(num_threads: int | None) -> int:
     if num_threads:
         return int(num_threads)
     cores, jobs = os.cpu_count() or 1, 1
+    if local_sweep_worker():
+        from hydra.core.hydra_config import HydraConfig
+
+        jobs = int(HydraConfig.get().launcher.n_jobs)
+    return max(1, cores // max(1, jobs))
+
+
+def local_sweep_worker() -> bool:
+    """Whether this is a job of a joblib sweep (hydra/launcher=local): a worker process of its own."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    if HydraConfig.initialized():
-        hydra = HydraConfig.get()
-        if hydra.mode == RunMode.MULTIRUN and "joblib" in str(hydra.launcher.get("_target_", "")):
-            jobs = int(hydra.launcher.n_jobs)
-    return max(1, cores // max(1, jobs))
+    if not HydraConfig.initialized():
+        return False
+    hydra = HydraConfig.get()
+    return hydra.mode == RunMode.MULTIRUN and "joblib" in str(hydra.launcher.get("_target_", "")).lower()
 
 
 OmegaConf.register_new_resolver("ablate_sweep_jobs", local_sweep_jobs, replace=True)

@@ -140,11 +140,15 @@ def format_summary(summary: Mapping[str, Any]) -> str:
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="eval_model")
 def main(cfg: DictConfig) -> None:
     """Evaluate a saved model directory on the task's held-out split into this run's `eval/`."""
+    import contextlib
+
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 
     from ablate.models import load_model, load_tokenizer, resolve_path
+    from ablate.ownership import RunOwned, owned
     from ablate.run_dir import RunStatus
+    from ablate.stopping import stop_on_signals
     from ablate.tasks.countdown import build_splits
 
     if cfg.regime not in ("no_tool", "tool"):
@@ -157,7 +161,12 @@ def main(cfg: DictConfig) -> None:
         raise SystemExit(f"model_dir={cfg.model_dir}: no config.json there; point it at a run's model/ directory "
                          "or a shipped checkpoint such as builtin:tiny-sft")
     run_dir = Path(HydraConfig.get().runtime.output_dir)
-    with RunStatus(run_dir).running(stage="eval", model_dir=str(model_dir)) as status:
+    ownership = contextlib.ExitStack()
+    try:
+        ownership.enter_context(owned(run_dir))
+    except RunOwned as err:
+        raise SystemExit(f"error: {err}") from None
+    with stop_on_signals(), ownership, RunStatus(run_dir).running(stage="eval", model_dir=str(model_dir)) as status:
         torch.set_num_threads(torch_threads(cfg.trainer.num_threads))
         cfg.model.name_or_path = str(model_dir)
         tokenizer = load_tokenizer(cfg.model)

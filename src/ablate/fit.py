@@ -24,6 +24,16 @@ def global_rank() -> int:
     return int(getattr(rank_zero_only, "rank", 0) or 0)
 
 
+def launch_rank() -> int:
+    """The rank the launcher put in the environment: what `global_rank` says before a Trainer exists,
+    read as Lightning reads it at import, without importing it (seconds): a second launch of a run
+    directory in use is refused at once."""
+    for key in ("RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK"):
+        if os.environ.get(key) is not None:
+            return int(os.environ[key])
+    return 0
+
+
 def precision(trainer_cfg: DictConfig) -> str:
     import torch
 
@@ -43,6 +53,7 @@ def fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=None
     from ablate.lit.elapsed import ElapsedTime
     from ablate.console import progress_bars, progress_log
     from ablate.run_dir import merge_metrics, stash_metrics
+    from ablate.stopping import step_boundaries
 
     loggers: list[Any] = [CSVLogger(save_dir=str(run_dir), name="", version="", flush_logs_every_n_steps=10)]
     if cfg.logger.wandb:
@@ -56,8 +67,10 @@ def fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=None
         devices=cfg.trainer.devices, strategy=cfg.trainer.strategy, num_nodes=int(cfg.trainer.num_nodes),
         precision=precision(cfg.trainer), gradient_clip_val=gradient_clip, logger=loggers,
         # Lightning runs checkpoint callbacks last: a step's validation is logged before its checkpoint.
-        callbacks=[ElapsedTime(), *callbacks, ModelCheckpoint(dirpath=str(checkpoints), save_last=True,
-                                               every_n_train_steps=int(cfg.stage.checkpoint_every))],
+        # A SIGTERM / Ctrl-C is held back from a step's checkpoint to its metrics row (ablate.stopping).
+        callbacks=[ElapsedTime(), *callbacks, step_boundaries(),
+                   ModelCheckpoint(dirpath=str(checkpoints), save_last=True,
+                                   every_n_train_steps=int(cfg.stage.checkpoint_every))],
         log_every_n_steps=int(cfg.trainer.log_every_n_steps), enable_model_summary=False, num_sanity_val_steps=0,
         limit_val_batches=0, default_root_dir=str(run_dir), plugins=[checkpoint_io()],
         enable_progress_bar=progress_bars(),

@@ -1,8 +1,9 @@
 """The run directory's `status.json`: running -> completed | failed, with timings and versions.
 
-Written atomically (temp file + rename) so a crash never leaves half a file. A run that died
-without reaching `fail` still reads `running`; its pid, host and heartbeat tell `ablate.stats`
-that it was interrupted (`interrupted`), and its next attempt records it so in `history`.
+Written atomically (temp file + rename) so a crash never leaves half a file. A run stopped by
+SIGTERM / SIGINT records itself `interrupted` (ablate.stopping). One killed outright still reads
+`running`; its pid, host and heartbeat tell `ablate.stats` that it was interrupted (`interrupted`),
+and the next attempt, once it owns the directory (ablate.ownership), records it so in `history`.
 """
 
 from __future__ import annotations
@@ -152,10 +153,14 @@ class RunStatus:
             write_json(self.path, self.data)
 
     def start(self, **extra: Any) -> None:
+        """A new attempt. The caller owns the run directory (`ablate.ownership.owned`), so an earlier
+        attempt still marked running is gone: it was killed, and is recorded as interrupted."""
         previous = read_status(self.path.parent) or {}
         history = [dict(h) for h in previous.get("history", []) if isinstance(h, dict)]
         if previous.get("started_at"):
             last = {key: previous.get(key) for key in _ATTEMPT_KEYS}
+            if previous.get("takeover"):  # who found it stale, when and why (ablate.ownership)
+                last["takeover"] = previous["takeover"]
             if last["state"] == "running":  # killed: it never wrote an end
                 last["state"] = "interrupted"
                 last["finished_at"] = previous.get("heartbeat_at") or previous.get("started_at")
@@ -220,12 +225,21 @@ class RunStatus:
     @contextlib.contextmanager
     def running(self, **extra: Any) -> Iterator["RunStatus"]:
         """`with RunStatus(run_dir).running(stage=...) as status:` starts the attempt, completes it when
-        the block ends, and records any exception out of the block as the failure (then re-raises it)."""
+        the block ends, and records an exception out of the block (then re-raises it): a stop
+        (ablate.stopping) as `interrupted`, anything else as the failure."""
+        import signal
+
+        from ablate.stopping import stop_signal
+
         self.start(**extra)
         try:
             yield self
         except BaseException as exc:
-            self.fail(exc)
+            signum = stop_signal(exc)
+            if signum:  # stopped on purpose (SIGTERM, Ctrl-C): resumable, not a failure
+                self._finish("interrupted", f"stopped by {signal.Signals(signum).name}")
+            else:
+                self.fail(exc)
             raise
         if self.data.get("state") == "running":
             self.complete()

@@ -67,11 +67,22 @@ def record_config(cfg: DictConfig, run_dir: str | Path) -> None:
         write_text(record / "config.yaml", OmegaConf.to_yaml(cfg))
 
 
+def restore_hydra_files(run_dir: str | Path) -> None:
+    """Put the run's own `.hydra/` files back from its record: a refused launch finds them already
+    overwritten, as Hydra writes them before the task function runs."""
+    from ablate.atomic import write_bytes
+
+    record, hydra = Path(run_dir) / RECORD_DIR, Path(run_dir) / ".hydra"
+    for name in HYDRA_FILES:
+        if (record / name).is_file() and hydra.is_dir():
+            write_bytes(hydra / name, (record / name).read_bytes())
+
+
 def check_run_dir(cfg: DictConfig, run_dir: str | Path) -> str | None:
     """None when `run_dir` holds no started run or a run of this config; otherwise restore Hydra's
     files from the record and return the refusal message naming the keys that differ."""
     run_dir = Path(run_dir)
-    record, hydra = run_dir / RECORD_DIR, run_dir / ".hydra"
+    record = run_dir / RECORD_DIR
     saved = record / "config.yaml"
     if not saved.is_file() or not (run_dir / "status.json").is_file():
         shutil.rmtree(record, ignore_errors=True)  # a record of a run that never started (a config error)
@@ -83,9 +94,7 @@ def check_run_dir(cfg: DictConfig, run_dir: str | Path) -> str | None:
     diffs = config_differences(old, _container(cfg))
     if not diffs:
         return None
-    for name in HYDRA_FILES:  # Hydra has already overwritten these: put the run's own back
-        if (record / name).is_file() and hydra.is_dir():
-            shutil.copyfile(record / name, hydra / name)
+    restore_hydra_files(run_dir)
     shown = "; ".join(diffs[:8]) + (f"; and {len(diffs) - 8} more" if len(diffs) > 8 else "")
     return (f"{run_dir} already holds a run with another config ({shown}); it was left as it was. "
             "Run the new config in a new directory (another hydra.run.dir), or delete this one to redo it")

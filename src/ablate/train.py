@@ -13,6 +13,7 @@ the parts of each stage and their wiring: `ablate.stages`; Lightning's fit: `abl
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -23,14 +24,25 @@ from omegaconf import DictConfig, OmegaConf
 
 from ablate.config import CONF_DIR, torch_threads  # also registers the group schemas and resolvers before Hydra composes
 from ablate.checks import ConfigError, check_config
-from ablate.fit import global_rank
+from ablate.fit import global_rank, launch_rank
 from ablate.stages import REGIME_NO_TOOL, REGIME_TOOL, final_regimes, fit_stage, record_engagement, starting_model_config
 
 log = logging.getLogger("ablate.train")
 
 
 def run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any] = ()) -> Path:
-    """One run, end to end; returns the run directory. `callbacks`: Lightning callbacks for this stage's fit."""
+    """One run, end to end; returns the run directory. `callbacks`: Lightning callbacks for this stage's fit.
+    Raises RunOwned when another live process owns `run_dir` (ablate.ownership; the entry point has
+    taken it already, an upstream run takes it here)."""
+    import contextlib
+
+    from ablate.ownership import owned
+
+    with owned(run_dir) if global_rank() == 0 else contextlib.nullcontext():
+        return _run(cfg, run_dir, callbacks)
+
+
+def _run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any]) -> Path:
     import lightning as L
     import torch
     from transformers import AutoModelForCausalLM
@@ -105,21 +117,70 @@ def run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any] = ()) -> Path:
 
 # CONF_DIR, not "conf": in a clone that did not follow the src/ablate/conf link it is the top-level tree
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
-def main(cfg: DictConfig) -> None:
+def main(cfg: DictConfig) -> str | None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    from ablate import console
-    from ablate.run_dir import RunStatus
-    from ablate.run_record import check_run_dir
+    from ablate.config import local_sweep_worker
+    from ablate.stopping import Stopped, exit_now, stop_on_signals, stop_signal
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     sweeping = HydraConfig.get().mode == RunMode.MULTIRUN
-    console.setup(console.interactive(sweeping))
-    overrides = list(HydraConfig.get().overrides.task)
-    log.info("run: %s -> %s", " ".join(overrides) or "(defaults)", run_dir)  # the composed run in one line
+    worker = local_sweep_worker()  # a joblib worker process: it stops when its sweep does
+    with stop_on_signals(watch_parent=worker):
+        try:
+            return job(cfg, run_dir, sweeping)
+        except BaseException as exc:
+            signum = stop_signal(exc)
+            if signum is None:
+                raise
+            stop = exc if isinstance(exc, Stopped) else Stopped(signum)  # Lightning's SIGTERMException exits 0
+            print(f"{stop}: run the same command again to resume {run_dir} (a run under way there is marked "
+                  "interrupted in its status.json)", file=sys.stderr)
+            if worker:
+                exit_now(stop.code)  # its sweep is stopping: no further job, no result to hand back
+            raise stop from None
+
+
+def job(cfg: DictConfig, run_dir: Path, sweeping: bool) -> str | None:
+    """One launch or sweep job in `run_dir`, once this process owns it (before anything is written,
+    and before the seconds of importing Lightning: a refusal comes at once). Refused, a single launch
+    exits 2 and a sweep's job is skipped (returning ablate.ownership.SKIPPED); the sweep goes on."""
+    import contextlib
+
+    from hydra.core.hydra_config import HydraConfig
+
+    from ablate import console
+    from ablate.config import local_sweep_worker
+    from ablate.ownership import SKIPPED, RunOwned, owned
+    from ablate.run_record import restore_hydra_files
+
+    rank0 = launch_rank() == 0  # data-parallel workers share rank 0's directory
+    with contextlib.ExitStack() as ownership:
+        if rank0:
+            try:
+                ownership.enter_context(owned(run_dir, sweep_pid=os.getppid() if local_sweep_worker() else None))
+            except RunOwned as err:
+                restore_hydra_files(run_dir)  # Hydra rewrote them before this function ran
+                print(f"{'skipped' if sweeping else 'error'}: {err}", file=sys.stderr)
+                if not sweeping:
+                    sys.exit(2)
+                return SKIPPED
+        console.setup(console.interactive(sweeping))
+        overrides = list(HydraConfig.get().overrides.task)
+        log.info("run: %s -> %s", " ".join(overrides) or "(defaults)", run_dir)  # the composed run in one line
+        checked_run(cfg, run_dir, sweeping, rank0)
+    return None
+
+
+def checked_run(cfg: DictConfig, run_dir: Path, sweeping: bool, rank0: bool) -> None:
+    """`run`, refused when the directory holds another config; errors end a single launch (exit 2
+    for a config error) and are recorded and logged in a sweep, which goes on."""
+    from ablate.run_dir import RunStatus
+    from ablate.run_record import check_run_dir
+
     try:
-        conflict = check_run_dir(cfg, run_dir) if global_rank() == 0 else None
+        conflict = check_run_dir(cfg, run_dir) if rank0 else None
         if conflict:
             print(f"config error: {conflict}", file=sys.stderr)
             if not sweeping:

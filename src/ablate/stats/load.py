@@ -290,6 +290,10 @@ def load_run(path: Path, root: Path | None = None) -> Run:
         err = (status or {}).get("error")
         run.outcome = "failed"
         run.reason = "failed" + (f": {_short(Exception(str(err)), 200)}" if err else " (no error recorded)")
+    elif state == "interrupted":  # stopped by a signal, or found killed by the next attempt: resumable
+        takeover = (status or {}).get("takeover") or {}
+        run.outcome = "failed"
+        run.reason = takeover.get("reason") or f"interrupted: {(status or {}).get('error') or 'stopped'}"
     elif state == "running" and _interrupted(status):
         run.state = "interrupted"  # killed: its process is gone or its heartbeat stopped
         run.outcome, run.reason = "failed", _interrupted(status)

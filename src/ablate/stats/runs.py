@@ -60,7 +60,7 @@ class Run:
     overrides: tuple[str, ...]
     condition: tuple[str, ...]  # normalised overrides without the seed
     seed: str | None
-    state: str  # completed / running / failed / unknown / <other>
+    state: str  # completed / running / interrupted / failed / unknown / <other>
     status: dict | None
     evals: dict[str, RegimeEval]
     metrics: "object | None"  # pandas.DataFrame indexed by step, or None
