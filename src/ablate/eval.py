@@ -19,7 +19,6 @@ through the same engine as RL rollouts (`ablate.rollout.hf`).
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import Counter, defaultdict
 from pathlib import Path
