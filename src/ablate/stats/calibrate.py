@@ -163,15 +163,18 @@ def naive_looks(sweep: Sweep, s: Setting) -> dict:
 
 def old_procedure(sweep: Sweep, rng: np.random.Generator, resamples: int, confidence: float = 0.95) -> dict:
     """What ablate.stats decided by before the engine: the hierarchical-bootstrap difference interval
-    (seeds, then prompts, independently per arm) and the paired prompt permutation test (seeds averaged)."""
-    from ablate.stats.intervals import hierarchical_bootstrap_distribution, paired_test, percentile_interval
+    (seeds, then prompts, independently per arm) and the paired prompt permutation test (seeds averaged,
+    conditions swapped within prompts: intervals.paired_test's p-value, without its BCa interval)."""
+    from ablate.stats.intervals import _permutation_p, hierarchical_bootstrap_distribution, percentile_interval
 
     arms = {arm: [r.evals["no_tool"].prompts.cols["n_correct"] / N_SAMPLES for r in sweep.runs
                   if r.condition == (f"arm={arm}",)] for arm in "ab"}
     hier = {arm: hierarchical_bootstrap_distribution(v, n_resamples=resamples, rng=rng)[:, 0] for arm, v in arms.items()}
     low, high = percentile_interval(hier["b"] - hier["a"], confidence)
-    pt = paired_test(np.mean(arms["b"], axis=0), np.mean(arms["a"], axis=0), n_resamples=resamples, rng=rng)
-    return {"old_hier": bool(low > 0 or high < 0), "old_paired": bool(pt.p_value <= 1 - confidence)}
+    delta = np.mean(arms["b"], axis=0) - np.mean(arms["a"], axis=0)
+    signs = rng.integers(0, 2, size=(resamples, delta.size)) * 2.0 - 1.0
+    p = _permutation_p((signs @ delta) / delta.size, float(delta.mean()), exact=False)
+    return {"old_hier": bool(low > 0 or high < 0), "old_paired": bool(p <= 1 - confidence)}
 
 
 def run_setting(s: Setting, sweeps: int, seed: int = 0, old: int = 0, resamples: int = 1000,
