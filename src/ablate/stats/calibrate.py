@@ -153,9 +153,10 @@ def naive_looks(sweep: Sweep, s: Setting) -> dict:
     rejects, last = False, {}
     for k, n in enumerate(s.looks):
         block = {**_study_block(Setting(n, n)), "plan": {"looks": [n], "spending": "pocock"}}
-        runs = [replace(r, config={**r.config, "study": block}) for r in sweep.runs
+        root = Path(f"/planted/naive{k}")  # one directory: the engine sees one look, at the full alpha
+        runs = [replace(r, config={**r.config, "study": block}, path=root / r.path.name) for r in sweep.runs
                 if int(r.path.parent.name.removeprefix("look")) <= k]
-        last = decide(Sweep(roots=sweep.roots[: k + 1], runs=runs))
+        last = decide(Sweep(roots=[root], runs=runs))
         rejects |= bool(last["low"] > 0 or last["high"] < 0)
     return {**last, "low": 1.0 if rejects else -1.0, "high": 2.0 if rejects else 1.0,
             "verdict": "replicated" if rejects else "inconclusive"}
