@@ -46,6 +46,11 @@ def test_tiny_default_starts_from_the_shipped_sft_and_keys_ignore_the_run_seed()
     assert upstream_key(changed, "ipo") != upstream_key(default, "ipo")
     assert upstream_key(cfg_of("reward=partial"), "ipo") != upstream_key(default, "ipo")
     assert upstream_key(cfg_of("reward=partial"), "sft") == upstream_key(default, "sft")  # SFT reads no reward
+    # the downstream's validation does not reach its upstream: one key, one model (validation would
+    # keep its prompts out of the upstream's training pool)
+    validated = cfg_of("stage=dpo", "eval.every=2")
+    assert upstream_config(validated, "sft").eval.every is None and upstream_config(default, "sft").eval.every is None
+    assert upstream_key(validated, "sft") == upstream_key(default, "sft")
     assert not is_shipped(cfg_of("stage=dpo", "model.arch.hidden_size=64"), "sft")
     # the downstream's trainer.compile does not reach its upstream stages (trained eager, keys unchanged)
     compiled = cfg_of("stage=rloo", "trainer.compile=true")

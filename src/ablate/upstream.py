@@ -45,6 +45,11 @@ def upstream_config(cfg: DictConfig, name: str) -> DictConfig:
     up.seed = int(cfg.upstream.seed)
     up.resume = "auto"  # a half-trained upstream continues where it stopped
     up.eval.enabled = bool(cfg.upstream.eval)
+    # No validation during an upstream's training: validation keeps its prompts out of the training
+    # pool, so an upstream trained inside a run with eval.every would be another model under the same
+    # key (which one a sweep got depended on which job trained it first).
+    if "every" in up.eval:
+        up.eval.every = None
     if up.get("curriculum"):  # RL prompt selection belongs to the downstream RL stage
         up.curriculum = None
     if "replay" in up:
