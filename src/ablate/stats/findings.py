@@ -6,6 +6,8 @@ run's value of every metric), the study's mechanism checks (mechanisms.csv, per 
 `committed.yaml`, the bridge from the preset's claims to those files:
 
     preset: curriculum_study            # conf/experiment/<preset>.yaml declares the claims and plan
+    reports: [., look3]                 # optional: reports to pool (a later look's, in a subdirectory)
+    order: [curriculum_study, ...]      # optional: the sweep directories in the order they ran (the looks)
     labels: {old label: preset name}    # optional: conditions the report labelled otherwise
     metrics:                            # a claim metric (or component) read from mechanisms.csv
       "mean:curriculum/explore_frac@50:": explore_2nd_half
@@ -94,10 +96,19 @@ def _true(x) -> bool:
 
 
 def study_values(study_dir: Path, bridge: dict) -> pd.DataFrame:
-    summary = pd.read_csv(study_dir / "summary.csv", dtype={"run": str, "seed": str})
-    summary["condition"] = summary["condition"].replace(bridge.get("labels") or {})
-    table = summary_values(summary)
-    extra = _mechanism_rows(study_dir, bridge, table) + _curve_rows(study_dir, bridge)
+    """The values table of a study: every report it lists (`reports`, default the study directory
+    itself: e.g. a later look's report in a subdirectory), pooled, with the bridge's metrics."""
+    tables = []
+    for sub in bridge.get("reports") or ["."]:
+        where = (study_dir / sub).resolve()
+        summary = pd.read_csv(where / "summary.csv", dtype={"run": str, "seed": str})
+        summary["condition"] = summary["condition"].replace(bridge.get("labels") or {})
+        tables.append(summary)
+    table = summary_values(pd.concat(tables, ignore_index=True), bridge.get("order"))
+    extra = []
+    for sub in bridge.get("reports") or ["."]:
+        extra += _mechanism_rows((study_dir / sub).resolve(), bridge, table)
+    extra += _curve_rows(study_dir, bridge)
     return pd.concat([table, pd.DataFrame(extra, columns=VALUE_COLUMNS)], ignore_index=True)
 
 
@@ -114,8 +125,8 @@ def study_claims(study_dir: Path, conf: Path | None = None):
     return result
 
 
-def claims_block(result) -> str:
-    """The markdown table findings.md embeds for a study (rendered, never typed)."""
+def claims_block(result, study: str | None = None) -> str:
+    """The markdown table findings.md embeds for a study (rendered, never typed), and its forest."""
     rows = ["| claim | paper (1 seed) | toolkit: estimate [CI at the claim's level] | seeds | look | verdict |",
             "|---|---|---|---|---|---|"]
     for r in result.table.to_dict("records"):
@@ -131,19 +142,22 @@ def claims_block(result) -> str:
             verdict += f"; seeds ≥ threshold: {r['rate']} vs {r['rate_baseline']}"
         claim = f"{r['claim']} (`{r['metric']}`, {r['condition']} vs {r['baseline']}; {r['type'].replace('_', '-')})"
         rows.append(f"| {claim} | {paper} | {est} | {seeds} | {look} | {verdict} |".replace("\n", " "))
-    return "\n".join(rows) + "\n\n" + plan_sentence(result) + "\n"
+    picture = (f"\n![claims of {study}: estimate and deciding interval coloured by verdict, the paper's effect as ×, "
+               f"margins shaded](findings/{study}/claims.png)\n" if study else "")
+    return "\n".join(rows) + "\n\n" + plan_sentence(result) + "\n" + picture
 
 
-def render(findings_dir: Path, conf: Path | None = None) -> tuple[dict[str, str], dict[Path, str]]:
-    """(study -> its markdown block, file -> its text): the claims tables and the claims.csv /
-    claims_looks.csv each study directory carries."""
-    blocks, files = {}, {}
+def render(findings_dir: Path, conf: Path | None = None):
+    """(study -> its markdown block, file -> its text, study dir -> ClaimsResult): the claims tables
+    and the claims.csv / claims_looks.csv each study directory carries."""
+    blocks, files, results = {}, {}, {}
     for study_dir in sorted(p for p in Path(findings_dir).iterdir() if (p / BRIDGE).is_file()):
         result = study_claims(study_dir, conf)
         files[study_dir / "claims.csv"] = result.table.to_csv(index=False, float_format="%.6g")
         files[study_dir / "claims_looks.csv"] = result.looks.to_csv(index=False, float_format="%.6g")
-        blocks[study_dir.name] = claims_block(result)
-    return blocks, files
+        blocks[study_dir.name] = claims_block(result, study_dir.name)
+        results[study_dir] = result
+    return blocks, files, results
 
 
 def embed(markdown: str, blocks: dict[str, str]) -> str:
@@ -161,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     doc = args.doc or args.findings_dir.with_suffix(".md")
     if not args.findings_dir.is_dir():
         p.error(f"{args.findings_dir} is not a directory")
-    blocks, files = render(args.findings_dir)
+    blocks, files, results = render(args.findings_dir)
     text = doc.read_text(encoding="utf-8") if doc.is_file() else ""
     new = embed(text, blocks)
     missing = [s for s in blocks if f"<!-- claims:{s} -->" not in text]
@@ -176,8 +190,12 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if stale or missing else 0
     from ablate.atomic import write_text
 
+    from ablate.stats.figures import claims_figure
+
     for f, body in files.items():
         write_text(f, body)
+    for study_dir, result in results.items():  # the forest (a picture: rendered, not checked byte for byte)
+        claims_figure(result.table, study_dir / "claims.png", title=f"claims of {study_dir.name}")
     if new != text:
         write_text(doc, new)
     for study, block in blocks.items():

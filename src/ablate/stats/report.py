@@ -304,6 +304,34 @@ def _clean(x):
     return x
 
 
+PROMPT_COLUMNS = ["run", "seed", "condition", "regime", "id", "n_numbers", "n", "n_correct", "n_answered"]
+
+
+def per_prompt_table(a: Analysis) -> pd.DataFrame:
+    """Every completed run's per-prompt counts in every regime (no completions): run, seed, condition,
+    regime, prompt id, operand count, samples, correct, answered, and one column per verdict."""
+    parts = []
+    for run in a.sweep.runs:
+        if not run.ok:
+            continue
+        for regime, ev in run.evals.items():
+            if not ev.usable:
+                continue
+            cols = {k: v for k, v in ev.prompts.cols.items() if k in PROMPT_COLUMNS or k.startswith("verdict/")}
+            frame = pd.DataFrame({k: np.asarray(v, dtype=np.int64) if np.all(np.mod(v, 1) == 0) else v
+                                  for k, v in cols.items()})
+            frame.insert(0, "id", ev.prompts.ids)
+            frame.insert(0, "regime", regime)
+            frame.insert(0, "condition", a.labels.get(run.condition, run.label))
+            frame.insert(0, "seed", run.seed)
+            frame.insert(0, "run", run.rel)
+            parts.append(frame)
+    if not parts:
+        return pd.DataFrame(columns=PROMPT_COLUMNS)
+    table = pd.concat(parts, ignore_index=True)
+    return table.rename(columns=lambda c: c.replace("verdict/", "verdict_"))
+
+
 def report_json(a: Analysis, figures: list[tuple[str, str]], command: str = "") -> dict:
     return _clean({
         "sweep": {"name": a.sweep.name, "roots": [str(p) for p in a.sweep.roots]},
@@ -351,6 +379,10 @@ def write_report(a: Analysis, out: Path, formats: Iterable[str] = ("md",), plots
         path = out / name
         df.to_csv(path, index=False)
         written[name] = path
+    prompts = per_prompt_table(a)
+    if len(prompts):  # compact, so any later method can re-analyse without the run directories
+        prompts.to_csv(out / "prompts.csv.gz", index=False, compression={"method": "gzip", "mtime": 0})
+        written["prompts.csv.gz"] = out / "prompts.csv.gz"
     figures = make_figures(a, out) if plots else []
     for _, name in figures:
         written[name] = out / name

@@ -188,14 +188,15 @@ def reach_values(sweep, labels: dict, metric: str, threshold: float) -> pd.DataF
     return pd.DataFrame(rows, columns=VALUE_COLUMNS)
 
 
-def summary_values(summary: pd.DataFrame) -> pd.DataFrame:
+def summary_values(summary: pd.DataFrame, order: list[str] | None = None) -> pd.DataFrame:
     """The tidy table from a committed report's summary.csv (its level=run rows): a re-analysis of
     a published study without its run directories. The batch is the sweep directory in `run`
-    (e.g. curriculum_study/3 vs curriculum_study_seeds5_10/0), ordered by the smallest seed each
-    holds: added seeds continue the numbering, so the first directory holds seed 0."""
+    (e.g. curriculum_study/3 vs curriculum_study_seeds5_10/0): in `order` (the directories as they
+    were run) when given, else by the smallest seed each holds (added seeds continue the numbering)."""
     rows = summary[summary["level"] == "run"].copy()
     rows["dir"] = rows["run"].astype(str).str.rpartition("/")[0]
     first_seed = pd.to_numeric(rows["seed"], errors="coerce").groupby(rows["dir"]).min()
-    order = sorted(first_seed.index, key=lambda d: (first_seed[d], d))
-    rows["batch"] = rows["dir"].map({d: i for i, d in enumerate(order)})
+    known = list(order or [])
+    rest = sorted((d for d in first_seed.index if d not in known), key=lambda d: (first_seed[d], d))
+    rows["batch"] = rows["dir"].map({d: i for i, d in enumerate(known + rest)})
     return rows[VALUE_COLUMNS].reset_index(drop=True)
