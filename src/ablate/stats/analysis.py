@@ -4,6 +4,7 @@ with the baseline, training curves and steps-to-threshold. Plain data in, pandas
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -36,6 +37,9 @@ from ablate.stats.runs import Run, StatsInputError, Sweep, condition_label
 from ablate.stats.study import Study
 
 DEFAULT_METRICS = ("pass@1",)
+# metrics that are rates or shares in [0, 1] (their condition intervals are clipped to it)
+_RATE = re.compile(r"(^|/)(pass[@^]\d+|exact_pass@1|coverage|precision|mixed_fraction|best_of_n|verdict_rate/.*"
+                   r"|tool/calc_emission_rate)$")
 DEFAULT_EFFECT = 0.03
 
 
@@ -317,6 +321,9 @@ def _condition_rows(runs, blocks, cis, run_values, regime, label, names, reporte
     # averages the shared prompts). One seed can only describe its model: its prompt bootstrap.
     if n_seeds > 1:
         lo, hi = (np.atleast_1d(v) for v in t_interval(run_values, s.confidence, axis=0))
+        # a rate's interval stays in [0, 1] (a t-interval over 2-3 seeds can step outside it)
+        bounded = np.asarray([bool(_RATE.search(n)) for n in names])
+        lo, hi = np.where(bounded, np.clip(lo, 0.0, 1.0), lo), np.where(bounded, np.clip(hi, 0.0, 1.0), hi)
     else:
         lo, hi = np.asarray(cis[0].low, dtype=np.float64), np.asarray(cis[0].high, dtype=np.float64)
     sd = run_values.std(axis=0, ddof=1) if n_seeds > 1 else np.full(len(names), np.nan)
