@@ -199,7 +199,7 @@ def run_setting(s: Setting, sweeps: int, seed: int = 0, old: int = 0, resamples:
     df = pd.DataFrame(rows)
     excl = (df["low"] > 0) | (df["high"] < 0)
     covered = (df["low"] <= s.effect) & (s.effect <= df["high"])
-    res = {"setting": s.name, "seeds": "/".join(map(str, s.looks)) if s.looks else
+    res = {"setting": s.name, "seeds": f"plan {'/'.join(map(str, s.looks))} {s.spending}" if s.looks else
            (f"{s.seeds_a}" if s.seeds_a == s.seeds_b else f"{s.seeds_a} vs {s.seeds_b}"),
            "variance": s.variance, "effect": s.effect, "sweeps": sweeps, "seed_sd": float(np.sqrt(np.mean(sds))),
            "rejects_0": float(excl.mean()), "replicated": float((df["verdict"] == "replicated").mean()),
@@ -266,36 +266,46 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _cells(g: pd.DataFrame, col: str, effects, digits: int = 3) -> str:
+    return " / ".join(f"{g.loc[e, col]:.{digits}f}" if e in g.index and col in g and pd.notna(g.loc[e, col]) else "–"
+                      for e in effects)
+
+
 def markdown(table: pd.DataFrame) -> str:
-    """The docs/stats.md table: per design and seed variance, false positives and coverage at no
-    effect, power at each planted effect, the replaced procedure beside it, seeds a plan spends."""
-    rows = ["| seeds per arm | seed variance | seed SD | false positives (Δ=0) | coverage (Δ=0; lowest over Δ) "
-            "| power Δ=0.01 / 0.02 / 0.03 | mean seeds per arm (Δ=0 / 0.01 / 0.02 / 0.03) "
-            "| fixed design of equal power (0.01 / 0.02 / 0.03) | old: hierarchical interval, FP / power | old: paired test, FP / power |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+    """docs/stats.md's two tables: fixed designs (false positives and coverage at no effect, power
+    at each planted effect, the replaced procedure beside it) and seed plans (the error over the
+    whole plan, the seeds it spends, the fixed design of equal power)."""
+    effects = (0.01, 0.02, 0.03)
+    fixed = ["| seeds per arm | seed variance | seed SD | false positives, Δ=0 (sweeps) | coverage, Δ=0; lowest over Δ "
+             "| power, Δ=0.01 / 0.02 / 0.03 | old hierarchical interval: FP; power 0.01 / 0.02 "
+             "| old paired prompt test: FP; power 0.01 / 0.02 |", "|---|---|---|---|---|---|---|---|"]
+    plans = ["| plan (seeds per arm), spending | seed variance | false positives over the plan, Δ=0 (sweeps) "
+             "| coverage, Δ=0; lowest over Δ | power, Δ=0.01 / 0.02 / 0.03 | mean seeds per arm, Δ=0 / 0.01 / 0.02 / 0.03 "
+             "| fixed design of equal power, Δ=0.01 / 0.02 / 0.03 |", "|---|---|---|---|---|---|---|"]
     for (seeds, variance), g in table.groupby(["seeds", "variance"], sort=False):
         g = g.set_index("effect")
-        null = g.loc[0.0] if 0.0 in g.index else None
-        eff = [e for e in (0.01, 0.02, 0.03) if e in g.index]
-
-        def cells(col, digits=3, index=eff):
-            return " / ".join(f"{g.loc[e, col]:.{digits}f}" if col in g and pd.notna(g.loc[e, col]) else "–"
-                              for e in index)
-
-        fp = f"{null['rejects_0']:.3f} ({int(null['sweeps'])})" if null is not None else "–"
-        cov = (f"{null['coverage']:.3f}; {g['coverage'].min():.3f}" if null is not None and "none" not in str(seeds)
-               else "–")
-        old = lambda col: (f"{null[col]:.3f} / {cells(col)}" if null is not None and col in g and pd.notna(null[col])
-                           else "–")
-        rows.append(f"| {seeds} | {variance} | {g['seed_sd'].mean():.4f} | {fp} | {cov} | {cells('replicated')} "
-                    f"| {cells('mean_seeds', 1, list(g.index))} | {cells('fixed_seeds_equal_power', 0)} "
-                    f"| {old('old_hier')} | {old('old_paired')} |")
-    return "\n".join(rows) + "\n"
+        if 0.0 not in g.index:
+            continue
+        null = g.loc[0.0]
+        fp = f"{null['rejects_0']:.3f} ({int(null['sweeps'])})"
+        cov = f"{null['coverage']:.3f}; {g['coverage'].min():.3f}"
+        if str(seeds).startswith("plan"):
+            naive = str(seeds).endswith(" none")
+            plans.append(f"| {seeds.removeprefix('plan ')} | {variance} | {fp} | {'–' if naive else cov} "
+                         f"| {_cells(g, 'replicated', effects)} | {_cells(g, 'mean_seeds', (0.0, *effects), 1)} "
+                         f"| {_cells(g, 'fixed_seeds_equal_power', effects, 0)} |")
+            continue
+        old = [f"{null[c]:.3f}; {_cells(g, c, effects[:2])}" if c in g and pd.notna(null.get(c)) else "–"
+               for c in ("old_hier", "old_paired")]
+        fixed.append(f"| {seeds} | {variance} | {g['seed_sd'].mean():.4f} | {fp} | {cov} "
+                     f"| {_cells(g, 'replicated', effects)} | {old[0]} | {old[1]} |")
+    return "\n".join(fixed) + "\n\n" + "\n".join(plans) + "\n"
 
 
 def render(paths: list[Path], doc: Path | None) -> int:
     import re
 
+    # earlier files win where two measured the same setting (list the larger runs first)
     table = pd.concat([pd.read_csv(p, dtype={"seeds": str}) for p in paths], ignore_index=True)
     text = markdown(table.groupby(["seeds", "variance", "effect"], sort=False).first().reset_index())
     if doc is None:
