@@ -188,6 +188,11 @@ def test_reach_uses_held_out_pass_at_1_per_family(study_analysis, study_sweep):
             if len(hit):  # the first evaluated step at or above it, and the elapsed time logged there
                 assert row.step == hit.index[0]
                 assert row.time_s == pytest.approx(2.0 * (hit.index[0] + 1))
+            else:  # never reached: censored at the run's last step, not dropped
+                assert row.step == pd.read_csv(Path(d) / "metrics.csv")["step"].max()
+        # the condition's mean is the restricted mean over every seed, reached or not
+        (cond_row,) = reach[(reach["level"] == "condition") & (reach["condition"] == cond)].itertuples()
+        assert cond_row.runs == 3 and cond_row.step == pytest.approx(mine["step"].mean())
     # the frontier condition is in two threshold groups: the rloo family's and the fallback baseline's
     assert len(set(reach[(reach["condition"] == RLOO_FRONTIER) & (reach["level"] == "condition")]["threshold"])) == 2
     curves = a.curves[a.curves["metric"] == "val/by_operands/3/pass@1"]

@@ -117,6 +117,35 @@ def _final(runs: Sequence[Run], metric: str, window: int) -> float | None:
     return float(np.mean(ends)) if ends else None
 
 
+def _reach_rows(runs, label, metric, op, thr, window, source, caveat, s) -> list[dict]:
+    """Per run, the first step (and second) reaching `thr`; per condition the restricted mean: a run
+    that never reaches it counts as reaching at its last logged step (censored, not dropped, so the
+    slow seeds stay in the mean), with a t-interval over those restricted values."""
+    rows, steps, times = [], [], []
+    for run in runs:
+        f = run.metrics
+        if f is None or metric not in f.columns:
+            continue
+        step = first_reach(f[metric], op, thr, window)
+        tcol = _time_column(f)
+        at = step if step is not None else f.index.max()
+        t = np.nan
+        if tcol is not None and f[tcol].loc[:at].notna().any():
+            t = float(f[tcol].loc[:at].dropna().iloc[-1])
+        steps.append(float(at))
+        times.append(t)
+        rows.append({"level": "run", "condition": label, "run": run.rel, "seed": run.seed, "metric": metric,
+                     "op": op, "threshold": thr, "reached": step is not None, "runs": 1, "step": float(at),
+                     "step_ci_low": np.nan, "step_ci_high": np.nan, "time_s": t, "source": source, "caveat": caveat})
+    if steps:
+        lo, hi = t_interval(steps, s.confidence)
+        rows.append({"level": "condition", "condition": label, "run": "", "seed": "", "metric": metric, "op": op,
+                     "threshold": thr, "reached": int(sum(r["reached"] for r in rows)), "runs": len(steps),
+                     "step": float(np.mean(steps)), "step_ci_low": lo, "step_ci_high": hi,
+                     "time_s": _nanmean(times), "source": source, "caveat": caveat})
+    return rows
+
+
 def reach_table(usable: dict, labels: dict, baseline_for: dict, s: Settings, notes: list[str]) -> pd.DataFrame:
     """Steps (and seconds) to a threshold. Default: held-out val/pass@1 when logged, else the training
     reward, up to the final value of each condition's baseline (its study family's, with a study)."""
@@ -139,38 +168,11 @@ def reach_table(usable: dict, labels: dict, baseline_for: dict, s: Settings, not
             specs.append((metric, ">=", thr, f"{whose} final {metric} (mean of its seeds' {how})", members))
     rows = []
     for metric, op, thr, source, members in specs:
-        seen_metric = False
         caveat = TRAIN_CAVEAT if metric.startswith("train/") else ""
-        window = reach_window(metric, s)
-        for cond in members:
-            steps, times = [], []
-            for run in usable[cond]:
-                f = run.metrics
-                if f is None or metric not in f.columns:
-                    continue
-                seen_metric = True
-                step = first_reach(f[metric], op, thr, window)
-                tcol = _time_column(f)
-                t = np.nan
-                if step is not None and tcol is not None:
-                    t = float(f[tcol].loc[:step].dropna().iloc[-1]) if f[tcol].loc[:step].notna().any() else np.nan
-                steps.append(np.nan if step is None else float(step))
-                times.append(t)
-                rows.append({"level": "run", "condition": labels[cond], "run": run.rel, "seed": run.seed,
-                             "metric": metric, "op": op, "threshold": thr, "reached": step is not None,
-                             "runs": 1, "step": np.nan if step is None else float(step),
-                             "step_ci_low": np.nan, "step_ci_high": np.nan, "time_s": t, "source": source,
-                             "caveat": caveat})
-            if steps:
-                arr = np.asarray(steps)
-                got = arr[np.isfinite(arr)]
-                lo, hi = t_interval(got, s.confidence) if got.size else (np.nan, np.nan)
-                rows.append({"level": "condition", "condition": labels[cond], "run": "", "seed": "",
-                             "metric": metric, "op": op, "threshold": thr, "reached": int(got.size),
-                             "runs": int(arr.size), "step": float(got.mean()) if got.size else np.nan,
-                             "step_ci_low": lo, "step_ci_high": hi, "time_s": _nanmean(times), "source": source,
-                             "caveat": caveat})
-        if not seen_metric:
+        found = [_reach_rows(usable[cond], labels[cond], metric, op, thr, reach_window(metric, s), source, caveat, s)
+                 for cond in members]
+        rows += [row for part in found for row in part]
+        if not any(found):
             notes.append(f"Steps to reach {metric} {op} {thr:g}: no run logs `{metric}` in metrics.csv.")
     return pd.DataFrame(rows, columns=REACH_COLUMNS)
 

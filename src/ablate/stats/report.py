@@ -211,11 +211,12 @@ def _reach_section(a: Analysis) -> list[str]:
         if cond["metric"].str.startswith("val/").any():
             out.append("Training steps until the metric first reaches the threshold: held-out `val/` metrics as "
                        "evaluated every `eval.every` steps (not smoothed), other columns as a running mean of "
-                       f"{s.smooth} logged values; mean over the seeds that reached it [{_pct(a)} t-interval].\n")
+                       f"{s.smooth} logged values; the restricted mean over every seed (one that never reaches it counts "
+                       f"as its last step: censored, not dropped) [{_pct(a)} t-interval].\n")
         else:
             out.append("Training steps until the running mean (window "
-                       f"{s.smooth} logged values) of the metric first reaches the threshold; mean over the seeds "
-                       f"that reached it [{_pct(a)} t-interval].\n")
+                       f"{s.smooth} logged values) of the metric first reaches the threshold; the restricted mean over "
+                       f"every seed (one that never reaches it counts as its last step) [{_pct(a)} t-interval].\n")
         for metric, caveat in dict(zip(cond["metric"], cond["caveat"])).items():
             if caveat:
                 out.append(f"**`{metric}`: {caveat}.**\n")
