@@ -24,9 +24,12 @@ compares each condition with the baseline. Failed, running and eval-less runs ar
 their path and reason, never dropped silently.
 
 Runs of a study preset (`python -m ablate.train -m experiment=curriculum_study`) carry a `study:`
-block in .hydra/config.yaml: the report then states the study's question, compares its deciding
-metrics (study.metrics) and compares each condition with its family's baseline (study.baselines),
-so `python -m ablate.stats` answers the study without flags.
+block in .hydra/config.yaml: the report then opens with the study's declared claims (study.claims),
+each decided by the rules of docs/stats.md (replicated / not replicated / inconclusive / not
+testable) from Welch's interval over per-seed values at the claim's share of alpha and its look's
+level under the seed plan (study.plan); then it describes: the deciding metrics (study.metrics), each
+condition against its family's baseline (study.baselines). Continue a study to its plan's next look
+with `python -m ablate.stats.next_look SWEEP_DIR`.
 """
 
 EPILOG = """\
@@ -47,7 +50,10 @@ for m comparisons: Holm's first step) and the seeds per condition needed for --e
 seeds' own variance. --power also writes power.csv with every metric.
 
 outputs (in --out, default ./stats/<sweep dir name>/):
-  report.md        tables to read first, comparisons, figures   (--format md, default)
+  report.md        the claims first, then tables, comparisons, figures   (--format md, default)
+  claims.csv       with declared claims: each claim's estimate, deciding interval, look and verdict
+  claims_looks.csv every look of every claim (seeds per arm, planned or not, nominal alpha, verdict)
+  prompts.csv.gz   every run's per-prompt counts and verdicts (no completions), for later re-analysis
   report.json      the same content, machine readable            (--format json)
   summary.csv      per condition and per run: metric, mean, CI, Wilson CI, summary.json value
   comparisons.csv  each condition vs the baseline: difference, paired and seed-level p-values
