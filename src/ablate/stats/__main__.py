@@ -128,9 +128,7 @@ def relative_path(arg: str) -> str:
     return flag + equals + os.path.relpath(value) if os.path.isabs(value) else arg
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+def _check_args(parser: argparse.ArgumentParser, args) -> None:
     if args.resamples < 100:
         parser.error("--resamples must be at least 100")
     if not 0.5 <= args.confidence < 1.0:
@@ -141,6 +139,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--smooth must be at least 1")
     if args.effect is not None and not (args.effect > 0 and args.effect < float("inf")):
         parser.error("--effect must be a positive number")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _check_args(parser, args)
     metrics = [m.strip() for item in args.metric for m in item.split(",") if m.strip()] if args.metric else None
 
     from rich.console import Console

@@ -76,15 +76,35 @@ def load_samples(path: Path, issues: list[str], what: str) -> PromptTable | None
     """Read samples.jsonl with pandas and check it against its schema (id; whole n >= 1; 0 <= n_correct
     <= n; 0 <= n_answered <= n when given). Lines that fail are skipped and named (line numbers) in
     `issues`, so are lines that are not JSON objects (a crashed run's truncated last line)."""
-    import pandas as pd
-
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         issues.append(f"{what}: unreadable ({_short(exc)})")
         return None
-    lines = [(i, line) for i, line in enumerate(text.split("\n"), 1) if line.strip()]
     bad: list[tuple[int, str]] = []
+    lines, rows = _json_rows(text, bad)
+    good, dupes = _checked(lines, rows, bad)
+    if bad:
+        bad.sort()
+        shown = ", ".join(f"line {ln} ({why})" for ln, why in bad[:5])
+        more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+        issues.append(f"{what}: skipped {len(bad)} bad line(s): {shown}{more}")
+    if dupes:
+        issues.append(f"{what}: {len(dupes)} duplicate prompt id(s) ignored (first at line {dupes[0]})")
+    if not good:
+        issues.append(f"{what}: no usable prompt lines")
+        return None
+    cols = _columns(good)
+    if "n_answered" in cols and np.any(cols["n_correct"] > cols["n_answered"]):
+        issues.append(f"{what}: some prompts have n_correct > n_answered (precision above 1)")
+    return PromptTable(np.asarray([str(r["id"]) for r in good], dtype=object), cols)
+
+
+def _json_rows(text: str, bad: list) -> tuple[list, list[dict]]:
+    """(line number, line) and the parsed row of every JSON-object line; the others go to `bad`."""
+    import pandas as pd
+
+    lines = [(i, line) for i, line in enumerate(text.split("\n"), 1) if line.strip()]
     try:
         frame = pd.read_json(io.StringIO(text), lines=True, dtype=False)
     except (ValueError, TypeError):  # some line is not a JSON object: name it, read the others
@@ -106,6 +126,11 @@ def load_samples(path: Path, issues: list[str], what: str) -> PromptTable | None
         for row in rows:
             if isinstance(row.get(key), float) and math.isnan(row[key]):
                 row[key] = None
+    return lines, rows
+
+
+def _checked(lines, rows, bad: list) -> tuple[list[dict], list[int]]:
+    """The rows that pass the schema (first of each id), and the line numbers of duplicate ids."""
     good, dupes, seen = [], [], set()
     for (lineno, _), row in zip(lines, rows):
         n, c, a = _whole(row.get("n")), _whole(row.get("n_correct")), row.get("n_answered")
@@ -120,32 +145,24 @@ def load_samples(path: Path, issues: list[str], what: str) -> PromptTable | None
         else:
             seen.add(str(row["id"]))
             good.append({**row, "n": n, "n_correct": c})
-    if bad:
-        bad.sort()
-        shown = ", ".join(f"line {ln} ({why})" for ln, why in bad[:5])
-        more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
-        issues.append(f"{what}: skipped {len(bad)} bad line(s): {shown}{more}")
-    if dupes:
-        issues.append(f"{what}: {len(dupes)} duplicate prompt id(s) ignored (first at line {dupes[0]})")
-    if not good:
-        issues.append(f"{what}: no usable prompt lines")
-        return None
+    return good, dupes
 
-    cols: dict[str, np.ndarray] = {}
-    getters = {"n": lambda r: r["n"], "n_correct": lambda r: r["n_correct"], "n_answered": lambda r: _whole(r.get("n_answered")),
-               "n_numbers": _n_numbers, **{key: (lambda r, key=key: _number(r.get(key)))
-                                          for key in ("mean_length", "tool_calls", "n_calc")}}
+
+def _columns(good: list[dict]) -> dict[str, np.ndarray]:
+    """Every column every good line has: the counts, and the optional ones (ablate.metrics reads)."""
+    getters = {"n": lambda r: r["n"], "n_correct": lambda r: r["n_correct"],
+               "n_answered": lambda r: _whole(r.get("n_answered")), "n_numbers": _n_numbers,
+               **{key: (lambda r, key=key: _number(r.get(key))) for key in ("mean_length", "tool_calls", "n_calc")}}
     verdicts = sorted({str(k) for r in good if isinstance(r.get("verdicts"), dict) for k in r["verdicts"]})
     for name in verdicts:
         getters[f"verdict/{name}"] = lambda r, name=name: (_number(r["verdicts"].get(name, 0))
                                                            if isinstance(r.get("verdicts"), dict) else None)
+    cols: dict[str, np.ndarray] = {}
     for key, get in getters.items():  # a column is known when every line has it
         values = [get(r) for r in good]
         if all(v is not None for v in values):
             cols[key] = np.asarray(values, dtype=np.float64)
-    if "n_answered" in cols and np.any(cols["n_correct"] > cols["n_answered"]):
-        issues.append(f"{what}: some prompts have n_correct > n_answered (precision above 1)")
-    return PromptTable(np.asarray([str(r["id"]) for r in good], dtype=object), cols)
+    return cols
 
 
 def load_regime(path: Path, rel: str) -> RegimeEval:
@@ -283,41 +300,37 @@ def load_run(path: Path, root: Path | None = None) -> Run:
 
     run = Run(path, rel, overrides or (), condition, seed, state, status, evals, metrics, issues,
               config=config, warnings=warnings)
-    usable = [r for r in evals.values() if r.usable]
-    if overrides is None:
-        run.outcome, run.reason = "missing", "unreadable .hydra/overrides.yaml"
-    elif state == "failed":
-        err = (status or {}).get("error")
-        run.outcome = "failed"
-        run.reason = "failed" + (f": {_short(Exception(str(err)), 200)}" if err else " (no error recorded)")
-    elif state == "interrupted":  # stopped by a signal, or found killed by the next attempt: resumable
-        takeover = (status or {}).get("takeover") or {}
-        run.outcome = "failed"
-        run.reason = takeover.get("reason") or f"interrupted: {(status or {}).get('error') or 'stopped'}"
-    elif state == "running" and _interrupted(status):
-        run.state = "interrupted"  # killed: its process is gone or its heartbeat stopped
-        run.outcome, run.reason = "failed", _interrupted(status)
-    elif state == "running":
-        started = (status or {}).get("started_at")
-        run.outcome = "running"
-        run.reason = "still running" + (f" (started {started})" if started else "")
-    elif state not in ("completed", "unknown"):
-        run.outcome, run.reason = "failed", f"unrecognised state {state!r} in status.json"
-    elif not eval_dir.is_dir():
-        run.outcome, run.reason = "missing", "no eval/ directory"
-    elif not usable:
-        run.outcome = "missing"
-        run.reason = ("eval/ has no regime directories" if not evals
-                      else "no readable eval/<regime>/samples.jsonl")
-    else:
-        run.outcome = "ok"
-        if state == "unknown":
-            run.reason = "no readable status.json; counted as completed because eval/ exists"
-        task = (config or {}).get("task")
-        gap = _coverage_gap(run, _whole(task.get("test_size")) if isinstance(task, dict) else None)
-        if gap:
-            run.outcome, run.reason = "missing", gap
+    run.outcome, run.reason = _outcome(run, overrides is not None, eval_dir.is_dir())
     return run
+
+
+def _outcome(run: Run, overrides_read: bool, has_eval_dir: bool) -> tuple[str, str]:
+    """(outcome, reason) of a loaded run: ok / failed / running / missing, and why."""
+    status, state = run.status or {}, run.state
+    if not overrides_read:
+        return "missing", "unreadable .hydra/overrides.yaml"
+    if state == "failed":
+        err = status.get("error")
+        return "failed", "failed" + (f": {_short(Exception(str(err)), 200)}" if err else " (no error recorded)")
+    if state == "interrupted":  # stopped by a signal, or found killed by the next attempt: resumable
+        takeover = status.get("takeover") or {}
+        return "failed", takeover.get("reason") or f"interrupted: {status.get('error') or 'stopped'}"
+    if state == "running" and _interrupted(status):
+        run.state = "interrupted"  # killed: its process is gone or its heartbeat stopped
+        return "failed", _interrupted(status)
+    if state == "running":
+        started = status.get("started_at")
+        return "running", "still running" + (f" (started {started})" if started else "")
+    if state not in ("completed", "unknown"):
+        return "failed", f"unrecognised state {state!r} in status.json"
+    if not has_eval_dir:
+        return "missing", "no eval/ directory"
+    if not any(r.usable for r in run.evals.values()):
+        return "missing", "eval/ has no regime directories" if not run.evals else "no readable eval/<regime>/samples.jsonl"
+    reason = "no readable status.json; counted as completed because eval/ exists" if state == "unknown" else ""
+    task = (run.config or {}).get("task")
+    gap = _coverage_gap(run, _whole(task.get("test_size")) if isinstance(task, dict) else None)
+    return ("missing", gap) if gap else ("ok", reason)
 
 
 def _interrupted(status: dict | None) -> str | None:
