@@ -199,6 +199,18 @@ def test_difference_metrics_and_cross_regime_baselines():
     assert res.loc["cross", "regime"] == "tool vs no_tool"
 
 
+def test_a_look_is_planned_when_the_arms_that_gained_seeds_sit_at_planned_counts():
+    from ablate.stats.claims import Plan
+    from ablate.stats.engine import _planned
+
+    plan = Plan((5, 10, 20), "pocock", declared=True)
+    assert _planned((5, 5), None, plan)
+    assert not _planned((5, 11), (5, 5), plan)  # the baseline went to 11: outside the plan
+    assert _planned((10, 11), (5, 11), plan)  # the plan's next look for the arm that was behind
+    assert not _planned((5, 5), None, Plan((5, 10, 20), "pocock", declared=False))  # no plan: unplanned
+    assert _planned((10, None), (5, None), plan) and not _planned((7, None), (5, None), plan)
+
+
 def test_look_history_counts_each_batch_once():
     x = pd.DataFrame({"batch": [0, 0, 1, 2]})
     y = pd.DataFrame({"batch": [0, 0, 2]})

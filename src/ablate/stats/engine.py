@@ -95,8 +95,12 @@ def _fraction(nx: int, ny: int | None, plan: Plan) -> float:
     return information(nx, ny) / information(plan.n_max, plan.n_max)
 
 
-def _planned(nx: int, ny: int | None, plan: Plan) -> bool:
-    return plan.declared and nx in plan.looks and (ny is None or ny == nx)
+def _planned(now: tuple, before: tuple | None, plan: Plan) -> bool:
+    """A look is planned when every arm that gained seeds since the previous look now holds one of
+    the plan's seed counts (an arm that gained none keeps what it had: 10 vs 11 after adding static's
+    seeds 5-9 is the plan's look at 10, even though the baseline reached 11 at an unplanned look)."""
+    changed = [n for i, n in enumerate(now) if n is not None and (before is None or n != before[i])]
+    return plan.declared and bool(changed) and all(n in plan.looks for n in changed)
 
 
 def _decide_looks(claim: Claim, x: pd.DataFrame, y: pd.DataFrame | None, plan: Plan, alpha: float) -> list[dict]:
@@ -109,7 +113,7 @@ def _decide_looks(claim: Claim, x: pd.DataFrame, y: pd.DataFrame | None, plan: P
         levels = nominal_levels(_increasing(fractions), alpha, plan.spending)
     else:
         levels = [alpha] * len(history)
-    out = []
+    out, before = [], None
     for (b, nx, ny), t, a in zip(history, fractions, levels):
         xs = x[x["batch"] <= b]["value"].to_numpy(dtype=np.float64)
         ys = None if one_sample else y[y["batch"] <= b]["value"].to_numpy(dtype=np.float64)
@@ -119,7 +123,8 @@ def _decide_looks(claim: Claim, x: pd.DataFrame, y: pd.DataFrame | None, plan: P
             v, why = "inconclusive", "the plan has no alpha left at this look"
         out.append({"n": nx, "n_baseline": None if one_sample else ny, "fraction": t, "alpha_nominal": a,
                     "estimate": est, "verdict": v, "reason": why if not est.note else f"{why} ({est.note})",
-                    "planned": _planned(nx, None if one_sample else ny, plan)})
+                    "planned": _planned((nx, None if one_sample else ny), before, plan)})
+        before = (nx, None if one_sample else ny)
     return out
 
 

@@ -6,7 +6,8 @@ run's value of every metric), the study's mechanism checks (mechanisms.csv, per 
 `committed.yaml`, the bridge from the preset's claims to those files:
 
     preset: curriculum_study            # conf/experiment/<preset>.yaml declares the claims and plan
-    reports: [., look3]                 # optional: reports to pool (a later look's, in a subdirectory)
+    reports: {., look3: curriculum_study_look3}   # optional: reports to pool (a later look's, in a
+                                        # subdirectory, and the sweep directory its runs came from)
     order: [curriculum_study, ...]      # optional: the sweep directories in the order they ran (the looks)
     labels: {old label: preset name}    # optional: conditions the report labelled otherwise
     metrics:                            # a claim metric (or component) read from mechanisms.csv
@@ -43,14 +44,14 @@ def conf_dir() -> Path:
     return CONF_DIR
 
 
-def _mechanism_rows(study_dir: Path, bridge: dict, runs: pd.DataFrame) -> list[dict]:
+def _mechanism_rows(study_dir: Path, bridge: dict, runs: pd.DataFrame, sweep: str | None = None) -> list[dict]:
     """The bridge's metrics from mechanisms.csv, as rows of the values table (joined to summary.csv's
     runs by the `run` column, which both files share)."""
     path = study_dir / "mechanisms.csv"
     mapping = bridge.get("metrics") or {}
     if not mapping or not path.is_file():
         return []
-    mech = pd.read_csv(path, dtype={"run": str})
+    mech = _prefixed(pd.read_csv(path, dtype={"run": str}), sweep)
     if "regime" in mech.columns:  # one row per run and regime: the run-level columns repeat
         mech = mech.drop_duplicates("run")
     info = runs.drop_duplicates("run").set_index("run")
@@ -95,19 +96,32 @@ def _true(x) -> bool:
     return str(x).strip().lower() in ("true", "1", "1.0", "yes")
 
 
+def _reports(bridge: dict) -> dict[str, str | None]:
+    """report directory (relative to the study's) -> the sweep directory its runs came from, which
+    prefixes their `run` where the report read one sweep (its runs then carry no directory)."""
+    reports = bridge.get("reports") or ["."]
+    return dict(reports) if isinstance(reports, dict) else {r: None for r in reports}
+
+
+def _prefixed(frame: pd.DataFrame, sweep: str | None) -> pd.DataFrame:
+    if sweep:
+        runs = frame["run"].astype(str)
+        frame["run"] = runs.where(runs.str.contains("/"), sweep + "/" + runs)
+    return frame
+
+
 def study_values(study_dir: Path, bridge: dict) -> pd.DataFrame:
     """The values table of a study: every report it lists (`reports`, default the study directory
     itself: e.g. a later look's report in a subdirectory), pooled, with the bridge's metrics."""
     tables = []
-    for sub in bridge.get("reports") or ["."]:
-        where = (study_dir / sub).resolve()
-        summary = pd.read_csv(where / "summary.csv", dtype={"run": str, "seed": str})
+    for sub, sweep in _reports(bridge).items():
+        summary = pd.read_csv(study_dir / sub / "summary.csv", dtype={"run": str, "seed": str})
         summary["condition"] = summary["condition"].replace(bridge.get("labels") or {})
-        tables.append(summary)
+        tables.append(_prefixed(summary, sweep))
     table = summary_values(pd.concat(tables, ignore_index=True), bridge.get("order"))
     extra = []
-    for sub in bridge.get("reports") or ["."]:
-        extra += _mechanism_rows((study_dir / sub).resolve(), bridge, table)
+    for sub, sweep in _reports(bridge).items():
+        extra += _mechanism_rows(study_dir / sub, bridge, table, sweep)
     extra += _curve_rows(study_dir, bridge)
     return pd.concat([table, pd.DataFrame(extra, columns=VALUE_COLUMNS)], ignore_index=True)
 
