@@ -1,6 +1,6 @@
 """Significance reports across seeds and conditions of a sweep (`python -m ablate.stats`).
 
-The math lives in `intervals` (pure functions of arrays), discovery and loading in `runs`, tables
+The math lives in `intervals`, `sequential`, `verdicts` (pure functions), discovery in `runs`, loading in `load`, tables
 in `analysis`, files and figures in `report`. Names are imported on first use so that the CLI can
 reject a bad path before paying for scipy, pandas and matplotlib.
 """

@@ -34,6 +34,7 @@ from ablate.stats.curves import (  # noqa: F401  (re-exported: tests and report 
 from ablate.stats.engine import ClaimsResult, sweep_claims
 from ablate.stats.intervals import iqm_ci, ratio_bootstrap_ci, rng_for, t_interval, wilson_interval
 from ablate.stats.runs import Run, StatsInputError, Sweep, condition_label
+from ablate.stats.settings import Settings  # noqa: F401  (re-exported: the CLI and tests build it here)
 from ablate.stats.study import Study
 
 DEFAULT_METRICS = ("pass@1",)
@@ -41,21 +42,6 @@ DEFAULT_METRICS = ("pass@1",)
 _RATE = re.compile(r"(^|/)(pass[@^]\d+|exact_pass@1|coverage|precision|mixed_fraction|best_of_n|verdict_rate/.*"
                    r"|tool/calc_emission_rate)$")
 DEFAULT_EFFECT = 0.03
-
-
-@dataclass
-class Settings:
-    resamples: int = 10_000
-    confidence: float = 0.95
-    alpha: float = 0.05
-    seed: int = 0
-    metrics: Sequence[str] | None = None  # None: the study's metrics, else pass@1
-    baseline: str | None = None
-    reach: Sequence[str] = ()
-    smooth: int = 5
-    effect: float | None = None  # None: the study's effect, else DEFAULT_EFFECT
-    power: bool = False  # also plan every metric (power.csv)
-    names: Sequence[str] = ()  # --name LABEL:KEY=VALUE[,KEY=VALUE]
 
 
 @dataclass

@@ -17,7 +17,7 @@ from ablate.stats.runs import condition_label
 from ablate.stats.verdicts import welch
 
 if TYPE_CHECKING:
-    from ablate.stats.analysis import Settings
+    from ablate.stats.settings import Settings
 
 COMPARISON_COLUMNS = [
     "regime", "metric", "condition", "baseline", "n_seeds", "n_seeds_baseline", "mean", "mean_baseline",

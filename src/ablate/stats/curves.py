@@ -13,7 +13,7 @@ from ablate.stats.intervals import t_interval
 from ablate.stats.runs import Run, StatsInputError
 
 if TYPE_CHECKING:
-    from ablate.stats.analysis import Settings
+    from ablate.stats.settings import Settings
 
 DEFAULT_REACH_METRIC = "train/reward_mean"
 # held-out pass@1 on the fixed validation subset, logged every eval.every steps

@@ -195,15 +195,3 @@ def newest_sweep(multirun_root: Path = Path("multirun")) -> Path:
         return max(times)
 
     return max(sweeps, key=lambda p: (mtime(p), str(p)))
-
-
-# Loading moved to ablate.stats.load; these names stay importable from here for existing callers.
-_MOVED = {"load_sweep", "load_run", "load_samples", "load_regime", "load_metrics_csv", "mark_incomplete"}
-
-
-def __getattr__(name: str):
-    if name in _MOVED:
-        from ablate.stats import load
-
-        return getattr(load, name)
-    raise AttributeError(f"module 'ablate.stats.runs' has no attribute {name!r}")
