@@ -290,12 +290,11 @@ def test_the_calibration_table_in_stats_md_is_rendered_from_the_saved_runs():
     import re
     from pathlib import Path
 
-    from ablate.stats.calibrate import markdown
+    from ablate.stats.calibrate import combine, markdown
 
     root = Path(__file__).resolve().parent.parent
-    paths = sorted((root / "docs" / "calibration").glob("*.csv"))
-    table = pd.concat([pd.read_csv(p, dtype={"seeds": str}) for p in paths], ignore_index=True)
-    want = markdown(table.groupby(["seeds", "variance", "effect"], sort=False).first().reset_index())
+    table = combine((root / "docs" / "calibration").glob("*.csv"))
+    want = markdown(table)
     doc = (root / "docs" / "stats.md").read_text()
     (have,) = re.findall(r"<!-- calibration -->\n(.*?)<!-- /calibration -->", doc, re.S)
     assert have == want, "run: python -m ablate.stats.calibrate --render docs/calibration/*.csv --doc docs/stats.md"

@@ -231,7 +231,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="the plan's Lan-DeMets spending function (default pocock, as the study presets); none: "
                         "every look at the full alpha, what adding seeds without a plan does (coverage not meaningful)")
     p.add_argument("--render", nargs="+", type=Path, metavar="CSV",
-                   help="instead of running: render saved --out tables as markdown (into --doc between markers)")
+                   help="instead of running: render saved --out tables as markdown (into --doc between markers); "
+                        "where several measured a setting, the one with the most sweeps counts")
     p.add_argument("--doc", type=Path, help="with --render: the markdown file whose <!-- calibration --> block to replace")
     p.add_argument("--old", type=int, default=0, metavar="N", help="also run the replaced procedure on the first N sweeps")
     p.add_argument("--seed", type=int, default=0)
@@ -302,12 +303,21 @@ def markdown(table: pd.DataFrame) -> str:
     return "\n".join(fixed) + "\n\n" + "\n".join(plans) + "\n"
 
 
+def combine(paths) -> pd.DataFrame:
+    """The saved runs as one table: where several measured the same setting, the one with the most
+    sweeps gives its numbers (a column it lacks, e.g. the replaced procedure's, comes from the next)."""
+    table = pd.concat([pd.read_csv(p, dtype={"seeds": str}) for p in sorted(paths)], ignore_index=True)
+    order = table.drop_duplicates(["seeds", "variance"])[["seeds", "variance"]].apply(tuple, axis=1).tolist()
+    table = table.sort_values("sweeps", ascending=False, kind="stable")
+    table = table.groupby(["seeds", "variance", "effect"], sort=False).first().reset_index()
+    table["_order"] = table[["seeds", "variance"]].apply(tuple, axis=1).map({k: i for i, k in enumerate(order)})
+    return table.sort_values(["_order", "effect"], kind="stable").drop(columns="_order").reset_index(drop=True)
+
+
 def render(paths: list[Path], doc: Path | None) -> int:
     import re
 
-    # earlier files win where two measured the same setting (list the larger runs first)
-    table = pd.concat([pd.read_csv(p, dtype={"seeds": str}) for p in paths], ignore_index=True)
-    text = markdown(table.groupby(["seeds", "variance", "effect"], sort=False).first().reset_index())
+    text = markdown(combine(paths))
     if doc is None:
         print(text)
         return 0
