@@ -109,7 +109,7 @@ def _decide_looks(claim: Claim, x: pd.DataFrame, y: pd.DataFrame | None, plan: P
     one_sample = y is None
     fractions = [_fraction(nx, None if one_sample else ny, plan) for _, nx, ny in history]
     if claim.in_family:
-        # a look that adds too few seeds for any information (never happens with counts) is merged
+        # fractions must increase: a look that adds no information (e.g. 5 vs 11 after 11 vs 5) is nudged
         levels = nominal_levels(_increasing(fractions), alpha, plan.spending)
     else:
         levels = [alpha] * len(history)
