@@ -253,3 +253,29 @@ def test_unknown_importance_mode_or_level_is_an_error():
         policy_gradient_loss(x, x, torch.zeros(1), torch.ones(1, 1), mode="clip")
     with pytest.raises(ValueError, match="level"):
         policy_gradient_loss(x, x, torch.zeros(1), torch.ones(1, 1), level="chunk")
+
+
+def test_a_policy_loss_registers_in_one_place(monkeypatch):
+    """Adding a policy loss is one entry in objectives.POLICY_LOSSES: the loss dispatches to it and the
+    config check accepts its key (a toy REINFORCE without importance weights)."""
+    from ablate import objectives
+
+    def reinforce(logprobs, delta, adv, mask, **_):
+        one = torch.ones(())
+        return -(adv * logprobs), one, one, torch.zeros(()), {}
+
+    monkeypatch.setitem(objectives.POLICY_LOSSES, "reinforce", reinforce)
+    logprobs = torch.tensor([[-1.0, -2.0], [-0.5, -0.5]])
+    mask = torch.tensor([[1.0, 1.0], [1.0, 0.0]])
+    loss, info = objectives.policy_gradient_loss(logprobs, logprobs + 5.0, torch.tensor([1.0, -2.0]), mask,
+                                                 level="reinforce", aggregation="token_mean")
+    # token mean of -(A * log pi) over the 3 unmasked tokens: (1 + 2 - 1) / 3
+    assert loss.item() == pytest.approx(2.0 / 3.0) and info["ratio_mean"].item() == 1.0
+    from hydra import compose, initialize_config_dir
+
+    from ablate.config import CONF_DIR
+    from ablate.lit.rloo import check_stage
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["stage=rloo", "stage.is_level=reinforce"])
+    check_stage(cfg)  # accepted: the check reads the registry

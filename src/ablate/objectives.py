@@ -68,8 +68,58 @@ def aggregate(values: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tenso
     raise ValueError(f"unknown aggregation {how!r}; expected one of {AGGREGATIONS}")
 
 
-IS_LEVELS = ("sequence", "token", "geometric")
 IS_MODES = ("truncate", "mask")
+
+
+def _sequence_weighted(logprobs, delta, adv, mask, *, geometric: bool, clip, low, mode, **_):
+    """Per-token loss -w * A * log pi_t with one importance weight per sequence, a constant:
+    w = exp(sum_t (log pi - log mu)), or with `geometric` its per-token geometric mean."""
+    extra: dict[str, torch.Tensor] = {}
+    log_w = delta.sum(-1).detach()
+    if geometric:
+        log_w = log_w / mask.sum(-1).clamp(min=1)
+    ratio = log_w.exp()
+    if mode == "truncate":
+        weight = ratio.clamp(max=clip)
+        if low > 0:
+            weight = weight.clamp(min=low)
+    else:
+        keep = (ratio >= low) & (ratio <= clip)
+        weight = torch.where(keep, ratio, torch.zeros_like(ratio))
+        extra["mask_fraction"] = (~keep).float().mean()
+    per_token = -(weight.unsqueeze(-1) * adv * logprobs)
+    return per_token, ratio.mean(), ratio.max(), (ratio > clip).float().mean(), extra
+
+
+def _token_clipped(logprobs, delta, adv, mask, *, clip, clip_eps, low, mode, dual_clip, **_):
+    """PPO's per-token clipped objective, with the dual clip and token masking options."""
+    extra: dict[str, torch.Tensor] = {}
+    ratio = delta.exp()
+    unclipped = ratio * adv
+    clipped_term = ratio.clamp(1 - clip_eps, 1 + clip_eps) * adv
+    per_token = -torch.minimum(unclipped, clipped_term)
+    tokens = mask.sum().clamp(min=1)
+    clipped = ((clipped_term < unclipped).float() * mask).sum() / tokens
+    if dual_clip is not None:
+        capped = (adv < 0) & (per_token > -dual_clip * adv)
+        per_token = torch.where(adv < 0, torch.minimum(per_token, -dual_clip * adv), per_token)
+        extra["dual_clip_fraction"] = (capped.float() * mask).sum() / tokens
+    if mode == "mask":
+        keep = ((ratio >= low) & (ratio <= clip)).to(per_token.dtype)
+        per_token = per_token * keep
+        extra["mask_fraction"] = ((1 - keep) * mask).sum() / tokens
+    return per_token, (ratio * mask).sum() / tokens, (ratio * mask).max(), clipped, extra
+
+
+# `stage.is_level` -> (logprobs, delta = (log pi - log mu) * mask, advantages [N, 1], mask, **options)
+# -> (per-token loss, mean ratio, max ratio, clipped fraction, extra diagnostics). Add a policy loss
+# here and `stage.is_level=<its key>` selects it; the config check reads these keys.
+POLICY_LOSSES: dict[str, Callable[..., tuple]] = {
+    "sequence": lambda *a, **k: _sequence_weighted(*a, geometric=False, **k),
+    "token": _token_clipped,
+    "geometric": lambda *a, **k: _sequence_weighted(*a, geometric=True, **k),
+}
+IS_LEVELS = tuple(POLICY_LOSSES)
 
 
 def policy_gradient_loss(logprobs: torch.Tensor, behaviour_logprobs: torch.Tensor, advantages: torch.Tensor,
@@ -101,45 +151,13 @@ def policy_gradient_loss(logprobs: torch.Tensor, behaviour_logprobs: torch.Tenso
     """
     if mode not in IS_MODES:
         raise ValueError(f"unknown importance-sampling mode {mode!r}; expected one of {IS_MODES}")
+    if level not in POLICY_LOSSES:
+        raise ValueError(f"unknown importance-sampling level {level!r}; expected one of {IS_LEVELS}")
     mask = mask.to(logprobs.dtype)
     delta = (logprobs - behaviour_logprobs) * mask
-    adv = advantages.unsqueeze(-1)
-    extra: dict[str, torch.Tensor] = {}
-    if level in ("sequence", "geometric"):
-        log_w = delta.sum(-1).detach()
-        if level == "geometric":
-            log_w = log_w / mask.sum(-1).clamp(min=1)
-        ratio = log_w.exp()
-        if mode == "truncate":
-            weight = ratio.clamp(max=clip)
-            if low > 0:
-                weight = weight.clamp(min=low)
-        else:
-            keep = (ratio >= low) & (ratio <= clip)
-            weight = torch.where(keep, ratio, torch.zeros_like(ratio))
-            extra["mask_fraction"] = (~keep).float().mean()
-        per_token = -(weight.unsqueeze(-1) * adv * logprobs)
-        clipped = (ratio > clip).float().mean()
-        mean_ratio, max_ratio = ratio.mean(), ratio.max()
-    elif level == "token":
-        ratio = delta.exp()
-        unclipped = ratio * adv
-        clipped_term = ratio.clamp(1 - clip_eps, 1 + clip_eps) * adv
-        per_token = -torch.minimum(unclipped, clipped_term)
-        tokens = mask.sum().clamp(min=1)
-        clipped = ((clipped_term < unclipped).float() * mask).sum() / tokens
-        if dual_clip is not None:
-            capped = (adv < 0) & (per_token > -dual_clip * adv)
-            per_token = torch.where(adv < 0, torch.minimum(per_token, -dual_clip * adv), per_token)
-            extra["dual_clip_fraction"] = (capped.float() * mask).sum() / tokens
-        if mode == "mask":
-            keep = ((ratio >= low) & (ratio <= clip)).to(per_token.dtype)
-            per_token = per_token * keep
-            extra["mask_fraction"] = ((1 - keep) * mask).sum() / tokens
-        mean_ratio = (ratio * mask).sum() / tokens
-        max_ratio = (ratio * mask).max()
-    else:
-        raise ValueError(f"unknown importance-sampling level {level!r}; expected one of {IS_LEVELS}")
+    per_token, mean_ratio, max_ratio, clipped, extra = POLICY_LOSSES[level](
+        logprobs, delta, advantages.unsqueeze(-1), mask, clip=clip, clip_eps=clip_eps, low=low, mode=mode,
+        dual_clip=dual_clip)
     loss = aggregate(per_token, mask, aggregation)
     info = {"ratio_mean": mean_ratio.detach(), "ratio_max": max_ratio.detach(), "clip_fraction": clipped.detach()}
     info.update({key: value.detach() for key, value in extra.items()})

@@ -450,7 +450,7 @@ class RLOOModule(CompilableLearner, L.LightningModule):
 def check_stage(cfg) -> None:
     """`stage=rloo` config, with its rollout engine: ConfigError naming the key and the fix."""
     from ablate.config_checks import require
-    from ablate.objectives import ADVANTAGES, AGGREGATIONS, IS_LEVELS, IS_MODES, KL_ESTIMATORS
+    from ablate.objectives import ADVANTAGES, AGGREGATIONS, IS_MODES, KL_ESTIMATORS, POLICY_LOSSES
     from ablate.rollout import check_rollout
 
     s = cfg.stage
@@ -460,7 +460,7 @@ def check_stage(cfg) -> None:
     require(0 <= s.warmup_steps < s.max_steps,
             f"stage.warmup_steps={s.warmup_steps} must be in [0, stage.max_steps={s.max_steps})")
     require(s.advantage in ADVANTAGES, f"stage.advantage={s.advantage!r}: expected one of {tuple(ADVANTAGES)}")
-    require(s.is_level in IS_LEVELS, f"stage.is_level={s.is_level!r}: expected one of {IS_LEVELS}")
+    require(s.is_level in POLICY_LOSSES, f"stage.is_level={s.is_level!r}: expected one of {tuple(POLICY_LOSSES)}")
     require(s.is_mode in IS_MODES, f"stage.is_mode={s.is_mode!r}: expected one of {IS_MODES}")
     require(0 <= s.is_low < s.is_clip,
             f"stage.is_low={s.is_low} must be in [0, stage.is_clip={s.is_clip}) (the importance weights kept or "
