@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ablate.config import CONF_DIR, torch_threads  # also registers the group schemas and resolvers before Hydra composes
-from ablate.metrics import prompt_ratios
+from ablate.metrics import REGIME_TOOL, REGIMES, prompt_ratios
 from ablate.rollout import SamplingParams
 from ablate.rollout.hf import HFEngine
 from ablate.rollout.tools import Tool, ToolPrompt, build_tool
@@ -150,7 +150,7 @@ def main(cfg: DictConfig) -> None:
     from ablate.stopping import stop_on_signals
     from ablate.tasks.countdown import build_splits
 
-    if cfg.regime not in ("no_tool", "tool"):
+    if cfg.regime not in REGIMES:
         raise SystemExit(f"config error: regime={cfg.regime!r}: expected no_tool or tool (the tool of `tool=...` answers)")
     try:
         model_dir = Path(resolve_path(str(cfg.model_dir)))
@@ -176,7 +176,7 @@ def main(cfg: DictConfig) -> None:
         status.update(device=device)
         reward = Reward.from_config(OmegaConf.to_container(cfg.reward, resolve=True))
         splits = build_splits(cfg.task, pool_size=int(cfg.task.test_pool))
-        tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if cfg.regime == "tool" else None
+        tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if cfg.regime == REGIME_TOOL else None
         summary, rows = evaluate(model, tokenizer, splits.test, cfg.model.template, reward, cfg.eval, int(cfg.seed),
                                  tool, tool_cfg=cfg.tool)
         out = write_eval(run_dir, cfg.regime, summary, rows)
@@ -200,18 +200,18 @@ def check_eval(cfg) -> None:
     require(int(e.max_new_tokens) >= 1 and int(e.batch_size) >= 1, "eval.max_new_tokens and eval.batch_size must be >= 1")
     if e.get("regimes") is not None:
         regimes = list(e.regimes)
-        require(regimes and set(regimes) <= {"no_tool", "tool"} and len(set(regimes)) == len(regimes),
+        require(regimes and set(regimes) <= set(REGIMES) and len(set(regimes)) == len(regimes),
                 f"eval.regimes={regimes}: expected a non-empty list of no_tool and/or tool without repeats "
                 "(e.g. eval.regimes=[tool]), or null for no_tool plus tool when the run has one")
-        require("tool" not in regimes or cfg.tool.schedule != "off",
+        require(REGIME_TOOL not in regimes or cfg.tool.schedule != "off",
                 "eval.regimes includes tool, but tool.schedule=off: choose a tool (e.g. tool=on, tool=oracle) "
                 "or eval.regimes=[no_tool]")
     if e.get("every") is not None:
         require(int(e.every) >= 1, f"eval.every={e.every} must be >= 1 (steps between held-out evaluations) or null")
         require(int(e.val_n) >= 1, f"eval.val_n={e.val_n} must be >= 1")
-        require(e.val_regime in ("auto", "no_tool", "tool"),
+        require(e.val_regime in ("auto", *REGIMES),
                 f"eval.val_regime={e.val_regime!r}: expected auto, no_tool or tool")
-        require(e.val_regime != "tool" or cfg.tool.schedule != "off",
+        require(e.val_regime != REGIME_TOOL or cfg.tool.schedule != "off",
                 "eval.val_regime=tool validates with the run's tool, but tool.schedule=off: choose a tool "
                 "(e.g. tool=on, tool=oracle) or eval.val_regime=no_tool")
         room = int(cfg.task.test_pool) - int(cfg.task.test_size)

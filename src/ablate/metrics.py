@@ -14,6 +14,11 @@ from typing import Mapping
 
 import numpy as np
 
+# The evaluation regimes (eval/<regime>/ in a run directory): without the tool, and with the run's tool
+# answering. Defined once here, where the metrics that fill those directories are.
+REGIME_NO_TOOL, REGIME_TOOL = "no_tool", "tool"
+REGIMES = (REGIME_NO_TOOL, REGIME_TOOL)
+
 Columns = Mapping[str, np.ndarray]
 # (name, per-prompt numerator, per-prompt denominator, what a Wilson interval counts, repeated by operand count)
 Ratio = tuple[str, np.ndarray, np.ndarray, "str | None", bool]

@@ -16,10 +16,9 @@ from typing import Any, Callable
 from omegaconf import DictConfig, OmegaConf
 
 from ablate.fit import fit, global_rank, precision
+from ablate.metrics import REGIME_NO_TOOL, REGIME_TOOL  # re-exported: train reads them here
 
 log = logging.getLogger("ablate.train")
-
-REGIME_NO_TOOL, REGIME_TOOL = "no_tool", "tool"
 
 
 def preference_stages() -> tuple[str, ...]:

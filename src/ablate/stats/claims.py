@@ -12,11 +12,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from ablate.metrics import REGIME_NO_TOOL
 from ablate.stats.sequential import SPENDING
 from ablate.stats.verdicts import TYPES
 
 OPS = (">=", "<=", ">", "<")
-DEFAULT_REGIME = "no_tool"
+DEFAULT_REGIME = REGIME_NO_TOOL
 DEFAULT_PLAN = (5, 10, 20)
 
 
