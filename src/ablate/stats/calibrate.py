@@ -30,6 +30,7 @@ import pandas as pd
 import scipy.optimize
 import scipy.special
 
+from ablate.metrics import REGIME_NO_TOOL
 from ablate.stats.runs import PromptTable, RegimeEval, Run, Sweep
 
 VARIANCE = {"small": (0.02, 0.5), "large": (0.15, 0.5)}
@@ -103,11 +104,11 @@ def plant(s: Setting, rng: np.random.Generator, difficulty: np.ndarray) -> Sweep
             c = rng.binomial(N_SAMPLES, scipy.special.expit(z)).astype(np.float64)
             n_ = np.full(N_PROMPTS, float(N_SAMPLES))
             table = PromptTable(ids, {"n": n_, "n_correct": c, "n_answered": n_.copy()})
-            ev = RegimeEval("no_tool", roots[batch] / "eval/no_tool", table, {"n_prompts": N_PROMPTS})
+            ev = RegimeEval(REGIME_NO_TOOL, roots[batch] / "eval" / REGIME_NO_TOOL, table, {"n_prompts": N_PROMPTS})
             overrides = (f"arm={arm}", f"seed={seed}")
             status = {"state": "completed", "started_at": f"2026-01-0{batch + 1}T00:00:00"}
             runs.append(Run(roots[batch] / f"{arm}{seed}", f"look{batch}/{arm}{seed}", overrides, (f"arm={arm}",),
-                            str(seed), "completed", status, {"no_tool": ev}, None, outcome="ok",
+                            str(seed), "completed", status, {REGIME_NO_TOOL: ev}, None, outcome="ok",
                             config={"seed": seed, "arm": arm, "study": study}))
     return Sweep(roots=roots, runs=runs)
 
@@ -168,7 +169,7 @@ def old_procedure(sweep: Sweep, rng: np.random.Generator, resamples: int, confid
     conditions swapped within prompts: intervals.paired_test's p-value, without its BCa interval)."""
     from ablate.stats.intervals import _permutation_p, hierarchical_bootstrap_distribution, percentile_interval
 
-    arms = {arm: [r.evals["no_tool"].prompts.cols["n_correct"] / N_SAMPLES for r in sweep.runs
+    arms = {arm: [r.evals[REGIME_NO_TOOL].prompts.cols["n_correct"] / N_SAMPLES for r in sweep.runs
                   if r.condition == (f"arm={arm}",)] for arm in "ab"}
     hier = {arm: hierarchical_bootstrap_distribution(v, n_resamples=resamples, rng=rng)[:, 0] for arm, v in arms.items()}
     low, high = percentile_interval(hier["b"] - hier["a"], confidence)
@@ -190,7 +191,7 @@ def run_setting(s: Setting, sweeps: int, seed: int = 0, old: int = 0, resamples:
     for i in tqdm(range(sweeps), desc=s.name, disable=not progress, leave=False):
         sweep = plant(s, rng, difficulty)
         out = naive_looks(sweep, s) if s.spending == "none" else decide(sweep)
-        a = np.asarray([r.evals["no_tool"].prompts.cols["n_correct"].mean() / N_SAMPLES
+        a = np.asarray([r.evals[REGIME_NO_TOOL].prompts.cols["n_correct"].mean() / N_SAMPLES
                         for r in sweep.runs if r.condition == ("arm=a",)])
         sds.append(a.var(ddof=1))
         if i < old:
