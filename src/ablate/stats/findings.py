@@ -171,7 +171,25 @@ def render(findings_dir: Path, conf: Path | None = None):
         files[study_dir / "claims_looks.csv"] = result.looks.to_csv(index=False, float_format="%.6g")
         blocks[study_dir.name] = claims_block(result, study_dir.name)
         results[study_dir] = result
+    blocks["preconditions"] = preconditions_block(results)
     return blocks, files, results
+
+
+def preconditions_block(results: dict) -> str:
+    """Every measured or declared precondition of every study, with its value on the testbed the
+    committed runs used (the tiny model): the table a stronger testbed has to change."""
+    rows = ["| study | claim | mechanism check | needs | measured | status |", "|---|---|---|---|---|---|"]
+    for study_dir, result in results.items():
+        for r in result.table.to_dict("records"):
+            if r["precondition_status"] in ("none", "", None) or pd.isna(r["precondition_status"]):
+                continue
+            check, _, detail = str(r["precondition"]).partition(": ")
+            needs = detail.rpartition("(needs ")[2].rstrip(")") if "(needs " in detail else "–"
+            measured = f"{r['precondition_value']:.3g}" if pd.notna(r["precondition_value"]) else "–"
+            if r["precondition_status"] == "declared":
+                needs, measured = "–", detail
+            rows.append(f"| {study_dir.name} | {r['id']} | {check} | {needs} | {measured} | {r['precondition_status']} |")
+    return "\n".join(rows) + "\n"
 
 
 def embed(markdown: str, blocks: dict[str, str]) -> str:
@@ -192,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     blocks, files, results = render(args.findings_dir)
     text = doc.read_text(encoding="utf-8") if doc.is_file() else ""
     new = embed(text, blocks)
-    missing = [s for s in blocks if f"<!-- claims:{s} -->" not in text]
+    missing = [s for s in blocks if f"<!-- claims:{s} -->" not in text and s != "preconditions"]
     if args.check:
         stale = [str(doc)] if new != text else []
         stale += [str(f) for f, body in files.items() if not f.is_file() or f.read_text(encoding="utf-8") != body]
