@@ -32,7 +32,7 @@ from ablate.stats.curves import (  # noqa: F401  (re-exported: tests and report 
     reach_table,
 )
 from ablate.stats.engine import ClaimsResult, sweep_claims
-from ablate.stats.intervals import iqm_ci, ratio_bootstrap_ci, rng_for, t_interval, wilson_interval
+from ablate.stats.intervals import iqm_ci, nanmean, ratio_bootstrap_ci, rng_for, t_interval, wilson_interval
 from ablate.stats.runs import Run, StatsInputError, Sweep, condition_label
 from ablate.stats.settings import Settings  # noqa: F401  (re-exported: the CLI and tests build it here)
 from ablate.stats.study import Study
@@ -324,7 +324,7 @@ def _condition_rows(runs, blocks, cis, run_values, regime, label, names, reporte
                                      sum(b.wilson[m][1].sum() for b in blocks), s.confidence)
         rep = [d.get(name, np.nan) for d in reported_per_run]
         rows.append(_row("condition", regime, label, None, name, run_values[:, m].mean(), sd[m], n_seeds,
-                         lo[m], hi[m], method, wl, wh, _nanmean(rep), n_prompts, n_samples))
+                         lo[m], hi[m], method, wl, wh, nanmean(rep), n_prompts, n_samples))
     return rows
 
 
@@ -349,12 +349,6 @@ def _reported_rows(runs, blocks, regime, label, reported_names, reported_per_run
                              ok.std(ddof=1) if ok.size > 1 else np.nan, int(ok.size), tl, th,
                              "t interval over seeds", np.nan, np.nan, ok.mean(), n_prompts, n_samples))
     return reported, rows
-
-
-def _nanmean(values) -> float:
-    a = np.asarray(values, dtype=np.float64)
-    a = a[np.isfinite(a)]
-    return float(a.mean()) if a.size else np.nan
 
 
 def _row(level, regime, label, run, metric, value, sd, n_seeds, lo, hi, method, wl, wh, rep, n_prompts,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 import pandas as pd
 
-from ablate.stats.intervals import t_interval
+from ablate.stats.intervals import nanmean, t_interval
 from ablate.stats.runs import Run, StatsInputError
 
 if TYPE_CHECKING:
@@ -18,12 +18,6 @@ if TYPE_CHECKING:
 DEFAULT_REACH_METRIC = "train/reward_mean"
 # held-out pass@1 on the fixed validation subset, logged every eval.every steps
 VAL_REACH_METRIC = "val/pass@1"
-
-
-def _nanmean(values) -> float:
-    a = np.asarray(values, dtype=np.float64)
-    a = a[np.isfinite(a)]
-    return float(a.mean()) if a.size else np.nan
 
 
 TRAIN_CAVEAT = "training reward: not a skill measure (easier batches reach it sooner)"
@@ -142,7 +136,7 @@ def _reach_rows(runs, label, metric, op, thr, window, source, caveat, s) -> list
         rows.append({"level": "condition", "condition": label, "run": "", "seed": "", "metric": metric, "op": op,
                      "threshold": thr, "reached": int(sum(r["reached"] for r in rows)), "runs": len(steps),
                      "step": float(np.mean(steps)), "step_ci_low": lo, "step_ci_high": hi,
-                     "time_s": _nanmean(times), "source": source, "caveat": caveat})
+                     "time_s": nanmean(times), "source": source, "caveat": caveat})
     return rows
 
 

@@ -24,6 +24,13 @@ def rng_for(seed: int, *keys: str) -> np.random.Generator:
     return np.random.default_rng([int(seed), zlib.crc32("\x1f".join(keys).encode())])
 
 
+def nanmean(values) -> float:
+    """Mean of the finite values; NaN when there are none."""
+    a = np.asarray(values, dtype=np.float64)
+    a = a[np.isfinite(a)]
+    return float(a.mean()) if a.size else np.nan
+
+
 class Interval(NamedTuple):
     low: float | np.ndarray
     high: float | np.ndarray

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ablate.metrics import prompt_ratios
+from ablate.stats.blocks import flatten_summary
 
 VALUE_COLUMNS = ["run", "batch", "condition", "seed", "regime", "metric", "value"]
 CURVE_REGIME = "train"  # metrics.csv has no eval regime
@@ -112,16 +113,6 @@ def eval_values(prompts, metrics: Iterable[str]) -> dict[str, float]:
     return out
 
 
-def _flat(summary, prefix: str = "") -> dict[str, float]:
-    out: dict[str, float] = {}
-    for key, value in (summary or {}).items():
-        if isinstance(value, dict):
-            out.update(_flat(value, f"{prefix}{key}/"))
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            out[f"{prefix}{key}"] = float(value)
-    return out
-
-
 def run_batches(sweep) -> dict[str, int]:
     """run.rel -> the index of its batch: the sweep directory it came from, ordered by when that
     directory's first run started (status.json), so a directory of added seeds is a later look
@@ -168,7 +159,7 @@ def sweep_values(sweep, labels: dict, metrics: Sequence[str], regimes: Sequence[
             if ev is None or not ev.usable:
                 continue
             values = eval_values(ev.prompts, eval_metrics)
-            flat = _flat(ev.summary)
+            flat = flatten_summary(ev.summary)
             for metric in eval_metrics:
                 value = values.get(metric, flat.get(metric, math.nan))
                 rows.append({**base, "regime": regime, "metric": metric, "value": value})
