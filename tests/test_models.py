@@ -80,6 +80,30 @@ def test_sft_examples_mask_prompt_padding_and_tool_output():
     assert ((batch["attention_mask"] == 0) <= (batch["labels"] == IGNORE)).all()
 
 
+def test_mixed_traces_pair_the_calculator_preamble_with_calc_and_its_absence_with_plain():
+    tokenizer = load_tiny_tokenizer()
+    problems = generate(64, seed=1, labels=False)
+    tool = {"kind": "calculator", "prompt": "when_available"}
+    mixed = TraceDataset(problems, tokenizer, "compact", "mixed", seed=0, max_length=128, tool_cfg=tool)
+    plain = TraceDataset(problems, tokenizer, "compact", "plain", seed=0, max_length=128, tool_cfg=tool)
+    bare = [len(encode_prompt(prompt_text(p, "compact", tokenizer), tokenizer)) for p in problems]
+    kinds = []
+    for i in range(len(problems)):
+        item = mixed[i]
+        text = tokenizer.decode(item["input_ids"])
+        calc = "<calc>" in text[text.index("<think>"):]
+        prompt_len = next(k for k, label in enumerate(item["labels"]) if label != IGNORE)
+        decorated = prompt_len > bare[i]
+        assert calc == decorated, text  # the preamble exactly when the calculator answered the trace
+        kinds.append(calc)
+    assert 16 < sum(kinds) < 48  # about one half each
+    again = TraceDataset(problems, tokenizer, "compact", "mixed", seed=0, max_length=128, tool_cfg=tool)
+    assert [again[i]["input_ids"] for i in range(8)] == [
+        TraceDataset(problems, tokenizer, "compact", "mixed", seed=0, max_length=128, tool_cfg=tool)[i]["input_ids"]
+        for i in range(8)]
+    assert all("<calc>" not in tokenizer.decode(plain[i]["input_ids"]) for i in range(8))
+
+
 def test_trace_rendering_compact_and_spaced():
     from ablate.tasks.countdown.solver import search
 

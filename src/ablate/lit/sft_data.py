@@ -15,7 +15,7 @@ from ablate.padding import attention_mask, right_pad
 from ablate.tasks.countdown import Problem
 from ablate.tasks.countdown.oracle_traces import oracle_trajectory
 from ablate.tasks.countdown.prompts import OracleFormat
-from ablate.tasks.countdown.traces import sft_response
+from ablate.tasks.countdown.traces import sft_response, trace_style
 
 
 def tool_output_mask(ids: Sequence[int], open_id: int | None, close_id: int | None) -> list[bool]:
@@ -66,9 +66,9 @@ class TraceDataset(Dataset):
     def _ids(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
-    def response(self, problem: Problem, rng: random.Random) -> tuple[list[int], list[bool]]:
+    def response(self, problem: Problem, rng: random.Random, style: str) -> tuple[list[int], list[bool]]:
         """Token ids of one trace (eos included) and which of them the tool wrote."""
-        if self.style == "oracle":
+        if style == "oracle":
             trajectory = oracle_trajectory(problem, rng, float(self.oracle["mistake_rate"]),
                                            int(self.oracle["max_messages"]))
             ids, tool = [], []
@@ -77,7 +77,7 @@ class TraceDataset(Dataset):
                 ids += piece
                 tool += [by_tool] * len(piece)
             return ids + [self.tokenizer.eos_token_id], tool + [False]
-        ids = self._ids(sft_response(problem, rng, self.style, compact=self.template == "compact"))
+        ids = self._ids(sft_response(problem, rng, style, compact=self.template == "compact"))
         ids.append(self.tokenizer.eos_token_id)
         return ids, tool_output_mask(ids, *self.result_ids)
 
@@ -88,8 +88,9 @@ class TraceDataset(Dataset):
         problem = self.problems[index]
         rng = random.Random(f"{self.seed}-{index}-{self.draws[index]}")
         self.draws[index] += 1
-        prompt = self.prompt.ids(problem, available=self.style == "calc")  # calc traces: the tool answered
-        response, tool = self.response(problem, rng)
+        style = trace_style(self.style, rng)  # mixed: this trace's draw; other styles draw nothing
+        prompt = self.prompt.ids(problem, available=style == "calc")  # calc traces: the tool answered
+        response, tool = self.response(problem, rng, style)
         labels = [IGNORE] * len(prompt) + [IGNORE if t else r for r, t in zip(response, tool)]
         ids = (prompt + response)[: self.max_length]
         return {"input_ids": ids, "labels": labels[: self.max_length]}
@@ -126,7 +127,7 @@ def sft_tool_inputs(stage: Mapping[str, Any], tool: Mapping[str, Any]) -> dict[s
     from ablate.rollout.schedules import show_preamble
 
     inputs: dict[str, Any] = {}
-    if stage.trace != "oracle" and show_preamble(tool.prompt, available=stage.trace == "calc"):
+    if stage.trace != "oracle" and show_preamble(tool.prompt, available=stage.trace in ("calc", "mixed")):
         inputs["preamble"] = True
     if stage.trace == "oracle":
         inputs.update(mistake_rate=float(tool.get("mistake_rate", 0.05)), max_messages=int(tool.get("max_messages", 20)))

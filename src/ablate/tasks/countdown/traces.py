@@ -5,6 +5,9 @@ A trace is a short `<think>` with the steps that reach the target, then the answ
 * `calc`: each step is a calculator call whose result the tool fills in:
   `<think><calc>44+19</calc><result>63</result> <calc>63+35</calc><result>98</result></think>...`
   (the `<result>...</result>` spans are tool output and are masked out of the loss).
+* `mixed`: each trace is `calc` (its prompt decorated as one the calculator answers) or `plain`
+  (undecorated), one half each: a tool-dispatch SFT that keeps the no-tool skill (issue 29; the
+  `calc` SFT forgets it: no-tool pass@1 0.0165 against the shipped SFT's 0.316).
 * `oracle`: paper 004's search with the solver's answers (`oracle_traces.oracle_trajectory`; the
   solver's lines are masked out of the loss).
 `compact=True` (the tiny model's template) drops spaces; otherwise the text reads like TinyZero's.
@@ -19,7 +22,16 @@ from .problem import Problem
 from .solver import Step, random_solution, steps_to_expression
 
 TRACE_STYLES = ("plain", "calc", "oracle")
+SFT_STYLES = ("plain", "calc", "mixed", "oracle")  # what stage.trace may name (mixed: per trace, calc or plain)
 STEP_STYLES = ("plain", "calc")  # rendered from one solution path by render_trace
+MIXED_CALC_FRACTION = 0.5
+
+
+def trace_style(style: str, rng: random.Random) -> str:
+    """The style of one trace: `mixed` draws calc or plain from the trace's own generator."""
+    if style != "mixed":
+        return style
+    return "calc" if rng.random() < MIXED_CALC_FRACTION else "plain"
 
 
 def solution_steps(problem: Problem, rng: random.Random) -> list[Step]:
