@@ -16,6 +16,9 @@ STUDIES = {  # preset -> the jobs of one seed (overrides besides experiment= and
         {"curriculum=none", "stage.pool_size=500"}, {"curriculum=static", "stage.pool_size=500"},
         {"curriculum=frontier", "stage.pool_size=500"}, {"curriculum=frontier_replay", "stage.pool_size=500"},
         {"stage=ipo", "stage.pairs.order=none"}, {"stage=ipo", "stage.pairs.order=static"}],
+    "curriculum_ladder_study": [{f"curriculum={c}", "stage.pool_size=500"} for c in ("none", "static", "frontier",
+                                                                                     "frontier_replay")],
+    "tool_annealing_mixed_study": [{f"tool={t}"} for t in ("off", "on", "anneal_linear")],
     "threshold_study": [{"curriculum=none"}, {"curriculum=threshold"}, {"curriculum=static_thirds"}],
     "dots_replay_study": [{"curriculum=none", "replay.enabled=false"}, {"curriculum=none", "replay.enabled=true"},
                           {"curriculum=dots", "replay.enabled=false"}, {"curriculum=dots", "replay.enabled=true"},
@@ -28,6 +31,7 @@ STUDIES = {  # preset -> the jobs of one seed (overrides besides experiment= and
 }
 # what a study's smoke run needs besides smoke_study (its preset header says so too)
 SMOKE_EXTRA = {"tool_annealing_study": ["upstream.sft.max_steps=4", "upstream.sft.warmup_steps=1"],
+               "tool_annealing_mixed_study": ["upstream.sft.max_steps=4", "upstream.sft.warmup_steps=1"],
                "oracle_tool_study": ["eval.max_new_tokens=48"]}
 
 

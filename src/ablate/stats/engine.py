@@ -47,10 +47,10 @@ def components(metric: str) -> list[str]:
     return [m.strip() for m in metric.split(" - ")] if " - " in metric else [metric]
 
 
-def _values(table: pd.DataFrame, condition: str, regime: str, metric: str) -> pd.DataFrame:
+def condition_values(table: pd.DataFrame, condition: str, regime: str, metric: str) -> pd.DataFrame:
     parts = components(metric)
     if len(parts) == 2:  # per run: first minus second, runs that have both
-        a, b = (_values(table, condition, regime, m) for m in parts)
+        a, b = (condition_values(table, condition, regime, m) for m in parts)
         both = a.merge(b[["run", "value"]], on="run", suffixes=("", "_minus"))
         both["value"] = both["value"] - both["value_minus"]
         return both.drop(columns="value_minus").sort_values("batch", kind="stable")
@@ -68,7 +68,7 @@ def _precondition(claim: Claim, table: pd.DataFrame) -> tuple[str, float, str]:
     if pre.metric is None:
         return "declared", math.nan, f"{pre.check}: {pre.reason}"
     cond = pre.condition or claim.condition
-    rows = _values(table, cond, pre.regime or claim.regime, pre.metric)
+    rows = condition_values(table, cond, pre.regime or claim.regime, pre.metric)
     if rows.empty:
         return "not measured", math.nan, f"{pre.check}: no {pre.metric} for {cond}"
     value = float(rows["value"].mean())
@@ -173,8 +173,8 @@ def _evaluate_one(claim: Claim, table: pd.DataFrame, plan: Plan, alpha: float, e
     row = _blank(claim)
     status, value, text = _precondition(claim, table)
     row.update(precondition=text, precondition_value=value, precondition_status=status)
-    x = _values(table, claim.condition, claim.regime, claim.metric)
-    y = None if claim.baseline is None else _values(table, claim.baseline, claim.baseline_regime or claim.regime,
+    x = condition_values(table, claim.condition, claim.regime, claim.metric)
+    y = None if claim.baseline is None else condition_values(table, claim.baseline, claim.baseline_regime or claim.regime,
                                                     claim.metric)
     missing = [c for c, v in ((claim.condition, x), (claim.baseline, y)) if c is not None and v is not None and v.empty]
     if status in ("failed", "declared", "not measured"):
@@ -237,7 +237,7 @@ def reach_thresholds(declared: Declared, table: pd.DataFrame) -> dict[str, float
         parsed = parse_reach(claim.metric)
         if parsed is None or parsed[2] != "baseline" or claim.baseline is None:
             continue
-        rows = _values(table, claim.baseline, CURVE_REGIME, f"final:{parsed[0]}")
+        rows = condition_values(table, claim.baseline, CURVE_REGIME, f"final:{parsed[0]}")
         out[claim.metric] = float(rows["value"].mean()) if len(rows) else math.nan
     return out
 

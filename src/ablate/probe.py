@@ -1,0 +1,218 @@
+"""`python -m ablate.probe experiment=<study> [testbed=<name>] [key=value ...]`: measure a study's
+preconditions on a testbed without running the study.
+
+A study preset declares, for each claim whose mechanism may not occur on a given model and task, a
+precondition: a metric of one condition compared with a threshold (`study.claims[].precondition`).
+This command trains that condition only (`--seeds` seeds, default 1) with the study's own settings
+plus the given overrides (a `testbed=` option of `conf/testbed/`, or any key=value), reads the
+metric exactly as `python -m ablate.stats` does, and says whether the precondition holds:
+
+    python -m ablate.probe experiment=curriculum_study testbed=ladder23
+    python -m ablate.probe experiment=tool_annealing_study testbed=mixed_sft --claim anneal_keeps_skill
+
+Runs go to `probes/<study>/<testbed>/<condition>/seed_<k>/` (run again, a finished run is reused and
+an interrupted one resumes); each measured precondition replaces its row in `--csv`
+(default docs/testbed/probes.csv), which `--render` turns into docs/testbed.md's table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+DEFAULT_CSV = Path("docs/testbed/probes.csv")
+COLUMNS = ["study", "testbed", "check", "claims", "metric", "condition", "op", "threshold", "value", "status",
+           "seeds", "wall_s", "overrides", "commit"]
+
+
+def compose(overrides: list[str]):
+    """The composed run config (with hydra's sweeper settings) of `overrides`."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    from ablate.config import CONF_DIR
+
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        return hydra_compose("config", overrides=overrides, return_hydra_config=True)
+
+
+def preconditions(cfg, claim_ids: list[str]) -> list[tuple]:
+    """(precondition, [claim ids]) of the study's measured preconditions, one per distinct check."""
+    from omegaconf import OmegaConf
+
+    from ablate.stats.claims import parse_declared
+
+    problems: list[str] = []
+    study = OmegaConf.to_container(cfg.study, resolve=True) if cfg.get("study") else None
+    declared = parse_declared(study, problems) if study else None
+    if declared is None or problems or not declared.claims:
+        raise SystemExit(f"error: the config declares no study claims to probe ({'; '.join(problems) or 'study: null'}); "
+                         "name a study preset, e.g. experiment=curriculum_study")
+    unknown = sorted(set(claim_ids) - {c.id for c in declared.claims})
+    if unknown:
+        raise SystemExit(f"error: --claim {', '.join(unknown)}: no such claim; the study declares "
+                         f"{', '.join(c.id for c in declared.claims)}")
+    found: dict[tuple, tuple] = {}
+    for c in declared.claims:
+        pre = c.precondition
+        if pre is None or pre.metric is None or (claim_ids and c.id not in claim_ids):
+            continue
+        resolved = (pre.check, pre.metric, pre.condition or c.condition, pre.regime or c.regime, pre.op, pre.threshold)
+        found.setdefault(resolved, (resolved, []))[1].append(c.id)
+    return list(found.values())
+
+
+def condition_overrides(cfg, base: list[str], condition: str) -> list[str]:
+    """The overrides of the study's first sweep job whose composed config is `condition`
+    (`study.names`), without its seed: the condition exactly as the study runs it."""
+    from hydra_plugins.ablate_sweeper.grid_sweeper import sweep_jobs
+    from omegaconf import OmegaConf
+
+    names = OmegaConf.to_container(cfg.study.get("names") or {}, resolve=True)
+    if condition not in names:
+        raise SystemExit(f"error: condition {condition!r} is not in study.names ({', '.join(names)}); "
+                         "a probe runs named conditions")
+    sweeper = OmegaConf.to_container(cfg.hydra.sweeper, resolve=True)
+    params = {k: v for k, v in (sweeper.get("params") or {}).items() if k != "seed"}
+    for job in sweep_jobs(params, sweeper.get("grids"), []) or [[]]:
+        job_cfg = compose(base + job)
+        if all(OmegaConf.select(job_cfg, k) == v for k, v in names[condition].items()):
+            return list(job)
+    raise SystemExit(f"error: no job of the study's sweep is condition {condition!r} ({names[condition]})")
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")
+
+
+def train(overrides: list[str], run_dir: Path) -> None:
+    """One run, as its own process (a run owns its directory; a finished one returns at once)."""
+    cmd = [sys.executable, "-m", "ablate.train", *overrides, f"hydra.run.dir={run_dir}"]
+    print("+ " + " ".join(cmd), flush=True)
+    if subprocess.run(cmd).returncode != 0:
+        raise SystemExit(f"error: the probe run {run_dir} failed; its status.json and log say why")
+
+
+def measure(run_dirs: list[Path], pre: tuple) -> tuple[float, str, float]:
+    """(value, status, wall seconds) of precondition `pre` on the probe's runs."""
+    from ablate.stats.conditions import label_sweep, usable_regimes
+    from ablate.stats.engine import components, condition_values
+    from ablate.stats.load import load_sweep
+    from ablate.stats.values import sweep_values
+    from ablate.stats.verdicts import compare
+
+    check, metric, condition, regime, op, threshold = pre
+    sweep = load_sweep(run_dirs)
+    _, _, _, labels, _ = label_sweep(sweep, (), False, [])
+    labels = {cond: condition for cond in labels}  # every probe run is the one condition
+    table = sweep_values(sweep, labels, components(metric), usable_regimes(sweep))
+    rows = condition_values(table, condition, regime, metric)
+    wall = sum(float((r.status or {}).get("total_duration_s") or 0.0) for r in sweep.runs)
+    if rows.empty:
+        return math.nan, "not measured", wall
+    value = float(rows["value"].mean())
+    return value, ("held" if compare(op, value, threshold) else "failed"), wall
+
+
+def commit() -> str:
+    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return out.stdout.strip() or "unknown"
+
+
+def record(csv: Path, rows: list[dict]) -> None:
+    """Replace the rows of the same (study, testbed, check) in `csv`, atomically."""
+    from ablate.atomic import write_text
+
+    old = pd.read_csv(csv) if csv.is_file() else pd.DataFrame(columns=COLUMNS)
+    new = pd.DataFrame(rows, columns=COLUMNS)
+    key = ["study", "testbed", "check"]
+    keep = old[~old.set_index(key).index.isin(new.set_index(key).index)]
+    both = pd.concat([keep, new], ignore_index=True) if len(keep) else new
+    write_text(csv, both.sort_values(key, kind="stable").to_csv(index=False, float_format="%.6g"))
+
+
+def probe(overrides: list[str], claim_ids: list[str], seeds: int, root: Path, csv: Path | None) -> list[dict]:
+    cfg = compose(overrides)
+    study = cfg.study.name
+    testbed = next((o.partition("=")[2] for o in overrides if o.startswith("testbed=")), "tiny")
+    rows = []
+    for pre, claims in preconditions(cfg, claim_ids):
+        check, metric, condition, regime, op, threshold = pre
+        job = condition_overrides(cfg, overrides, condition)
+        run_dirs = [root / study / testbed / slug(condition) / f"seed_{s}" for s in range(seeds)]
+        start = time.time()
+        for s, run_dir in enumerate(run_dirs):
+            train([*overrides, *job, f"seed={s}"], run_dir)
+        value, status, wall = measure(run_dirs, pre)
+        rows.append(dict(study=study, testbed=testbed, check=check, claims=" ".join(claims), metric=metric,
+                         condition=condition, op=op, threshold=threshold, value=value, status=status, seeds=seeds,
+                         wall_s=round(wall or time.time() - start), overrides=" ".join([*overrides, *job]),
+                         commit=commit()))
+        print(f"{study} on {testbed}: {check}: {metric} of {condition} = {value:.4g} "
+              f"(needs {op} {threshold:g}) -> {status}", flush=True)
+    if csv is not None and rows:
+        record(csv, rows)
+    return rows
+
+
+def probe_eval(name: str, overrides: list[str], root: Path, out_dir: Path) -> dict:
+    """Evaluate a saved model (default the shipped SFT) under `overrides` (another task ladder, a
+    generation budget): what a testbed does to the starting point, in seconds, before any training.
+    The summary and the command go to `<out_dir>/<name>.json`."""
+    import json
+
+    from ablate.atomic import write_text
+
+    if not any(o.startswith("model_dir=") for o in overrides):
+        overrides = ["model_dir=builtin:tiny-sft", *overrides]
+    run_dir = root / "evals" / slug(name)
+    cmd = [sys.executable, "-m", "ablate.eval", *overrides, f"hydra.run.dir={run_dir}"]
+    print("+ " + " ".join(cmd), flush=True)
+    if subprocess.run(cmd).returncode != 0:
+        raise SystemExit(f"error: the evaluation {run_dir} failed")
+    summary = json.loads(next(run_dir.glob("eval/*/summary.json")).read_text())
+    record_ = {"name": name, "overrides": " ".join(overrides), "commit": commit(), "summary": summary}
+    write_text(out_dir / f"{slug(name)}.json", json.dumps(record_, indent=1, sort_keys=True) + "\n")
+    return record_
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m ablate.probe", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("overrides", nargs="*", help="Hydra overrides: experiment=<study preset> (required), testbed=..., key=value")
+    p.add_argument("--claim", action="append", default=[], help="probe only this claim's precondition (repeatable)")
+    p.add_argument("--seeds", type=int, default=1, help="seeds of the probed condition (default 1)")
+    p.add_argument("--root", type=Path, default=Path("probes"), help="where the probe runs go (default probes/)")
+    p.add_argument("--csv", type=Path, default=DEFAULT_CSV, help=f"the table of measurements (default {DEFAULT_CSV})")
+    p.add_argument("--no-record", action="store_true", help="print only; leave the CSV alone")
+    p.add_argument("--eval", default=None, metavar="NAME",
+                   help="evaluate a saved model (default model_dir=builtin:tiny-sft) under the overrides instead "
+                        "of training; the summary goes to <csv's folder>/evals/NAME.json")
+    p.add_argument("--render", type=Path, default=None, metavar="DOC",
+                   help="render --csv into DOC's <!-- probes --> block (docs/testbed.md) and exit")
+    p.add_argument("--check", action="store_true", help="with --render: change nothing; exit 1 if DOC is stale")
+    args = p.parse_args(argv)
+    if args.render:
+        from ablate.testbed_doc import render_doc
+
+        return render_doc(args.csv, args.render, check=args.check)
+    if args.eval:
+        probe_eval(args.eval, args.overrides, args.root, args.csv.parent / "evals")
+        return 0
+    if not any(o.startswith("experiment=") for o in args.overrides):
+        p.error("name the study: experiment=<preset>, e.g. experiment=curriculum_study")
+    if args.seeds < 1:
+        p.error(f"--seeds {args.seeds}: must be >= 1")
+    probe(args.overrides, args.claim, args.seeds, args.root, None if args.no_record else args.csv)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
