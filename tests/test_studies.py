@@ -32,6 +32,7 @@ STUDIES = {  # preset -> the jobs of one seed (overrides besides experiment= and
 # what a study's smoke run needs besides smoke_study (its preset header says so too)
 SMOKE_EXTRA = {"tool_annealing_study": ["upstream.sft.max_steps=4", "upstream.sft.warmup_steps=1"],
                "tool_annealing_mixed_study": ["upstream.sft.max_steps=4", "upstream.sft.warmup_steps=1"],
+               "curriculum_ladder_study": ["upstream.sft.max_steps=4", "upstream.sft.warmup_steps=1"],
                "oracle_tool_study": ["eval.max_new_tokens=48"]}
 
 

@@ -88,6 +88,14 @@ def condition_overrides(cfg, base: list[str], condition: str) -> list[str]:
     raise SystemExit(f"error: no job of the study's sweep is condition {condition!r} ({names[condition]})")
 
 
+def testbed_of(cfg) -> str:
+    """The testbed the composed config runs on (the preset's or the command line's); none: tiny."""
+    from omegaconf import OmegaConf
+
+    choice = OmegaConf.select(cfg, "hydra.runtime.choices.testbed")
+    return "tiny" if choice in (None, "null", "None") else str(choice)
+
+
 def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")
 
@@ -140,10 +148,10 @@ def record(csv: Path, rows: list[dict]) -> None:
 
 def probe(overrides: list[str], claim_ids: list[str], seeds: int, root: Path, csv: Path | None) -> list[dict]:
     cfg = compose(overrides)
-    study = cfg.study.name
-    testbed = next((o.partition("=")[2] for o in overrides if o.startswith("testbed=")), "tiny")
+    found = preconditions(cfg, claim_ids)
+    study, testbed = cfg.study.name, testbed_of(cfg)
     rows = []
-    for pre, claims in preconditions(cfg, claim_ids):
+    for pre, claims in found:
         check, metric, condition, regime, op, threshold = pre
         job = condition_overrides(cfg, overrides, condition)
         run_dirs = [root / study / testbed / slug(condition) / f"seed_{s}" for s in range(seeds)]

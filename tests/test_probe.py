@@ -1,0 +1,110 @@
+"""`python -m ablate.probe`: a study's preconditions measured on a testbed, and docs/testbed.md rendered."""
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from ablate.probe import compose, condition_overrides, main, preconditions, record
+from ablate.testbed_doc import evals_block, probes_block, render_doc
+
+
+def test_preconditions_are_the_studys_distinct_measured_checks_with_their_claims():
+    cfg = compose(["experiment=curriculum_ladder_study"])
+    found = {pre[0].split(" (")[0]: (pre, claims) for pre, claims in preconditions(cfg, [])}
+    assert set(found) == {"frontier engaged", "easy prompts solved"}
+    pre, claims = found["easy prompts solved"]
+    assert pre[1:] == ("by_operands/2/pass@1", "RLOO none", "no_tool", ">=", 0.8)
+    assert claims == ["frontier_forgets", "replay_recovers"]
+    only = preconditions(cfg, ["frontier_hurts"])
+    assert len(only) == 1 and only[0][1] == ["frontier_hurts"]
+    with pytest.raises(SystemExit, match="no such claim"):
+        preconditions(cfg, ["frontier_forget"])
+
+
+def test_a_condition_is_run_with_the_overrides_of_its_study_job():
+    base = ["experiment=curriculum_study", "testbed=ladder23"]
+    cfg = compose(base)
+    assert condition_overrides(cfg, base, "RLOO none") == ["curriculum=none", "stage.pool_size=500"]
+    assert condition_overrides(cfg, base, "IPO static") == ["stage=ipo", "stage.pairs.order=static"]
+    tool = ["experiment=tool_annealing_study", "testbed=mixed_sft"]
+    assert condition_overrides(compose(tool), tool, "tool=off") == ["tool=off"]
+    with pytest.raises(SystemExit, match="not in study.names"):
+        condition_overrides(cfg, base, "RLOO nothing")
+
+
+def test_the_testbed_is_the_presets_choice_unless_the_command_line_moves_it():
+    from ablate.probe import testbed_of
+
+    assert testbed_of(compose(["experiment=curriculum_study"])) == "tiny"
+    assert testbed_of(compose(["experiment=curriculum_ladder_study"])) == "ladder23"
+    assert testbed_of(compose(["experiment=tool_annealing_study", "testbed=mixed_sft"])) == "mixed_sft"
+
+
+def test_testbeds_change_what_the_study_preset_sets():
+    assert compose(["experiment=tool_annealing_study"]).upstream.sft.trace == "calc"
+    mixed = compose(["experiment=tool_annealing_study", "testbed=mixed_sft"])
+    assert mixed.upstream.sft.trace == "mixed" and mixed.model.name_or_path == "builtin:tiny-sft"
+    assert mixed.upstream.sft.max_steps == 200  # the rest of calc_sft stays
+    assert list(compose(["experiment=curriculum_ladder_study"]).task.generator.counts) == [2, 3]
+    cap = compose(["experiment=curriculum_study", "testbed=cap48"])
+    assert cap.eval.max_new_tokens == 48 and cap.stage.sampling.max_new_tokens == 48
+    assert compose([]).task.generator.counts == [3, 4]  # no testbed: the shipped defaults
+
+
+def _row(testbed, value, status="held"):
+    return dict(study="s", testbed=testbed, check="easy solved", claims="a b", metric="m", condition="RLOO none",
+                op=">=", threshold=0.8, value=value, status=status, seeds=1, wall_s=60, overrides="x=1", commit="abc")
+
+
+def test_record_replaces_the_rows_of_the_same_study_testbed_and_check(tmp_path):
+    csv = tmp_path / "probes.csv"
+    record(csv, [_row("tiny", 0.5, "failed"), _row("ladder", 0.7, "failed")])
+    record(csv, [_row("ladder", 0.9)])
+    table = pd.read_csv(csv)
+    assert sorted(zip(table.testbed, table.value)) == [("ladder", 0.9), ("tiny", 0.5)]
+
+
+def test_the_testbed_document_is_rendered_and_a_stale_one_is_caught(tmp_path):
+    csv = tmp_path / "testbed" / "probes.csv"
+    csv.parent.mkdir()
+    record(csv, [_row("ladder", 0.9), _row("tiny", math.nan, "not measured")])
+    (csv.parent / "evals").mkdir()
+    summary = {"pass@1": 0.29, "by_operands": {"2": {"pass@1": 0.0, "coverage": 1.0, "mean_response_length": 32.1}},
+               "verdicts": {"correct": 10, "wrong_numbers": 5, "substitution_error": 1}}
+    (csv.parent / "evals" / "c23.json").write_text(json.dumps(
+        {"name": "c23", "overrides": "task.generator.counts=[2,3]", "commit": "abc", "summary": summary}))
+    doc = tmp_path / "testbed.md"
+    doc.write_text("# t\n<!-- probes -->\nold\n<!-- /probes -->\nprose\n<!-- evals -->\n<!-- /evals -->\n")
+    none = tmp_path / "no_findings"
+    assert render_doc(csv, doc, check=True, findings_dir=none) == 1
+    assert render_doc(csv, doc, findings_dir=none) == 0
+    text = doc.read_text()
+    assert "| s | easy solved | ladder | RLOO none (1) | `m` | >= 0.8 | 0.9 | **held** |" in text
+    assert "**not measured**" in text and "prose" in text and "old" not in text
+    assert "| c23 | `task.generator.counts=[2,3]` | 0.29 | 2: 0.000 | 2: 1.000 | 2: 32.1 | 1 / 6 | abc |" in text
+    assert render_doc(csv, doc, check=True, findings_dir=none) == 0
+    assert probes_block([]).count("\n") == 2 and evals_block(tmp_path / "nowhere").count("\n") == 2
+
+
+def test_the_cli_names_what_is_missing(capsys):
+    with pytest.raises(SystemExit):
+        main(["testbed=ladder23"])
+    assert "experiment=<preset>" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="declares no study claims"):
+        main(["experiment=smoke"])
+
+
+@pytest.mark.slow
+def test_a_probe_trains_the_condition_and_measures_its_precondition(tmp_path):
+    csv = tmp_path / "probes.csv"
+    overrides = ["experiment=[curriculum_ladder_study,smoke_study]", "upstream.sft.max_steps=4",
+                 "upstream.sft.warmup_steps=1", "trainer.num_threads=1"]
+    assert main([*overrides, "--claim", "frontier_forgets", "--root", str(tmp_path / "probes"),
+                 "--csv", str(csv)]) == 0
+    row = pd.read_csv(csv).iloc[0]
+    assert row.study == "curriculum_ladder_study" and row.testbed == "ladder23" and row.condition == "RLOO none"
+    assert row.metric == "by_operands/2/pass@1" and 0.0 <= row.value <= 1.0
+    assert row.status == ("held" if row.value >= 0.8 else "failed") and row.claims == "frontier_forgets replay_recovers"
+    assert (tmp_path / "probes" / "curriculum_ladder_study" / "ladder23" / "RLOO_none" / "seed_0" / "status.json").is_file()
