@@ -10,6 +10,8 @@ run's value of every metric), the study's mechanism checks (mechanisms.csv, per 
                                         # subdirectory, and the sweep directory its runs came from)
     order: [curriculum_study, ...]      # optional: the sweep directories in the order they ran (the looks)
     labels: {old label: preset name}    # optional: conditions the report labelled otherwise
+    base: curriculum_study              # optional: the study this one re-runs on another testbed (the
+                                        # side-by-side table, `<!-- claims:testbeds -->`, pairs their claims)
     metrics:                            # a claim metric (or component) read from mechanisms.csv
       "mean:curriculum/explore_frac@50:": explore_2nd_half
       "reach:val/pass@1>=baseline": {column: reach_step, reached: reached, horizon: 100}
@@ -172,7 +174,34 @@ def render(findings_dir: Path, conf: Path | None = None):
         blocks[study_dir.name] = claims_block(result, study_dir.name)
         results[study_dir] = result
     blocks["preconditions"] = preconditions_block(results)
+    blocks["testbeds"] = testbeds_block(findings_dir, results)
     return blocks, files, results
+
+
+def _cell(r: dict) -> str:
+    est = fmt_ci(r["estimate"], r["ci_low"], r["ci_high"])
+    pre = f"; precondition {r['precondition_status']}" if r["precondition_status"] not in ("none", "", None) else ""
+    return f"**{r['verdict']}** {est}{pre}"
+
+
+def testbeds_block(findings_dir: Path, results: dict) -> str:
+    """Each claim a study re-ran on another testbed (committed.yaml `base:`), beside its verdict on the
+    base study's testbed: does the verdict depend on the model's strength relative to the task?"""
+    rows = ["| claim | base study (testbed) | verdict there | re-run (testbed) | verdict there |",
+            "|---|---|---|---|---|"]
+    by_name = {d.name: r for d, r in results.items()}
+    for study_dir, result in results.items():
+        bridge = yaml.safe_load((study_dir / BRIDGE).read_text())
+        base = bridge.get("base")
+        if not base or base not in by_name:
+            continue
+        before = {r["id"]: r for r in by_name[base].table.to_dict("records")}
+        for r in result.table.to_dict("records"):
+            if r["id"] in before:
+                b = before[r["id"]]
+                rows.append(f"| {r['id']}: {r['claim']} | {base} ({bridge.get('base_testbed', 'tiny')}) | {_cell(b)} | "
+                            f"{study_dir.name} ({bridge.get('testbed', '–')}) | {_cell(r)} |")
+    return "\n".join(rows) + "\n"
 
 
 def preconditions_block(results: dict) -> str:
@@ -210,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     blocks, files, results = render(args.findings_dir)
     text = doc.read_text(encoding="utf-8") if doc.is_file() else ""
     new = embed(text, blocks)
-    missing = [s for s in blocks if f"<!-- claims:{s} -->" not in text and s != "preconditions"]
+    missing = [s for s in blocks if f"<!-- claims:{s} -->" not in text and s not in ("preconditions", "testbeds")]
     if args.check:
         stale = [str(doc)] if new != text else []
         stale += [str(f) for f, body in files.items() if not f.is_file() or f.read_text(encoding="utf-8") != body]
