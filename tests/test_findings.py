@@ -3,8 +3,10 @@
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
+FINDINGS = ROOT / "docs" / "findings"
 
 
 def test_findings_tables_match_what_the_committed_reports_render(monkeypatch):
@@ -37,3 +39,34 @@ def test_every_claim_of_every_study_has_a_verdict_of_the_partition(study):
     assert len(table) and table["verdict"].isin(
         ["replicated", "not replicated", "inconclusive", "not testable", "descriptive"]).all()
     assert not table[table["type"] != "descriptive"]["verdict"].eq("descriptive").any()
+
+
+def test_mechanisms_are_rendered_per_condition_and_embedded(tmp_path):
+    from ablate.stats.findings import embed, mechanisms_block
+
+    (tmp_path / "mechanisms.csv").write_text("run,tool,seed,rate,empty\n0,off,0,0.1,\n1,off,1,0.3,\n2,on,0,1.0,\n")
+    block = mechanisms_block(tmp_path)
+    assert "| tool | n | `rate` |" in block and "`empty`" not in block
+    assert "| off | 2 | 0.2 [0.1, 0.3] |" in block and "| on | 1 | 1 [1, 1] |" in block
+    doc = "a\n<!-- mechanisms:s -->\nold\n<!-- /mechanisms -->\n<!-- claims:s -->\nkeep\n<!-- /claims -->\n"
+    out = embed(doc, {"mechanisms:s": block})
+    assert block in out and "old" not in out and "keep" in out
+    assert mechanisms_block(tmp_path / "none") is None
+
+
+def test_a_study_rerun_on_another_testbed_is_set_beside_its_base(tmp_path):
+    import shutil
+
+    from ablate.stats.findings import render
+
+    base = tmp_path / "tool_annealing_study"
+    shutil.copytree(FINDINGS / "tool_annealing_study", base)
+    rerun = tmp_path / "rerun"
+    shutil.copytree(base, rerun)
+    bridge = yaml.safe_load((rerun / "committed.yaml").read_text())
+    bridge.update(base="tool_annealing_study", testbed="mixed_sft")
+    (rerun / "committed.yaml").write_text(yaml.safe_dump(bridge))
+    blocks, _, _ = render(tmp_path)
+    lines = [r for r in blocks["testbeds"].splitlines() if r.startswith("| fixed_tool_collapses")]
+    assert len(lines) == 1 and "tool_annealing_study (tiny)" in lines[0] and "rerun (mixed_sft)" in lines[0]
+    assert lines[0].count("**replicated**") == 2

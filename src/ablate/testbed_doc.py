@@ -24,14 +24,18 @@ def _num(x, fmt: str = ".3g") -> str:
 
 
 def committed_rows(findings_dir: Path) -> list[dict]:
-    """The tiny testbed's preconditions, from the committed studies (every seed of every look)."""
-    from ablate.stats.findings import render
+    """Each committed study's preconditions on its testbed (committed.yaml `testbed:`, default tiny),
+    over every seed of every look."""
+    import yaml
+
+    from ablate.stats.findings import BRIDGE, render
 
     if not findings_dir.is_dir():
         return []
     _, _, results = render(findings_dir)
     rows, seen = [], set()
     for study_dir, result in results.items():
+        testbed = (yaml.safe_load((study_dir / BRIDGE).read_text()) or {}).get("testbed", "tiny")
         for r in result.table.to_dict("records"):
             status = r["precondition_status"]
             if status not in ("held", "failed", "not measured"):
@@ -44,7 +48,7 @@ def committed_rows(findings_dir: Path) -> list[dict]:
             metric, _, rest = detail.partition(" of ")
             condition = rest.partition(" = ")[0]
             needs = detail.rpartition("(needs ")[2].rstrip(")") if "(needs " in detail else "–"
-            rows.append(dict(study=study_dir.name, testbed="tiny (committed study)", check=check, metric=metric,
+            rows.append(dict(study=study_dir.name, testbed=f"{testbed} (committed study)", check=check, metric=metric,
                              condition=condition, needs=needs, value=r["precondition_value"], status=status,
                              seeds="all", wall="–", commit="docs/findings"))
     return rows

@@ -37,7 +37,7 @@ from ablate.stats.render_claims import plan_sentence
 from ablate.stats.values import CURVE_REGIME, VALUE_COLUMNS, summary_values
 
 BRIDGE = "committed.yaml"
-_BLOCK = re.compile(r"(<!-- claims:(?P<study>[\w-]+) -->\n)(?P<body>.*?)(<!-- /claims -->)", re.S)
+_BLOCK = re.compile(r"(<!-- (?P<kind>claims|mechanisms):(?P<study>[\w-]+) -->\n)(?P<body>.*?)(<!-- /(?P=kind) -->)", re.S)
 
 
 def conf_dir() -> Path:
@@ -172,6 +172,9 @@ def render(findings_dir: Path, conf: Path | None = None):
         files[study_dir / "claims.csv"] = result.table.to_csv(index=False, float_format="%.6g")
         files[study_dir / "claims_looks.csv"] = result.looks.to_csv(index=False, float_format="%.6g")
         blocks[study_dir.name] = claims_block(result, study_dir.name)
+        mech = mechanisms_block(study_dir)
+        if mech is not None:
+            blocks[f"mechanisms:{study_dir.name}"] = mech
         results[study_dir] = result
     blocks["preconditions"] = preconditions_block(results)
     blocks["testbeds"] = testbeds_block(findings_dir, results)
@@ -223,7 +226,31 @@ def preconditions_block(results: dict) -> str:
 
 def embed(markdown: str, blocks: dict[str, str]) -> str:
     """findings.md with each `<!-- claims:STUDY -->...<!-- /claims -->` block replaced by its table."""
-    return _BLOCK.sub(lambda m: m.group(1) + blocks.get(m.group("study"), m.group("body")) + m.group(4), markdown)
+    def body(m) -> str:
+        key = m.group("study") if m.group("kind") == "claims" else f"mechanisms:{m.group('study')}"
+        return m.group(1) + blocks.get(key, m.group("body")) + m.group(5)
+
+    return _BLOCK.sub(body, markdown)
+
+
+def mechanisms_block(study_dir: Path) -> str | None:
+    """mechanisms.csv (per run) summarised per condition: mean [min, max] over its runs (n). The
+    prose reads its mechanism figures here instead of typing them."""
+    path = study_dir / "mechanisms.csv"
+    if not path.is_file():
+        return None
+    frame = pd.read_csv(path)
+    key = "condition" if "condition" in frame else next(c for c in frame.columns if c not in ("run", "seed"))
+    columns = [c for c in frame.columns if c not in ("run", "seed", key) and pd.api.types.is_numeric_dtype(frame[c])
+               and frame[c].notna().any()]
+    rows = [f"| {key} | n | " + " | ".join(f"`{c}`" for c in columns) + " |", "|---|---|" + "---|" * len(columns)]
+    for cond, group in frame.groupby(key, sort=False):
+        cells = []
+        for c in columns:
+            v = group[c].dropna()
+            cells.append("–" if v.empty else f"{v.mean():.3g} [{v.min():.3g}, {v.max():.3g}]")
+        rows.append(f"| {cond} | {len(group)} | " + " | ".join(cells) + " |")
+    return "\n".join(rows) + "\n\nmean [min, max] over the condition's runs, from `mechanisms.csv` (per run).\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -239,7 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     blocks, files, results = render(args.findings_dir)
     text = doc.read_text(encoding="utf-8") if doc.is_file() else ""
     new = embed(text, blocks)
-    missing = [s for s in blocks if f"<!-- claims:{s} -->" not in text and s not in ("preconditions", "testbeds")]
+    missing = [s for s in blocks if f"<!-- claims:{s} -->" not in text and s not in ("preconditions", "testbeds")
+               and not s.startswith("mechanisms:")]
     if args.check:
         stale = [str(doc)] if new != text else []
         stale += [str(f) for f, body in files.items() if not f.is_file() or f.read_text(encoding="utf-8") != body]
