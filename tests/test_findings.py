@@ -68,5 +68,5 @@ def test_a_study_rerun_on_another_testbed_is_set_beside_its_base(tmp_path):
     (rerun / "committed.yaml").write_text(yaml.safe_dump(bridge))
     blocks, _, _ = render(tmp_path)
     lines = [r for r in blocks["testbeds"].splitlines() if r.startswith("| fixed_tool_collapses")]
-    assert len(lines) == 1 and "tool_annealing_study (tiny)" in lines[0] and "rerun (mixed_sft)" in lines[0]
+    assert len(lines) == 1 and "tool_annealing_study (calc_sft)" in lines[0] and "rerun (mixed_sft)" in lines[0]
     assert lines[0].count("**replicated**") == 2

@@ -199,10 +199,11 @@ def testbeds_block(findings_dir: Path, results: dict) -> str:
         if not base or base not in by_name:
             continue
         before = {r["id"]: r for r in by_name[base].table.to_dict("records")}
+        base_testbed = (yaml.safe_load((findings_dir / base / BRIDGE).read_text()) or {}).get("testbed", "tiny")
         for r in result.table.to_dict("records"):
             if r["id"] in before:
                 b = before[r["id"]]
-                rows.append(f"| {r['id']}: {r['claim']} | {base} ({bridge.get('base_testbed', 'tiny')}) | {_cell(b)} | "
+                rows.append(f"| {r['id']}: {r['claim']} | {base} ({base_testbed}) | {_cell(b)} | "
                             f"{study_dir.name} ({bridge.get('testbed', '–')}) | {_cell(r)} |")
     return "\n".join(rows) + "\n"
 
