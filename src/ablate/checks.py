@@ -35,7 +35,7 @@ def check_model_and_task(cfg: DictConfig) -> None:
         tokens = len(load_tiny_tokenizer())
         require(int(vocab_size) >= tokens, f"model.arch.vocab_size={vocab_size} is below the tiny tokenizer's "
                                            f"{tokens} tokens: use >= {tokens}, or leave it out (null)")
-    if m.get("name_or_path") and not (cfg.stage.name != "sft" and cfg.stage.get("init") == "scratch"):
+    if m.get("name_or_path") and cfg.stage.get("init") != "scratch":
         error = config_checks.model_source_error(m.name_or_path)
         require(error is None, str(error))
 
@@ -51,51 +51,50 @@ def check_model_and_task(cfg: DictConfig) -> None:
 
 
 def check_stage(cfg: DictConfig) -> None:
-    from ablate.stages import preference_stages, stages
+    """The registered stage `stage.name` names (ablate.stages.registry), its `stage.init`, its own checks."""
+    from ablate.stages import stage_of
     from ablate.upstream import check_init
 
     s = cfg.stage
-    require(s.name in stages(), f"stage={s.name!r}: expected one of {stages()}")
-    require(float(s.lr) > 0, f"stage.lr={s.lr} must be > 0")
-    if s.name == "sft":
-        from ablate.lit.sft import check_stage as check
-    elif s.name in preference_stages():
-        from ablate.lit.dpo import check_stage as check
-    else:
-        from ablate.lit.rloo import check_stage as check
-    if s.name != "sft":
+    stage = stage_of(s.name)  # ConfigError naming the registered stages
+    if "lr" in s:
+        require(float(s.lr) > 0, f"stage.lr={s.lr} must be > 0")
+    if stage.init:
         check_init(cfg)
-    check(cfg)
+    stage.check(cfg)
 
 
 def check_upstream(cfg: DictConfig) -> None:
     """The stage `stage.init` names is checked as a run of its own (and chains of them refuse cycles)."""
-    from ablate.upstream import UPSTREAM_STAGES, upstream_config, upstream_spec
+    from ablate.upstream import upstream_config, upstream_spec, upstream_stages
 
-    s = cfg.stage
-    if s.name == "sft" or s.init not in UPSTREAM_STAGES:
+    init = cfg.stage.get("init")
+    if init not in upstream_stages(cfg):
         return
     try:
-        upstream_spec(cfg, s.init)  # refuses cycles
+        upstream_spec(cfg, init)  # refuses cycles
     except ValueError as err:
         raise ConfigError(str(err)) from None
     try:
-        check_config(upstream_config(cfg, s.init))
+        check_config(upstream_config(cfg, init))
     except ConfigError as err:
-        raise ConfigError(f"upstream.{s.init} (the stage stage.init={s.init} starts from): {err}") from None
+        raise ConfigError(f"upstream.{init} (the stage stage.init={init} starts from): {err}") from None
 
 
 def check_curriculum_stage(cfg: DictConfig) -> None:
+    """The stage takes the curriculum (its registered `curriculum` check), which is checked by its sampler."""
     if not cfg.get("curriculum"):
         return
     from ablate.curriculum import check_curriculum
-    from ablate.stages import preference_stages
+    from ablate.stages import STAGES, stage_of
 
     s, c = cfg.stage, cfg.curriculum
-    static_pairs = s.name in preference_stages() and c.kind == "static" and c.difficulty.field == "n_numbers"
-    require(s.name == "rloo" or static_pairs,
-            f"curriculum={c.name} chooses RL prompts; it needs stage=rloo, not stage={s.name} (preference "
-            "stages take a static curriculum on n_numbers as an ordering of their pairs: curriculum=static)")
+    stage = stage_of(s.name)
+    if stage.curriculum is None:
+        takers = [name for other in STAGES.values() if other.curriculum for name in other.stage_names()]
+        raise ConfigError(f"curriculum={c.name} chooses RL prompts; stage={s.name} takes no curriculum "
+                          f"(the stages that take one: {', '.join(takers)})")
+    stage.curriculum(cfg)
     try:
         check_curriculum(OmegaConf.to_container(cfg.curriculum, resolve=True))
     except ValueError as err:

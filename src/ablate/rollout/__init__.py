@@ -1,5 +1,5 @@
 """Rollout engines: sample k completions per prompt and return token ids, behaviour log-probs and
-masks. The learner never imports an engine; it receives one (`ablate.stages.build_engine`)."""
+masks. The learner never imports an engine; it receives one (`ablate.stages.rloo.build_engine`)."""
 
 from __future__ import annotations
 
