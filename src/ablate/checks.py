@@ -1,20 +1,23 @@
-"""`check_config`: every check of a composed run config, before any compute. Each part checks its own
-config (`check_stage` in each `ablate.lit` stage, `check_rollout`, `check_tool`, `check_curriculum`,
+"""`check_config`: every check of a composed run config, before any compute. The config package's own
+checks (`ablate.config.checks`: keys no schema has, the seed, pass@k against n, the data file) and each
+part's (the registered stage's `Stage.check`, `check_rollout`, `check_tool`, `check_curriculum`,
 `check_replay`, `check_eval`, `check_loggers`, ...); this module runs them in order, with the checks
-that span parts (which stage may take which curriculum) and the model and task ones."""
+that span parts (which stage takes which curriculum, read from the stage registry) and the model and
+task ones. It is the one module that imports every part's check: the parts import `ablate.config`,
+never this."""
 
 from __future__ import annotations
 
 from omegaconf import DictConfig, OmegaConf
 
-from ablate.config_checks import ConfigError, require
+from ablate.config import ConfigError, require
 
 __all__ = ["ConfigError", "check_config"]
 
 
 def check_model_and_task(cfg: DictConfig) -> None:
-    from ablate import config_checks
     from ablate.models import MODEL_KINDS
+    from ablate.models.source import model_source_error
     from ablate.tasks.countdown import Reward
     from ablate.tasks.countdown.data import SOURCES
     from ablate.tasks.countdown.generator import check_generator_args
@@ -36,7 +39,7 @@ def check_model_and_task(cfg: DictConfig) -> None:
         require(int(vocab_size) >= tokens, f"model.arch.vocab_size={vocab_size} is below the tiny tokenizer's "
                                            f"{tokens} tokens: use >= {tokens}, or leave it out (null)")
     if m.get("name_or_path") and cfg.stage.get("init") != "scratch":
-        error = config_checks.model_source_error(m.name_or_path)
+        error = model_source_error(m.name_or_path)
         require(error is None, str(error))
 
     t = cfg.task
@@ -115,7 +118,7 @@ def check_study(cfg: DictConfig) -> None:
 
 def check_config(cfg: DictConfig) -> None:
     """Fail before any compute on values that cannot work (ConfigError naming the key and the fix)."""
-    from ablate import config_checks
+    from ablate.config import checks as config_checks
     from ablate.curriculum.replay import check_replay
     from ablate.eval import check_eval
     from ablate.fit import check_compile, check_loggers
@@ -123,7 +126,8 @@ def check_config(cfg: DictConfig) -> None:
     from ablate.rollout.tools import check_tool
 
     require(cfg.resume in ("auto", "never"), f"resume={cfg.resume!r}: use resume=auto or resume=never")
-    for error in (config_checks.seed_error(cfg), config_checks.eval_ks_error(cfg.eval)):
+    for error in (config_checks.unknown_keys_error(cfg), config_checks.seed_error(cfg),
+                  config_checks.eval_ks_error(cfg.eval)):
         require(error is None, str(error))
     check_model_and_task(cfg)
     check_stage(cfg)

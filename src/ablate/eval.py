@@ -191,7 +191,7 @@ if __name__ == "__main__":
 
 def check_eval(cfg) -> None:
     """`eval=` config (and the validation split it takes from the task): ConfigError naming the key and the fix."""
-    from ablate.config_checks import require
+    from ablate.config import require
 
     e = cfg.eval
     require(int(e.n) >= 1, f"eval.n={e.n} must be >= 1")

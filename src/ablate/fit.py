@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from ablate.config_checks import ConfigError, require
+from ablate.config import ConfigError, require
 from ablate.device import device, precision
 
 log = logging.getLogger("ablate.train")

@@ -209,7 +209,7 @@ def drop_multirun_when_printing(argv: list[str]) -> list[str]:
 def refuse_added_keys(argv: list[str]) -> None:
     """`+key=value` naming a key no schema has: exit 2 naming it, before Hydra composes (which would
     refuse it too, with its own message and exit code 1)."""
-    from ablate.config_checks import added_keys_error
+    from ablate.config.checks import added_keys_error
 
     error = added_keys_error([a for a in argv if not a.startswith("-")], CONF_DIR)
     if error:

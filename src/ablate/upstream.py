@@ -171,7 +171,7 @@ def upstream_model(cfg: DictConfig, name: str, run: Callable[[DictConfig, Path],
 
 def check_init(cfg: DictConfig) -> None:
     """`stage.init` of a stage that starts from a model: ConfigError naming the key and the fix."""
-    from ablate.config_checks import require
+    from ablate.config import require
 
     require(cfg.stage.init in inits(cfg), f"stage.init={cfg.stage.init!r}: expected one of {inits(cfg)}")
     require(cfg.stage.init != "model" or bool(cfg.model.get("name_or_path")), "stage.init=model needs model.name_or_path")

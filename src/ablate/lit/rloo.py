@@ -31,7 +31,7 @@ from ablate.padding import attention_mask, right_pad
 from ablate.rollout import Rollouts, SamplingParams
 from ablate.rollout.schedules import ToolAvailability, p_tool
 from ablate.rollout.tools import TOOL_OFF, ToolPrompt
-from ablate.schemas import RLOOStageConfig, typed
+from ablate.config.schemas import RLOOStageConfig, typed
 from ablate.tasks.countdown import VERDICTS, Problem
 
 
@@ -449,7 +449,7 @@ class RLOOModule(CompilableLearner, L.LightningModule):
 
 def check_stage(cfg) -> None:
     """`stage=rloo` config, with its rollout engine: ConfigError naming the key and the fix."""
-    from ablate.config_checks import require
+    from ablate.config import require
     from ablate.objectives import ADVANTAGES, AGGREGATIONS, IS_MODES, KL_ESTIMATORS, POLICY_LOSSES
     from ablate.rollout import check_rollout
 
@@ -480,7 +480,7 @@ def check_stage(cfg) -> None:
 
 
 def check_dynamic_sampling(cfg) -> None:
-    from ablate.config_checks import require
+    from ablate.config import require
 
     d = cfg.dynamic_sampling
     if d.enabled:

@@ -11,7 +11,7 @@ from typing import Protocol, Sequence
 
 import torch
 
-from ablate.config_checks import require
+from ablate.config import require
 
 ROLLOUTS = ("hf", "vllm")
 # conf/rollout/vllm.yaml keys passed to vllm.LLM as they are

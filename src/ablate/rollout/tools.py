@@ -141,7 +141,7 @@ class Oracle:
 
     @staticmethod
     def check(t: Mapping[str, Any]) -> None:
-        from ablate.config_checks import require
+        from ablate.config import require
 
         require(int(t["max_messages"]) >= 2, f"tool.max_messages={t['max_messages']} must be >= 2 (a step and its answer)")
         require(0 <= float(t["mistake_rate"]) < 1, f"tool.mistake_rate={t['mistake_rate']} must be in [0, 1)")
@@ -242,7 +242,7 @@ def build_tool(tool_cfg: Mapping[str, Any], tokenizer: PreTrainedTokenizerBase, 
 def check_tool(cfg) -> None:
     """`tool=` config: ConfigError naming the key and the fix (whether a stage takes the tool is the
     stage's check: ablate.stages)."""
-    from ablate.config_checks import require
+    from ablate.config import require
     from ablate.rollout.schedules import PROMPT_MODES, SCHEDULES
 
     t = cfg.tool

@@ -10,7 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ablate.device import device, precision
 from ablate.fit import fit, global_rank
-from ablate.schemas import PreferenceStageConfig
+from ablate.config.schemas import PreferenceStageConfig
 from ablate.stages.registry import Stage, groups, register
 
 
@@ -136,7 +136,7 @@ def check_preference(cfg: DictConfig) -> None:
 
 def check_curriculum(cfg: DictConfig) -> None:
     """A preference stage takes a static curriculum on n_numbers, as an ordering of its pairs."""
-    from ablate.config_checks import require
+    from ablate.config import require
 
     s, c = cfg.stage, cfg.curriculum
     require(c.kind == "static" and c.difficulty.field == "n_numbers",

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from ablate.config_checks import ConfigError
+from ablate.config import ConfigError
 
 # fit(cfg, model, tokenizer, splits, reward, run_dir, status, callbacks): train `model` in place.
 Fit = Callable[..., None]

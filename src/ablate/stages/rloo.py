@@ -8,7 +8,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from ablate.fit import fit, global_rank
-from ablate.schemas import RLOOStageConfig
+from ablate.config.schemas import RLOOStageConfig
 from ablate.stages.registry import Stage, register
 
 log = logging.getLogger("ablate.train")

@@ -8,7 +8,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from ablate.fit import fit
-from ablate.schemas import SFTStageConfig
+from ablate.config.schemas import SFTStageConfig
 from ablate.stages.registry import Stage, register
 
 
@@ -28,7 +28,7 @@ def fit_sft(cfg: DictConfig, model, tokenizer, splits, reward, run_dir: Path, st
 
 def check_sft(cfg: DictConfig) -> None:
     """The SFT module's checks, and that oracle traces go with tool=oracle and only with it."""
-    from ablate.config_checks import require
+    from ablate.config import require
     from ablate.lit.sft import check_stage
 
     check_stage(cfg)
