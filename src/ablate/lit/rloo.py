@@ -26,7 +26,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ablate.lit import CompilableLearner
 from ablate.objectives import (ADVANTAGES, aggregate, entropy_from_logits, kl_penalty, policy_gradient_loss,
-                               token_logprobs)
+                               token_level, token_logprobs)
 from ablate.padding import attention_mask, right_pad
 from ablate.rollout import Rollouts, SamplingParams
 from ablate.rollout.schedules import ToolAvailability, p_tool
@@ -154,7 +154,7 @@ def micro_batch_shares(rows: int, n: int, tokens: torch.Tensor, tokens_total: to
     token level over what the loss averages; the masked / dual-clipped fractions over sequences, or tokens."""
     sequences = rows / n
     loss = float(tokens / tokens_total) if aggregation == "token_mean" else sequences
-    if is_level != "token":
+    if not token_level(is_level):
         return Shares(loss, sequences, sequences)
     return Shares(loss, loss, float(tokens / tokens_total))
 
