@@ -37,11 +37,11 @@ def starting_model_config(cfg: DictConfig, run: Callable[[DictConfig, Path], Any
 
 
 def validation_callbacks(cfg: DictConfig, val_problems, tokenizer, reward, run_dir: Path) -> list:
-    """`eval.every=N`: held-out evaluation every N steps (ablate.validation); none otherwise."""
+    """`eval.every=N`: held-out evaluation every N steps (ablate.periodic_eval); none otherwise."""
     if not cfg.eval.get("every"):
         return []
     from ablate.rollout.tools import build_tool
-    from ablate.validation import ValidationCallback
+    from ablate.periodic_eval import ValidationCallback
 
     keep = run_dir / "checkpoints" if cfg.checkpoint.keep_evaluated else None
     tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if validation_regime(cfg) == REGIME_TOOL else None
