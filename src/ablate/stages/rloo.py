@@ -65,7 +65,7 @@ def prompt_embeddings(cfg: DictConfig, model, tokenizer, problems):
     from ablate.models import encode_prompt, mean_pooled_embeddings, prompt_text
 
     texts = [prompt_text(p, cfg.model.template, tokenizer) for p in problems]
-    name = cfg.curriculum.get("embedding", "policy")
+    name = cfg.curriculum.embedding  # only DOTS asks for embeddings, and its schema has the key
     if name == "policy":
         return mean_pooled_embeddings(model, [encode_prompt(t, tokenizer) for t in texts], tokenizer.pad_token_id)
     from transformers import AutoModel, AutoTokenizer

@@ -63,12 +63,12 @@ def final_regimes(cfg: DictConfig) -> list[str]:
 def validation_regime(cfg: DictConfig) -> str:
     """`eval.val_regime`, with auto resolved: the tool answers in validation when the run has one and its
     format cannot do without it (`Tool.validates_with_tool`: the solver oracle), else no_tool."""
-    regime = cfg.eval.get("val_regime", "auto")
+    regime = cfg.eval.val_regime
     if regime != "auto":
         return regime
     from ablate.rollout.tools import TOOLS
 
-    tool_class = TOOLS.get(cfg.tool.get("kind", "calculator"))
+    tool_class = TOOLS.get(cfg.tool.kind)
     on = cfg.tool.schedule != "off" and getattr(tool_class, "validates_with_tool", False)
     return REGIME_TOOL if on else REGIME_NO_TOOL
 
