@@ -10,7 +10,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from ablate.config import CONF_DIR
-from ablate.config_checks import added_keys_error, model_source_error, task_file_error
+from ablate.config.checks import added_keys_error, task_file_error
+from ablate.models.source import model_source_error
 from ablate.checks import ConfigError, check_config
 
 
@@ -72,6 +73,22 @@ def test_keys_added_with_plus_are_refused():
     assert "stage.lrr" in added_keys_error(["+stage.lrr=1e-3", "seed=1"], CONF_DIR)
     assert added_keys_error(["+experiment=smoke", "++stage.lr=1", "+tool.anneal_ratio=0.5", "seed=1",
                              "+model.arch.rope_theta=1e4", "+rollout.engine_kwargs.swap_space=1"], CONF_DIR) is None
+
+
+def test_keys_the_chosen_options_schema_lacks_are_refused():
+    """`+` on a key another option of the group has passes the command-line check, then the composed
+    config is checked against the chosen option's schema (ablate.config.checks.unknown_keys_error)."""
+    assert added_keys_error(["+stage.beta=1"], CONF_DIR) is None  # a key of the preference stages' schema
+    message = refused("stage=rloo", "+stage.beta=1")
+    assert "stage.beta" in message and "RLOOStageConfig" in message and "another option" in message
+    assert "stage.lrr" in refused("stage=rloo", "++stage.lrr=1")  # force-added: refused after composition
+    assert "tool.anneal_ratio" in refused("tool=on", "+tool.anneal_ratio=0.5")
+    assert "stage.sampling.top" in refused("stage=rloo", "+stage.sampling.top=1")  # nested schemas too
+    # open mappings (rollout.engine_kwargs of rollout=vllm) take any key; rollout=hf has none to add to
+    from ablate.config.checks import unknown_keys_error
+
+    assert unknown_keys_error(cfg_of("stage=rloo", "rollout=vllm", "+rollout.engine_kwargs.swap_space=1")) is None
+    assert "rollout.engine_kwargs" in unknown_keys_error(cfg_of("stage=rloo", "+rollout.engine_kwargs.swap_space=1"))
 
 
 @pytest.mark.slow

@@ -1,12 +1,16 @@
 """README "Extending ablate": a part registered under a new key is built, checked and accepted by the
 config check through its registry alone."""
 
+import dataclasses
+
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
 from ablate.checks import ConfigError, check_config
-from ablate.config import CONF_DIR
+from ablate.config import CONF_DIR, require
+from ablate.config.schemas import SFTStageConfig
+from ablate.stages.sft import check_sft, fit_sft
 from ablate.tasks.countdown import Problem
 
 
@@ -122,3 +126,102 @@ def test_a_preference_loss_is_a_stage_by_its_registry_key(monkeypatch):
     check_config(cfg)
     module = PreferenceModule(torch.nn.Linear(1, 1), [], torch.zeros(0, 2), lambda n: [], cfg.stage, pad_id=0)
     assert module.loss is hinge and module.stage.beta == cfg.stage.beta
+
+
+# README "A stage": the example stage, registered from the test instead of a module of ablate.stages.
+@dataclasses.dataclass
+class SFTTopConfig(SFTStageConfig):
+    name: str = "sft_top_test"
+    init: str = "sft"   # it starts from a trained model: the shipped SFT by default
+    layers: int = 1     # decoder blocks trained, from the top; the lower ones are frozen
+
+
+def fit_sft_top(cfg, model, *args, **kwargs):
+    blocks = model.model.layers  # Qwen2's decoder blocks, bottom first
+    for block in blocks[: len(blocks) - cfg.stage.layers]:
+        block.requires_grad_(False)
+    fit_sft(cfg, model, *args, **kwargs)
+
+
+def check_sft_top(cfg):
+    check_sft(cfg)
+    require(cfg.stage.layers >= 1, f"stage.layers={cfg.stage.layers} must be >= 1")
+
+
+@pytest.fixture
+def sft_top(tmp_path):
+    """The example stage registered, and its yaml in a config dir of the user's (hydra.searchpath)."""
+    from ablate.stages import STAGES, Stage, register
+
+    (tmp_path / "stage").mkdir()
+    (tmp_path / "stage" / "sft_top_test.yaml").write_text(
+        "defaults:\n  - sft_top_test_schema\n  - _self_\nname: sft_top_test\nlayers: 2\n")
+    register(Stage("sft_top_test", fit_sft_top, check=check_sft_top, schema=SFTTopConfig))
+    yield [f"hydra.searchpath=[file://{tmp_path}]", "stage=sft_top_test"]
+    STAGES.pop("sft_top_test")
+
+
+def test_a_registered_stage_is_checked_and_trained_through_the_registry(sft_top):
+    from types import SimpleNamespace
+
+    from ablate.stages import fit_stage, stage_names
+
+    assert "sft_top_test" in stage_names()
+    cfg = cfg_of(*sft_top)
+    check_config(cfg)  # accepted: its name, its init (an upstream stage), its own checks
+    assert cfg.stage.layers == 2 and cfg.stage.batch_size == 64  # typed: the schema's defaults fill the rest
+    with pytest.raises(ConfigError, match="stage.layers=0 must be >= 1"):
+        check_config(cfg_of(*sft_top, "stage.layers=0"))
+    with pytest.raises(ConfigError, match="stage.init='rloo'"):  # rloo has no `upstream`: nothing starts from it
+        check_config(cfg_of(*sft_top, "stage.init=rloo"))
+    with pytest.raises(ConfigError, match="stage.layrs"):  # a typo of one of its keys
+        check_config(cfg_of(*sft_top, "+stage.layrs=2"))
+    with pytest.raises(ConfigError, match="stage='sft_top_tset'.*sft_top_test"):  # a typo of its name
+        check_config(cfg_of(*sft_top, "stage.name=sft_top_tset"))
+    with pytest.raises(ConfigError, match="takes no curriculum.*rloo"):
+        check_config(cfg_of(*sft_top, "curriculum=static"))
+
+    calls = []
+    from ablate.stages import STAGES
+
+    STAGES["sft_top_test"] = dataclasses.replace(STAGES["sft_top_test"], fit=lambda *a: calls.append(a))
+    splits = SimpleNamespace(train=[Problem((1, 2, 3), 6)], val=[])
+    fit_stage(cfg, "model", "tokenizer", splits, "reward", "run_dir", "status")
+    assert calls == [(cfg, "model", "tokenizer", splits, "reward", "run_dir", "status", [])]
+
+
+def test_a_registered_policy_loss_is_checked_by_its_key(monkeypatch):
+    """README "A policy-gradient loss": REINFORCE without importance weights, registered from the test."""
+    from ablate import objectives
+
+    def reinforce(logprobs, delta, adv, mask, **_):
+        one = torch.ones(())
+        return -(adv * logprobs), one, one, torch.zeros(()), {}
+
+    with pytest.raises(ConfigError, match="stage.is_level='reinforce_test'"):
+        check_config(cfg_of("stage=rloo", "stage.is_level=reinforce_test"))
+    monkeypatch.setitem(objectives.POLICY_LOSSES, "reinforce_test", reinforce)
+    check_config(cfg_of("stage=rloo", "stage.is_level=reinforce_test"))
+    with pytest.raises(ConfigError, match="stage.is_level='reinforse_test'.*reinforce_test"):  # a typo
+        check_config(cfg_of("stage=rloo", "stage.is_level=reinforse_test"))
+    assert not objectives.token_level("reinforce_test") and objectives.token_level("token")
+
+
+@pytest.mark.slow
+def test_the_readme_stage_trains_end_to_end(sft_top, tmp_path, monkeypatch):
+    """The example stage runs through the entry point's `run`: from the cached SFT upstream, its lower
+    block frozen, the top one trained."""
+    from transformers import AutoModelForCausalLM
+
+    from ablate.train import run
+    from ablate.upstream import upstream_model
+
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
+    cfg = cfg_of(*sft_top, "experiment=smoke", "model.arch.num_hidden_layers=2", "stage.layers=1",
+                 "stage.pool_size=300", "stage.batch_size=8", "stage.max_steps=3", "stage.warmup_steps=1",
+                 "stage.checkpoint_every=3", "trainer.num_threads=1")
+    run(cfg, tmp_path / "run")
+    start = AutoModelForCausalLM.from_pretrained(upstream_model(cfg, "sft", run)).model.layers
+    trained = AutoModelForCausalLM.from_pretrained(str(tmp_path / "run" / "model")).model.layers
+    assert all(torch.equal(a, b) for a, b in zip(start[0].parameters(), trained[0].parameters()))
+    assert not all(torch.equal(a, b) for a, b in zip(start[1].parameters(), trained[1].parameters()))

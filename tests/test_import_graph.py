@@ -63,3 +63,20 @@ def test_the_import_graph_is_acyclic():
     for name in sorted(graph):
         if name not in state:
             visit(name, [name])
+
+
+def test_the_config_package_imports_nothing_above_it():
+    """Configuration (schemas, ConfigError, the config-only checks) is the bottom layer: every part imports
+    it, it imports no part (only the leaf ablate.device, for the sweep-jobs resolver)."""
+    found = modules()
+    allowed = {name for name in found if name == "ablate.config" or name.startswith("ablate.config.")}
+    allowed |= {"ablate.device"}
+    for name in sorted(allowed):
+        above = imports_of(name, found[name], set(found)) - allowed
+        assert not above, f"{name} imports {sorted(above)}"
+
+
+def test_the_stage_registry_imports_no_part():
+    """The registry is read by the checks and the upstream cache before any compute: no part behind it."""
+    found = modules()
+    assert imports_of("ablate.stages.registry", found["ablate.stages.registry"], set(found)) <= {"ablate.config"}

@@ -145,7 +145,9 @@ SHORT_PREF = ["pool_size=300", "batch_size=2", "max_steps=2", "warmup_steps=0", 
 
 @pytest.mark.slow
 def test_hf_init_sft_trains_once_caches_and_chains_to_rloo_from_ipo(tmp_path, monkeypatch, one_thread):
-    import ablate.stages
+    import dataclasses
+
+    from ablate.stages import STAGES
 
     monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
     base = tmp_path / "base"
@@ -167,7 +169,7 @@ def test_hf_init_sft_trains_once_caches_and_chains_to_rloo_from_ipo(tmp_path, mo
     def no_training(*args, **kwargs):
         raise AssertionError("the cached upstream SFT must not be trained again")
 
-    monkeypatch.setattr(ablate.stages, "fit_sft", no_training)
+    monkeypatch.setitem(STAGES, "sft", dataclasses.replace(STAGES["sft"], fit=no_training))
     run(cfg_of(*common, *dpo, "seed=1"), tmp_path / "dpo1")  # another seed of the sweep: same SFT
     assert json.loads((tmp_path / "dpo1" / "status.json").read_text())["init"] == init
     monkeypatch.undo()

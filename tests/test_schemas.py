@@ -1,4 +1,4 @@
-"""Config groups with a schema (ablate.schemas): wrong types and unknown keys fail at composition with
+"""Config groups with a schema (ablate.config.schemas): wrong types and unknown keys fail at composition with
 Hydra's message naming the key, and each schema holds exactly its yaml's keys with the yaml's types (so
 composed configs, and the cache keys hashed from them, are what they were without schemas)."""
 
@@ -9,7 +9,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
-from ablate import schemas
+from ablate.config import schemas
 from ablate.config import CONF_DIR, group_options, load_group_config
 
 # (group, option) -> schema, and the overrides that select the option (a curriculum needs stage=rloo)

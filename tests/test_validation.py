@@ -33,7 +33,7 @@ def test_the_validation_split_is_held_out_of_training_disjoint_from_test_and_str
 
 def test_val_metrics_are_the_summary_overall_and_per_operand_count():
     from ablate.eval import summarize
-    from ablate.validation import val_metrics
+    from ablate.periodic_eval import val_metrics
 
     rows = [{"n": 4, "n_correct": c, "n_answered": a, "n_numbers": n, "mean_length": 10.0,
              "verdicts": {"correct": c, "no_answer": 4 - a}} for c, a, n in [(4, 4, 3), (0, 2, 4), (1, 3, 4)]]

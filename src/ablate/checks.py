@@ -1,20 +1,23 @@
-"""`check_config`: every check of a composed run config, before any compute. Each part checks its own
-config (`check_stage` in each `ablate.lit` stage, `check_rollout`, `check_tool`, `check_curriculum`,
+"""`check_config`: every check of a composed run config, before any compute. The config package's own
+checks (`ablate.config.checks`: keys no schema has, the seed, pass@k against n, the data file) and each
+part's (the registered stage's `Stage.check`, `check_rollout`, `check_tool`, `check_curriculum`,
 `check_replay`, `check_eval`, `check_loggers`, ...); this module runs them in order, with the checks
-that span parts (which stage may take which curriculum) and the model and task ones."""
+that span parts (which stage takes which curriculum, read from the stage registry) and the model and
+task ones. It is the one module that imports every part's check: the parts import `ablate.config`,
+never this."""
 
 from __future__ import annotations
 
 from omegaconf import DictConfig, OmegaConf
 
-from ablate.config_checks import ConfigError, require
+from ablate.config import ConfigError, require
 
 __all__ = ["ConfigError", "check_config"]
 
 
 def check_model_and_task(cfg: DictConfig) -> None:
-    from ablate import config_checks
     from ablate.models import MODEL_KINDS
+    from ablate.models.source import model_source_error
     from ablate.tasks.countdown import Reward
     from ablate.tasks.countdown.data import SOURCES
     from ablate.tasks.countdown.generator import check_generator_args
@@ -35,8 +38,8 @@ def check_model_and_task(cfg: DictConfig) -> None:
         tokens = len(load_tiny_tokenizer())
         require(int(vocab_size) >= tokens, f"model.arch.vocab_size={vocab_size} is below the tiny tokenizer's "
                                            f"{tokens} tokens: use >= {tokens}, or leave it out (null)")
-    if m.get("name_or_path") and not (cfg.stage.name != "sft" and cfg.stage.get("init") == "scratch"):
-        error = config_checks.model_source_error(m.name_or_path)
+    if m.get("name_or_path") and cfg.stage.get("init") != "scratch":
+        error = model_source_error(m.name_or_path)
         require(error is None, str(error))
 
     t = cfg.task
@@ -51,51 +54,50 @@ def check_model_and_task(cfg: DictConfig) -> None:
 
 
 def check_stage(cfg: DictConfig) -> None:
-    from ablate.stages import preference_stages, stages
+    """The registered stage `stage.name` names (ablate.stages.registry), its `stage.init`, its own checks."""
+    from ablate.stages import stage_of
     from ablate.upstream import check_init
 
     s = cfg.stage
-    require(s.name in stages(), f"stage={s.name!r}: expected one of {stages()}")
-    require(float(s.lr) > 0, f"stage.lr={s.lr} must be > 0")
-    if s.name == "sft":
-        from ablate.lit.sft import check_stage as check
-    elif s.name in preference_stages():
-        from ablate.lit.dpo import check_stage as check
-    else:
-        from ablate.lit.rloo import check_stage as check
-    if s.name != "sft":
+    stage = stage_of(s.name)  # ConfigError naming the registered stages
+    if "lr" in s:
+        require(float(s.lr) > 0, f"stage.lr={s.lr} must be > 0")
+    if stage.init:
         check_init(cfg)
-    check(cfg)
+    stage.check(cfg)
 
 
 def check_upstream(cfg: DictConfig) -> None:
     """The stage `stage.init` names is checked as a run of its own (and chains of them refuse cycles)."""
-    from ablate.upstream import UPSTREAM_STAGES, upstream_config, upstream_spec
+    from ablate.upstream import upstream_config, upstream_spec, upstream_stages
 
-    s = cfg.stage
-    if s.name == "sft" or s.init not in UPSTREAM_STAGES:
+    init = cfg.stage.get("init")
+    if init not in upstream_stages(cfg):
         return
     try:
-        upstream_spec(cfg, s.init)  # refuses cycles
+        upstream_spec(cfg, init)  # refuses cycles
     except ValueError as err:
         raise ConfigError(str(err)) from None
     try:
-        check_config(upstream_config(cfg, s.init))
+        check_config(upstream_config(cfg, init))
     except ConfigError as err:
-        raise ConfigError(f"upstream.{s.init} (the stage stage.init={s.init} starts from): {err}") from None
+        raise ConfigError(f"upstream.{init} (the stage stage.init={init} starts from): {err}") from None
 
 
 def check_curriculum_stage(cfg: DictConfig) -> None:
+    """The stage takes the curriculum (its registered `curriculum` check), which is checked by its sampler."""
     if not cfg.get("curriculum"):
         return
     from ablate.curriculum import check_curriculum
-    from ablate.stages import preference_stages
+    from ablate.stages import STAGES, stage_of
 
     s, c = cfg.stage, cfg.curriculum
-    static_pairs = s.name in preference_stages() and c.kind == "static" and c.difficulty.field == "n_numbers"
-    require(s.name == "rloo" or static_pairs,
-            f"curriculum={c.name} chooses RL prompts; it needs stage=rloo, not stage={s.name} (preference "
-            "stages take a static curriculum on n_numbers as an ordering of their pairs: curriculum=static)")
+    stage = stage_of(s.name)
+    if stage.curriculum is None:
+        takers = [name for other in STAGES.values() if other.curriculum for name in other.stage_names()]
+        raise ConfigError(f"curriculum={c.name} chooses RL prompts; stage={s.name} takes no curriculum "
+                          f"(the stages that take one: {', '.join(takers)})")
+    stage.curriculum(cfg)
     try:
         check_curriculum(OmegaConf.to_container(cfg.curriculum, resolve=True))
     except ValueError as err:
@@ -116,7 +118,7 @@ def check_study(cfg: DictConfig) -> None:
 
 def check_config(cfg: DictConfig) -> None:
     """Fail before any compute on values that cannot work (ConfigError naming the key and the fix)."""
-    from ablate import config_checks
+    from ablate.config import checks as config_checks
     from ablate.curriculum.replay import check_replay
     from ablate.eval import check_eval
     from ablate.fit import check_compile, check_loggers
@@ -124,7 +126,8 @@ def check_config(cfg: DictConfig) -> None:
     from ablate.rollout.tools import check_tool
 
     require(cfg.resume in ("auto", "never"), f"resume={cfg.resume!r}: use resume=auto or resume=never")
-    for error in (config_checks.seed_error(cfg), config_checks.eval_ks_error(cfg.eval)):
+    for error in (config_checks.unknown_keys_error(cfg), config_checks.seed_error(cfg),
+                  config_checks.eval_ks_error(cfg.eval)):
         require(error is None, str(error))
     check_model_and_task(cfg)
     check_stage(cfg)

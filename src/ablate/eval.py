@@ -144,6 +144,7 @@ def main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 
+    import ablate.device
     from ablate.models import load_model, load_tokenizer, resolve_path
     from ablate.ownership import RunOwned, owned
     from ablate.run_dir import RunStatus
@@ -171,7 +172,7 @@ def main(cfg: DictConfig) -> None:
         tokenizer = load_tokenizer(cfg.model)
         model = load_model(cfg.model, tokenizer)
         # on the GPU where there is one, as a training run's final evaluation (ablate.train.run)
-        device = "cuda" if torch.cuda.is_available() and cfg.trainer.accelerator != "cpu" else "cpu"
+        device = ablate.device.device(cfg.trainer)
         model.to(device)
         status.update(device=device)
         reward = Reward.from_config(OmegaConf.to_container(cfg.reward, resolve=True))
@@ -190,7 +191,7 @@ if __name__ == "__main__":
 
 def check_eval(cfg) -> None:
     """`eval=` config (and the validation split it takes from the task): ConfigError naming the key and the fix."""
-    from ablate.config_checks import require
+    from ablate.config import require
 
     e = cfg.eval
     require(int(e.n) >= 1, f"eval.n={e.n} must be >= 1")

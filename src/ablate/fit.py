@@ -11,7 +11,8 @@ from typing import Any, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from ablate.config_checks import ConfigError, require
+from ablate.config import ConfigError, require
+from ablate.device import device, precision
 
 log = logging.getLogger("ablate.train")
 
@@ -32,14 +33,6 @@ def launch_rank() -> int:
         if os.environ.get(key) is not None:
             return int(os.environ[key])
     return 0
-
-
-def precision(trainer_cfg: DictConfig) -> str:
-    import torch
-
-    if trainer_cfg.precision != "auto":
-        return str(trainer_cfg.precision)
-    return "bf16-mixed" if torch.cuda.is_available() else "32-true"
 
 
 def fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=None, gradient_clip: float | None = None,
@@ -151,9 +144,7 @@ def check_compile(cfg: DictConfig) -> None:
         return
     import shutil
 
-    import torch
-
-    if torch.cuda.is_available() and cfg.trainer.accelerator != "cpu":
+    if device(cfg.trainer) == "cuda":
         return
     compilers = [c for c in (os.environ.get("CXX"), "g++", "c++", "clang++") if c]
     require(any(shutil.which(c) for c in compilers),

@@ -111,15 +111,23 @@ def _token_clipped(logprobs, delta, adv, mask, *, clip, clip_eps, low, mode, dua
     return per_token, (ratio * mask).sum() / tokens, (ratio * mask).max(), clipped, extra
 
 
+_token_clipped.token_level = True  # type: ignore[attr-defined]
+
 # `stage.is_level` -> (logprobs, delta = (log pi - log mu) * mask, advantages [N, 1], mask, **options)
 # -> (per-token loss, mean ratio, max ratio, clipped fraction, extra diagnostics). Add a policy loss
-# here and `stage.is_level=<its key>` selects it; the config check reads these keys.
+# here and `stage.is_level=<its key>` selects it; the config check reads these keys. A loss whose ratio
+# diagnostics are means over tokens, not sequences, says so with `token_level = True` (`token_level`).
 POLICY_LOSSES: dict[str, Callable[..., tuple]] = {
     "sequence": lambda *a, **k: _sequence_weighted(*a, geometric=False, **k),
     "token": _token_clipped,
     "geometric": lambda *a, **k: _sequence_weighted(*a, geometric=True, **k),
 }
-IS_LEVELS = tuple(POLICY_LOSSES)
+
+
+def token_level(level: str) -> bool:
+    """Whether policy loss `level` reports its ratio statistics (and masked fractions) over tokens: a
+    micro-batch then weighs them by its tokens (ablate.lit.rloo.micro_batch_shares), not its sequences."""
+    return bool(getattr(POLICY_LOSSES[level], "token_level", False))
 
 
 def policy_gradient_loss(logprobs: torch.Tensor, behaviour_logprobs: torch.Tensor, advantages: torch.Tensor,
@@ -152,7 +160,7 @@ def policy_gradient_loss(logprobs: torch.Tensor, behaviour_logprobs: torch.Tenso
     if mode not in IS_MODES:
         raise ValueError(f"unknown importance-sampling mode {mode!r}; expected one of {IS_MODES}")
     if level not in POLICY_LOSSES:
-        raise ValueError(f"unknown importance-sampling level {level!r}; expected one of {IS_LEVELS}")
+        raise ValueError(f"unknown importance-sampling level {level!r}; expected one of {tuple(POLICY_LOSSES)}")
     mask = mask.to(logprobs.dtype)
     delta = (logprobs - behaviour_logprobs) * mask
     per_token, mean_ratio, max_ratio, clipped, extra = POLICY_LOSSES[level](

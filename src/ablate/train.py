@@ -7,7 +7,7 @@
 
 Run directory: `.hydra/` (config, overrides), `status.json`, `metrics.csv`, `checkpoints/`, `model/`
 (`save_pretrained` export), `eval/<regime>/{summary.json,samples.jsonl}`. Checks: `ablate.checks`;
-the parts of each stage and their wiring: `ablate.stages`; Lightning's fit: `ablate.fit`.
+the stages and their wiring: `ablate.stages`; Lightning's fit: `ablate.fit`; the device: `ablate.device`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from ablate.config import CONF_DIR, torch_threads  # also registers the group schemas and resolvers before Hydra composes
 from ablate.checks import ConfigError, check_config
 from ablate.fit import global_rank, launch_rank
-from ablate.stages import REGIME_NO_TOOL, REGIME_TOOL, final_regimes, fit_stage, record_engagement, starting_model_config
+from ablate.stages import REGIME_NO_TOOL, REGIME_TOOL, final_regimes, fit_stage, starting_model_config
 
 log = logging.getLogger("ablate.train")
 
@@ -48,6 +48,7 @@ def _run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any]) -> Path:
     from transformers import AutoModelForCausalLM
 
     from ablate.atomic import export_model, model_exported
+    from ablate.device import device
     from ablate.eval import evaluate, format_summary, write_eval
     from ablate.models import load_model, load_tokenizer, parameter_count
     from ablate.rollout.tools import build_tool
@@ -94,13 +95,10 @@ def _run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any]) -> Path:
             clock = time.monotonic()
             fit_stage(cfg, model, tokenizer, splits, reward, run_dir, status, callbacks)
             status.timing("train_s", time.monotonic() - clock)
-            if not worker:
-                record_engagement(cfg, run_dir, status)
             if worker:
                 return run_dir
             export_model(model, tokenizer, model_dir)  # all or nothing: a kill never leaves half a model/
-        device = "cuda" if torch.cuda.is_available() and cfg.trainer.accelerator != "cpu" else "cpu"
-        model.to(device)
+        model.to(device(cfg.trainer))
         for regime in regimes:
             if cfg.resume == "auto" and (run_dir / "eval" / regime / "summary.json").is_file():
                 continue
@@ -211,7 +209,7 @@ def drop_multirun_when_printing(argv: list[str]) -> list[str]:
 def refuse_added_keys(argv: list[str]) -> None:
     """`+key=value` naming a key no schema has: exit 2 naming it, before Hydra composes (which would
     refuse it too, with its own message and exit code 1)."""
-    from ablate.config_checks import added_keys_error
+    from ablate.config.checks import added_keys_error
 
     error = added_keys_error([a for a in argv if not a.startswith("-")], CONF_DIR)
     if error:

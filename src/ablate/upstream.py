@@ -27,18 +27,26 @@ from omegaconf import DictConfig, OmegaConf
 
 log = logging.getLogger("ablate.upstream")
 
-UPSTREAM_STAGES = ("sft", "dpo", "ipo")
-INITS = ("sft", "scratch", "model", "dpo", "ipo")  # what stage.init may name: dpo/ipo/sft are UPSTREAM_STAGES
 KEY_VERSION = 1
-# What each stage's training reads besides its stage config: only these enter its key.
-_INPUTS = {"sft": ("model", "task"), "dpo": ("model", "task", "reward", "tool"),
-           "ipo": ("model", "task", "reward", "tool")}
+
+
+def upstream_stages(cfg: DictConfig) -> tuple[str, ...]:
+    """The stages `stage.init` may name: registered stages that others may start from (their `upstream`
+    spec says what their model depends on) and that the config gives an `upstream.<name>` (config.yaml)."""
+    from ablate.stages.registry import upstream_names
+
+    return tuple(name for name in upstream_names() if name in cfg.upstream)
+
+
+def inits(cfg: DictConfig) -> tuple[str, ...]:
+    """What `stage.init` may be: an upstream stage, scratch (a random init) or model (model.name_or_path)."""
+    return (*upstream_stages(cfg), "scratch", "model")
 
 
 def upstream_config(cfg: DictConfig, name: str) -> DictConfig:
     """The full run config of upstream stage `name` for run config `cfg`."""
-    if name not in UPSTREAM_STAGES:
-        raise ValueError(f"stage.init={name!r} is not an upstream stage; expected one of {UPSTREAM_STAGES}")
+    if name not in upstream_stages(cfg):
+        raise ValueError(f"stage.init={name!r} is not an upstream stage; expected one of {upstream_stages(cfg)}")
     up = cfg.copy()
     OmegaConf.set_struct(up, False)
     up.stage = cfg.upstream[name].copy()
@@ -68,23 +76,19 @@ def upstream_config(cfg: DictConfig, name: str) -> DictConfig:
 
 
 def upstream_spec(cfg: DictConfig, name: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
-    """What upstream stage `name`'s model depends on (hashed into its cache key)."""
+    """What upstream stage `name`'s model depends on (hashed into its cache key): its stage config and
+    seed, what its registered `Stage.upstream` says its training reads, and its own upstream's key."""
+    from ablate.stages.registry import stage_of
+
     if name in _seen:
         raise ValueError(f"upstream stages form a cycle: {' -> '.join((*_seen, name))}; "
                          f"set upstream.{name}.init to sft, scratch or model")
     up = upstream_config(cfg, name)
     spec: dict[str, Any] = {"version": KEY_VERSION, "seed": int(up.seed),
                             "stage": OmegaConf.to_container(up.stage, resolve=True)}
-    for key in _INPUTS[name]:
-        spec[key] = OmegaConf.to_container(up[key], resolve=True)
-    if name == "sft":
-        from ablate.lit.sft_data import sft_tool_inputs
-
-        tool = sft_tool_inputs(up.stage, up.tool)  # calculator preamble, oracle traces; empty for plain SFT
-        if tool:
-            spec["tool"] = tool
+    spec.update(stage_of(name).upstream(up))
     init = up.stage.get("init")
-    if init in UPSTREAM_STAGES:
+    if init in upstream_stages(cfg):
         spec["parent"] = upstream_key(cfg, init, (*_seen, name))
     return spec
 
@@ -167,7 +171,7 @@ def upstream_model(cfg: DictConfig, name: str, run: Callable[[DictConfig, Path],
 
 def check_init(cfg: DictConfig) -> None:
     """`stage.init` of a stage that starts from a model: ConfigError naming the key and the fix."""
-    from ablate.config_checks import require
+    from ablate.config import require
 
-    require(cfg.stage.init in INITS, f"stage.init={cfg.stage.init!r}: expected one of {INITS}")
+    require(cfg.stage.init in inits(cfg), f"stage.init={cfg.stage.init!r}: expected one of {inits(cfg)}")
     require(cfg.stage.init != "model" or bool(cfg.model.get("name_or_path")), "stage.init=model needs model.name_or_path")

@@ -71,7 +71,7 @@ class ReplayBuffer:
 
 def check_replay(cfg) -> None:
     """`replay=` config: ConfigError naming the key and the fix."""
-    from ablate.config_checks import require
+    from ablate.config import require
 
     r = cfg.replay
     if r.enabled:

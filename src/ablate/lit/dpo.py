@@ -24,7 +24,7 @@ from ablate.lit.sft_data import tool_output_mask
 from ablate.models import encode_prompt
 from ablate.objectives import PREFERENCE_LOSSES, preference_margin, sequence_logprobs, token_logprobs
 from ablate.padding import attention_mask, right_pad
-from ablate.schemas import PreferenceStageConfig, typed
+from ablate.config.schemas import PreferenceStageConfig, typed
 
 def encode_pair(pair: Pair, tokenizer: PreTrainedTokenizerBase, max_length: int) -> dict[str, Any]:
     """Token ids of prompt + response + eos for both responses, and which response tokens carry loss
@@ -147,7 +147,7 @@ def check_stage(cfg) -> None:
 
     from omegaconf import OmegaConf
 
-    from ablate.config_checks import ConfigError, require
+    from ablate.config import ConfigError, require
     from ablate.lit.pairs import ORDERS, REJECTED_KINDS, SOURCES, check_stages
     from ablate.tasks.countdown.traces import TRACE_STYLES
 

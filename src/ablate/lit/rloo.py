@@ -26,12 +26,12 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ablate.lit import CompilableLearner
 from ablate.objectives import (ADVANTAGES, aggregate, entropy_from_logits, kl_penalty, policy_gradient_loss,
-                               token_logprobs)
+                               token_level, token_logprobs)
 from ablate.padding import attention_mask, right_pad
 from ablate.rollout import Rollouts, SamplingParams
 from ablate.rollout.schedules import ToolAvailability, p_tool
 from ablate.rollout.tools import TOOL_OFF, ToolPrompt
-from ablate.schemas import RLOOStageConfig, typed
+from ablate.config.schemas import RLOOStageConfig, typed
 from ablate.tasks.countdown import VERDICTS, Problem
 
 
@@ -154,7 +154,7 @@ def micro_batch_shares(rows: int, n: int, tokens: torch.Tensor, tokens_total: to
     token level over what the loss averages; the masked / dual-clipped fractions over sequences, or tokens."""
     sequences = rows / n
     loss = float(tokens / tokens_total) if aggregation == "token_mean" else sequences
-    if is_level != "token":
+    if not token_level(is_level):
         return Shares(loss, sequences, sequences)
     return Shares(loss, loss, float(tokens / tokens_total))
 
@@ -449,7 +449,7 @@ class RLOOModule(CompilableLearner, L.LightningModule):
 
 def check_stage(cfg) -> None:
     """`stage=rloo` config, with its rollout engine: ConfigError naming the key and the fix."""
-    from ablate.config_checks import require
+    from ablate.config import require
     from ablate.objectives import ADVANTAGES, AGGREGATIONS, IS_MODES, KL_ESTIMATORS, POLICY_LOSSES
     from ablate.rollout import check_rollout
 
@@ -480,7 +480,7 @@ def check_stage(cfg) -> None:
 
 
 def check_dynamic_sampling(cfg) -> None:
-    from ablate.config_checks import require
+    from ablate.config import require
 
     d = cfg.dynamic_sampling
     if d.enabled:

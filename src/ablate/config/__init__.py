@@ -1,4 +1,8 @@
-"""Where the config tree lives, and reading single group files outside a Hydra run.
+"""Configuration, owned in one place: the config tree (`CONF_DIR`), the group schemas
+(`ablate.config.schemas`), `ConfigError` (`ablate.config.errors`) and the checks that read only the
+config or the outside world (`ablate.config.checks`). This package imports no other part of ablate:
+every part imports it, never the reverse (each part's own range checks live with the part, and
+`ablate.checks.check_config` runs them all).
 
 `conf/` sits at the top of the repository; `src/ablate/conf` links to it, and a wheel copies it
 into the package, so the same path works from a clone, an editable and a plain install.
@@ -12,9 +16,14 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from ablate import schemas  # noqa: F401 - registers the group schemas the yaml files name
+from ablate.config import schemas  # noqa: F401 - registers the group schemas the yaml files name
+from ablate.config.errors import ConfigError, require
+from ablate.config.schemas import typed
 
-CONF_DIR = Path(__file__).resolve().parent / "conf"
+__all__ = ["CONF_DIR", "ConfigError", "group_options", "load_group_config", "local_sweep_jobs", "require",
+           "torch_threads", "typed"]
+
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 if not CONF_DIR.is_dir() and (CONF_DIR.parents[2] / "conf").is_dir():
     # A clone that did not follow the link (`core.symlinks=false`) has a text file in its place; an
     # editable install from it reads the top-level tree (a wheel copies it in: setup.py).
@@ -26,9 +35,9 @@ def local_sweep_jobs() -> int:
     """Parallel jobs of a sweep on this machine (hydra/launcher=local, the default): one per core up
     to MAX_LOCAL_JOBS on CPU, where a small model's step uses one core poorly; one with a GPU, which
     parallel jobs would share."""
-    import torch
+    from ablate.device import cuda
 
-    if torch.cuda.is_available():
+    if cuda():
         return 1
     return max(1, min(os.cpu_count() or 1, MAX_LOCAL_JOBS))
 
@@ -70,5 +79,5 @@ def load_group_config(group: str, option: str) -> dict[str, Any]:
     if not path.is_file():
         raise ValueError(f"no {group} config {option!r}; choose one of {group_options(group)}")
     plain = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-    plain.pop("defaults", None)  # a schema (ablate.schemas) or other group choices: not values
+    plain.pop("defaults", None)  # a schema (ablate.config.schemas) or other group choices: not values
     return plain

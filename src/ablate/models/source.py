@@ -1,0 +1,65 @@
+"""`model_source_error`: whether `model.name_or_path` names a model that can be loaded, checked before
+any compute (ablate.checks) without loading it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+def _looks_local(name: str) -> bool:
+    return (name.startswith(("/", "./", "../", "~")) or os.sep + os.sep in name or name.count("/") > 1
+            or name.endswith("/") or (os.altsep is not None and os.altsep in name))
+
+
+def model_source_error(name_or_path: Any, key: str = "model.name_or_path") -> str | None:
+    """A shipped checkpoint, an existing local model directory, or a Hub id that exists (in the local
+    cache, or on the Hub when it answers within a few seconds; offline, an unknown id is refused)."""
+    if not name_or_path:
+        return None
+    name = str(name_or_path)
+    if name.startswith("builtin:"):
+        from ablate.models import resolve_path
+
+        try:
+            resolve_path(name)
+        except ValueError as err:
+            return str(err)
+        return None
+    local = Path(name).expanduser()
+    if local.exists():
+        if local.is_dir() and (local / "config.json").is_file():
+            return None
+        return (f"{key}={name!r}: not a model directory (no config.json); point it at a save_pretrained "
+                "directory (a run's model/), a Hub id or builtin:tiny-sft")
+    if _looks_local(name):
+        return f"{key}={name!r}: no such directory; point it at a save_pretrained directory, a Hub id or builtin:tiny-sft"
+    try:
+        from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+        validate_repo_id(name)
+    except HFValidationError:
+        return f"{key}={name!r}: neither a local directory nor a valid Hub id (like Qwen/Qwen2.5-0.5B-Instruct)"
+    except ImportError:  # pragma: no cover
+        return None
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        if isinstance(try_to_load_from_cache(name, "config.json"), str):
+            return None
+    except Exception:  # noqa: BLE001 - an odd cache is not the user's error
+        pass
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0", "false", "False"):
+        return f"{key}={name!r}: not a local directory and not in the Hugging Face cache (HF_HUB_OFFLINE is set)"
+    try:
+        from huggingface_hub import HfApi
+        from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
+        HfApi().model_info(name, timeout=10)
+    except GatedRepoError:
+        return None  # it exists; the download will ask for the token
+    except RepositoryNotFoundError:
+        return f"{key}={name!r}: no such model on the Hugging Face Hub and no such local directory"
+    except Exception:  # noqa: BLE001 - no network: let the load say what happened
+        return None
+    return None

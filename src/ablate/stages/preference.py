@@ -1,0 +1,149 @@
+"""`stage=dpo|ipo|...`: offline preference optimization (ablate.lit.dpo), one stage per key of
+`ablate.objectives.PREFERENCE_LOSSES`, all with the same pairs, schema and checks."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from ablate.device import device, precision
+from ablate.fit import fit, global_rank
+from ablate.config.schemas import PreferenceStageConfig
+from ablate.stages.registry import Stage, groups, register
+
+
+def preference_stages() -> tuple[str, ...]:
+    """The preference stages: the keys of `ablate.objectives.PREFERENCE_LOSSES` (dpo, ipo, ...)."""
+    from ablate.objectives import PREFERENCE_LOSSES
+
+    return tuple(PREFERENCE_LOSSES)
+
+
+def build_pairs(cfg: DictConfig, model, tokenizer, train_problems, reward) -> list:
+    """The preference pairs `stage.pairs` describes (ablate.lit.pairs), from the first
+    `stage.pairs.n_prompts` training problems; `sampled` samples from `model` (the starting policy)."""
+    import torch
+
+    from ablate.lit.pairs import load_pairs, sampled_pairs, solver_pairs
+    from ablate.models import encode_prompt, prompt_text
+    from ablate.rollout import SamplingParams
+    from ablate.rollout.hf import HFEngine
+    from ablate.rollout.tools import ToolPrompt, build_tool
+
+    p = cfg.stage.pairs
+    if p.source == "file":
+        return load_pairs(str(p.file.path))
+    problems = list(train_problems[: p.n_prompts])
+    prompts = [prompt_text(problem, cfg.model.template, tokenizer) for problem in problems]
+    if p.source == "solver":
+        return solver_pairs(problems, prompts, dict(p.solver.mix), int(cfg.seed), p.solver.trace,
+                            compact=cfg.model.template == "compact")
+    q = p.sampled
+    # The tool (any kind) answers while sampling when its schedule is `on`; the prompts are decorated as in
+    # the no_tool regime, since the pairs' prompts are what the stage trains and is evaluated on.
+    tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if cfg.tool.schedule == "on" else None
+    prompts = [ToolPrompt(cfg.tool, cfg.model.template, tokenizer).text(problem, available=False) for problem in problems]
+    engine = HFEngine(model, tokenizer, batch_size=cfg.rollout.batch_size, tool=tool)
+    params = SamplingParams(temperature=q.temperature, top_p=q.top_p, top_k=q.top_k,
+                            max_new_tokens=q.max_new_tokens)
+    generator = torch.Generator().manual_seed(int(cfg.seed))
+    return sampled_pairs(problems, prompts, [encode_prompt(t, tokenizer) for t in prompts], engine, params, q.n,
+                         reward, q.margin, q.max_pairs_per_prompt, generator,
+                         chunk=max(1, cfg.rollout.batch_size // q.n), progress=True)
+
+
+def pairs_and_reference(cfg: DictConfig, model, tokenizer, train_problems, reward, run_dir: Path, status):
+    """The pairs, encoded, and their reference log-probs [P, 2]: built (and saved to <run>/pairs.jsonl)
+    or, on resume, reloaded from there."""
+    import json
+
+    import torch
+
+    from ablate.lit.dpo import encode_pair, reference_logprobs
+    from ablate.lit.pairs import load_pairs, save_pairs
+
+    s = cfg.stage
+    pairs_file = run_dir / "pairs.jsonl"
+    if cfg.resume == "auto" and pairs_file.is_file():
+        pairs = load_pairs(pairs_file)
+        rows = [json.loads(line) for line in pairs_file.read_text().splitlines() if line.strip()]
+        reference = torch.tensor([[r["ref_chosen_logps"], r["ref_rejected_logps"]] for r in rows])
+        return pairs, [encode_pair(pair, tokenizer, s.max_length) for pair in pairs], reference
+    model.to(device(cfg.trainer))  # sampling and the reference pass; Lightning keeps it there
+    clock = time.monotonic()
+    pairs = build_pairs(cfg, model, tokenizer, train_problems, reward)
+    if not pairs:
+        raise RuntimeError(f"stage.pairs.source={s.pairs.source} made no pairs from {s.pairs.n_prompts} prompts "
+                           "(sampled: no prompt had a reward gap >= stage.pairs.sampled.margin; raise "
+                           "stage.pairs.n_prompts or stage.pairs.sampled.n, or lower the margin)")
+    pairs_s = time.monotonic() - clock
+    encoded = [encode_pair(pair, tokenizer, s.max_length) for pair in pairs]
+    clock = time.monotonic()
+    autocast = "bf16" if precision(cfg.trainer).startswith("bf16") else None
+    reference = reference_logprobs(model, encoded, tokenizer.pad_token_id, s.average_logps,
+                                   batch_size=s.batch_size, autocast=autocast)
+    if global_rank() == 0:  # DDP ranks build the same pairs (sampled ones up to device noise); one writes
+        save_pairs(pairs_file, pairs, [{"ref_chosen_logps": float(c), "ref_rejected_logps": float(r)}
+                                       for c, r in reference.tolist()])
+    if status is not None:
+        from collections import Counter
+
+        status.timing("pairs_s", pairs_s)
+        status.timing("reference_s", time.monotonic() - clock)
+        status.update(pairs=len(pairs), pair_kinds=dict(Counter(p.kind for p in pairs)),
+                      pair_operands=dict(Counter(str(p.n_numbers) for p in pairs)))
+    return pairs, encoded, reference
+
+
+def fit_preference(cfg: DictConfig, model, tokenizer, splits, reward, run_dir: Path, status=None,
+                   callbacks=()) -> None:
+    """DPO/IPO: build the pairs (or reload them on resume), compute the reference log-probs once,
+    save both to <run>/pairs.jsonl, then fit."""
+    from torch.utils.data import DataLoader
+
+    from ablate.lit.dpo import PreferenceModule
+    from ablate.lit.pairs import order_pairs
+
+    s = cfg.stage
+    pairs, encoded, reference = pairs_and_reference(cfg, model, tokenizer, splits.train, reward, run_dir, status)
+    if cfg.get("curriculum"):  # curriculum=static stage=ipo: the curriculum's stages order the pairs
+        stages = pair_stages(OmegaConf.to_container(cfg.curriculum, resolve=True), splits.train)
+    elif s.pairs.order == "static":
+        stages = OmegaConf.to_container(s.pairs.stages, resolve=True)
+    else:
+        stages = [{"until": 1.0, "n_numbers": None}]
+    module = PreferenceModule(model, encoded, reference,
+                              lambda length: order_pairs(pairs, stages, length, int(cfg.seed)), s, tokenizer.pad_token_id)
+    # One item per optimizer step: the module takes its pairs from the schedule by global step.
+    fit(cfg, module, run_dir, dataloader=DataLoader(range(s.max_steps), batch_size=None),
+        gradient_clip=s.grad_clip, callbacks=callbacks)
+
+
+def pair_stages(curriculum: dict, problems) -> list[dict]:
+    """A static curriculum's stages (levels of n_numbers) as `order_pairs` stages (n_numbers values)."""
+    values = sorted({p.n_numbers for p in problems})
+    return [{"until": float(stage["until"]), "n_numbers": [values[level] for level in stage["levels"]]}
+            for stage in curriculum["stages"]]
+
+
+def check_preference(cfg: DictConfig) -> None:
+    from ablate.lit.dpo import check_stage
+
+    check_stage(cfg)
+
+
+def check_curriculum(cfg: DictConfig) -> None:
+    """A preference stage takes a static curriculum on n_numbers, as an ordering of its pairs."""
+    from ablate.config import require
+
+    s, c = cfg.stage, cfg.curriculum
+    require(c.kind == "static" and c.difficulty.field == "n_numbers",
+            f"curriculum={c.name} chooses RL prompts; it needs stage=rloo, not stage={s.name} (preference "
+            "stages take a static curriculum on n_numbers as an ordering of their pairs: curriculum=static)")
+
+
+STAGE = register(Stage("preference", fit_preference, check=check_preference, schema=PreferenceStageConfig,
+                       upstream=groups("model", "task", "reward", "tool"), curriculum=check_curriculum,
+                       names=preference_stages))

@@ -1,0 +1,89 @@
+"""The stage registry: `stage.name` -> everything the toolkit needs to know about a stage.
+
+A stage module registers one `Stage` when it is imported (`ablate.stages` imports every module of the
+package); the config check, the upstream cache and the entry point read this registry and nothing else,
+so a new stage is its module and its `conf/stage/<name>.yaml` (README, "Extending ablate").
+
+This module imports no part (no Lightning, no torch): the entry point reads it before it may refuse a
+run, within a second.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Optional
+
+from omegaconf import DictConfig, OmegaConf
+
+from ablate.config import ConfigError
+
+# fit(cfg, model, tokenizer, splits, reward, run_dir, status, callbacks): train `model` in place.
+Fit = Callable[..., None]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """What a stage is to the rest of the toolkit.
+
+    name: its `stage.name` (the key of its conf/stage yaml).
+    fit: trains the starting model in place (see `Fit`).
+    check: its own config checks (ConfigError naming the key and the fix); the registry's generic
+        checks (a known name, lr > 0, stage.init) run before it.
+    schema: the dataclass of its `stage` config (stored in Hydra's ConfigStore as `<name>_schema`, which
+        its yaml lists first in `defaults`); None: untyped.
+    upstream: what the model it trains depends on besides its stage config and seed, as a dict hashed
+        into its cache key (`ablate.upstream`), from that upstream run's config; None: no stage starts from
+        it (`stage.init=<name>` is refused).
+    init: whether it starts from `stage.init` (sft does not: it trains the model as `model` configures it).
+    curriculum: checks the `curriculum` it is given (ConfigError); None: it takes no curriculum.
+    names: the `stage.name` values it trains when one module serves several (the preference losses),
+        read at every lookup so that a loss registered later is a stage too; None: just `name`.
+    """
+
+    name: str
+    fit: Fit
+    check: Callable[[DictConfig], None] = lambda cfg: None
+    schema: Optional[type] = None
+    upstream: Optional[Callable[[DictConfig], dict[str, Any]]] = None
+    init: bool = True
+    curriculum: Optional[Callable[[DictConfig], None]] = None
+    names: Optional[Callable[[], Iterable[str]]] = None
+
+    def stage_names(self) -> tuple[str, ...]:
+        return tuple(self.names()) if self.names else (self.name,)
+
+
+STAGES: dict[str, Stage] = {}
+
+
+def register(stage: Stage) -> Stage:
+    """Add `stage` (replacing one of the same name) and store its schema for Hydra's composition."""
+    if stage.schema is not None:
+        from hydra.core.config_store import ConfigStore
+
+        ConfigStore.instance().store(group="stage", name=f"{stage.name}_schema", node=stage.schema)
+    STAGES[stage.name] = stage
+    return stage
+
+
+def stage_names() -> tuple[str, ...]:
+    """What `stage.name` may be."""
+    return tuple(name for stage in STAGES.values() for name in stage.stage_names())
+
+
+def stage_of(name: str) -> Stage:
+    """The registered stage that trains `stage.name=<name>`; ConfigError naming the choices otherwise."""
+    for stage in STAGES.values():
+        if name in stage.stage_names():
+            return stage
+    raise ConfigError(f"stage={name!r}: expected one of {stage_names()}")
+
+
+def upstream_names() -> tuple[str, ...]:
+    """The stages another may start from (`stage.init=<name>`): those with an `upstream` spec."""
+    return tuple(name for stage in STAGES.values() if stage.upstream for name in stage.stage_names())
+
+
+def groups(*names: str) -> Callable[[DictConfig], dict[str, Any]]:
+    """An `upstream` spec of the config groups a stage's training reads besides its stage config."""
+    return lambda up: {key: OmegaConf.to_container(up[key], resolve=True) for key in names}
