@@ -17,8 +17,8 @@ def test_preconditions_are_the_studys_distinct_measured_checks_with_their_claims
     pre, claims = found["easy prompts solved"]
     assert pre[1:] == ("by_operands/2/pass@1", "RLOO none", "no_tool", ">=", 0.8)
     assert claims == ["frontier_forgets", "replay_recovers"]
-    only = preconditions(cfg, ["frontier_hurts"])
-    assert len(only) == 1 and only[0][1] == ["frontier_hurts"]
+    only = preconditions(cfg, ["replay_recovers"])
+    assert len(only) == 1 and only[0][1] == ["frontier_forgets", "replay_recovers"]
     with pytest.raises(SystemExit, match="no such claim"):
         preconditions(cfg, ["frontier_forget"])
 
@@ -108,3 +108,9 @@ def test_a_probe_trains_the_condition_and_measures_its_precondition(tmp_path):
     assert row.metric == "by_operands/2/pass@1" and 0.0 <= row.value <= 1.0
     assert row.status == ("held" if row.value >= 0.8 else "failed") and row.claims == "frontier_forgets replay_recovers"
     assert (tmp_path / "probes" / "curriculum_ladder_study" / "ladder23" / "RLOO_none" / "seed_0" / "status.json").is_file()
+    # the testbed's own starting point: the upstream SFT that run trained, as evaluated when it was cached
+    assert main(["--eval", "ladder sft", "--upstream", *overrides, "--csv", str(csv)]) == 0
+    start = json.loads((tmp_path / "evals" / "ladder_sft.json").read_text())
+    assert set(start["summary"]["by_operands"]) == {"2", "3"} and "upstream SFT of" in start["overrides"]
+    with pytest.raises(SystemExit, match="train it first"):
+        main(["--eval", "x", "--upstream", *overrides, "upstream.sft.max_steps=5", "--csv", str(csv)])

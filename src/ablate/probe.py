@@ -62,11 +62,12 @@ def preconditions(cfg, claim_ids: list[str]) -> list[tuple]:
     found: dict[tuple, tuple] = {}
     for c in declared.claims:
         pre = c.precondition
-        if pre is None or pre.metric is None or (claim_ids and c.id not in claim_ids):
+        if pre is None or pre.metric is None:
             continue
         resolved = (pre.check, pre.metric, pre.condition or c.condition, pre.regime or c.regime, pre.op, pre.threshold)
         found.setdefault(resolved, (resolved, []))[1].append(c.id)
-    return list(found.values())
+    # every claim a check serves is listed, even when --claim picked the check by one of them
+    return [entry for entry in found.values() if not claim_ids or set(entry[1]) & set(claim_ids)]
 
 
 def condition_overrides(cfg, base: list[str], condition: str) -> list[str]:
@@ -191,6 +192,27 @@ def probe_eval(name: str, overrides: list[str], root: Path, out_dir: Path) -> di
     return record_
 
 
+def upstream_summary(name: str, overrides: list[str], out_dir: Path) -> dict:
+    """The no-tool evaluation of the SFT a study config starts from (the cached upstream, evaluated
+    once when it was trained): a testbed's own starting point. It is never trained here: a study's
+    first job trains it (or `python -m ablate.train <overrides>`)."""
+    import json
+
+    from ablate.atomic import write_text
+    from ablate.upstream import models_dir, upstream_key
+
+    cfg = compose(overrides)
+    key = upstream_key(cfg, "sft")
+    path = models_dir() / key / "eval" / "no_tool" / "summary.json"
+    if not path.is_file():
+        raise SystemExit(f"error: no evaluated upstream SFT {key} in {models_dir()}; train it first: "
+                         f"python -m ablate.train {' '.join(overrides)} (its first job trains it)")
+    record_ = {"name": name, "overrides": f"upstream SFT of {' '.join(overrides)} ({key})", "commit": commit(),
+               "summary": json.loads(path.read_text())}
+    write_text(out_dir / f"{slug(name)}.json", json.dumps(record_, indent=1, sort_keys=True) + "\n")
+    return record_
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m ablate.probe", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -203,6 +225,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--eval", default=None, metavar="NAME",
                    help="evaluate a saved model (default model_dir=builtin:tiny-sft) under the overrides instead "
                         "of training; the summary goes to <csv's folder>/evals/NAME.json")
+    p.add_argument("--upstream", action="store_true",
+                   help="with --eval: record the cached upstream SFT's own evaluation for the overrides' config "
+                        "(a testbed's starting point) instead of evaluating a saved model")
     p.add_argument("--render", type=Path, default=None, metavar="DOC",
                    help="render --csv into DOC's <!-- probes --> block (docs/testbed.md) and exit")
     p.add_argument("--check", action="store_true", help="with --render: change nothing; exit 1 if DOC is stale")
@@ -212,7 +237,10 @@ def main(argv: list[str] | None = None) -> int:
 
         return render_doc(args.csv, args.render, check=args.check)
     if args.eval:
-        probe_eval(args.eval, args.overrides, args.root, args.csv.parent / "evals")
+        if args.upstream:
+            upstream_summary(args.eval, args.overrides, args.csv.parent / "evals")
+        else:
+            probe_eval(args.eval, args.overrides, args.root, args.csv.parent / "evals")
         return 0
     if not any(o.startswith("experiment=") for o in args.overrides):
         p.error("name the study: experiment=<preset>, e.g. experiment=curriculum_study")
