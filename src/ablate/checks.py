@@ -15,9 +15,7 @@ __all__ = ["ConfigError", "check_config"]
 def check_model_and_task(cfg: DictConfig) -> None:
     from ablate import config_checks
     from ablate.models import MODEL_KINDS
-    from ablate.tasks.countdown import Reward
-    from ablate.tasks.countdown.data import SOURCES
-    from ablate.tasks.countdown.generator import check_generator_args
+    from ablate.tasks import TASKS
 
     m = cfg.model
     require(m.kind in MODEL_KINDS, f"model.kind={m.kind!r}: expected one of {MODEL_KINDS}")
@@ -39,15 +37,9 @@ def check_model_and_task(cfg: DictConfig) -> None:
         error = config_checks.model_source_error(m.name_or_path)
         require(error is None, str(error))
 
-    t = cfg.task
-    require(t.source in SOURCES, f"task.source={t.source!r}: expected one of {SOURCES}")
-    require(0 < t.test_size < t.test_pool, f"task.test_size={t.test_size} must be > 0 and < task.test_pool={t.test_pool}")
-    try:
-        check_generator_args(list(t.generator.counts), t.generator.min_number, t.generator.max_number,
-                             t.generator.min_target, t.generator.max_target)
-        Reward.from_config(OmegaConf.to_container(cfg.reward, resolve=True))
-    except ValueError as err:
-        raise ConfigError(f"task.generator / reward: {err}") from None
+    require(cfg.task.name in TASKS, f"task.name={cfg.task.name!r}: expected one of {tuple(TASKS)} (the registered "
+                                    "tasks, ablate.tasks.register_task)")
+    TASKS[cfg.task.name].check(cfg)  # the task's own values, and the reward it scores with
 
 
 def check_stage(cfg: DictConfig) -> None:
@@ -96,8 +88,11 @@ def check_curriculum_stage(cfg: DictConfig) -> None:
     require(s.name == "rloo" or static_pairs,
             f"curriculum={c.name} chooses RL prompts; it needs stage=rloo, not stage={s.name} (preference "
             "stages take a static curriculum on n_numbers as an ordering of their pairs: curriculum=static)")
+    from ablate.tasks import task_class
+
     try:
-        check_curriculum(OmegaConf.to_container(cfg.curriculum, resolve=True))
+        fields = tuple(task_class(cfg.task.name).difficulty_fields)  # the task's difficulty axes
+        check_curriculum(OmegaConf.to_container(cfg.curriculum, resolve=True), fields, cfg.task.name)
     except ValueError as err:
         raise ConfigError(str(err)) from None
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from ablate import schemas  # noqa: F401 - registers the group schemas the yaml files name
+from ablate import schemas, tasks  # noqa: F401 - register the group schemas the yaml files name (a task its own)
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
 if not CONF_DIR.is_dir() and (CONF_DIR.parents[2] / "conf").is_dir():

@@ -49,7 +49,7 @@ def build_engine(cfg: DictConfig, model, tokenizer, tool):
     return HFEngine(model, tokenizer, batch_size=r.batch_size, tool=tool)
 
 
-def fit_rloo(cfg: DictConfig, model, tokenizer, train_problems, reward, run_dir: Path, callbacks=()) -> None:
+def fit_rloo(cfg: DictConfig, model, tokenizer, train_problems, task, run_dir: Path, callbacks=()) -> None:
     from torch.utils.data import DataLoader
 
     from ablate.curriculum import ReplayBuffer, build_sampler
@@ -61,10 +61,10 @@ def fit_rloo(cfg: DictConfig, model, tokenizer, train_problems, reward, run_dir:
     engine = build_engine(cfg, model, tokenizer, tool)
     curriculum = OmegaConf.to_container(cfg.curriculum, resolve=True) if cfg.get("curriculum") else None
     sampler = build_sampler(curriculum, train_problems, int(cfg.seed), s.max_steps,
-                            embed=lambda: prompt_embeddings(cfg, model, tokenizer, train_problems))
+                            embed=lambda: prompt_embeddings(cfg, model, tokenizer, train_problems, task), task=task)
     replay = (ReplayBuffer(int(cfg.replay.capacity), float(cfg.replay.fresh_fraction), int(cfg.seed))
               if cfg.replay.enabled else None)
-    module = RLOOModule(model, tokenizer, train_problems, cfg.model.template, engine, reward, sampler,
+    module = RLOOModule(model, tokenizer, train_problems, cfg.model.template, engine, task, sampler,
                         s, int(cfg.seed), replay=replay,
                         tool=OmegaConf.to_container(cfg.tool, resolve=True),
                         dynamic_sampling=OmegaConf.to_container(cfg.dynamic_sampling, resolve=True))
@@ -76,12 +76,13 @@ def fit_rloo(cfg: DictConfig, model, tokenizer, train_problems, reward, run_dir:
         getattr(engine, "close", lambda: None)()
 
 
-def build_pairs(cfg: DictConfig, model, tokenizer, train_problems, reward) -> list:
+def build_pairs(cfg: DictConfig, model, tokenizer, train_problems, task) -> list:
     """The preference pairs `stage.pairs` describes (ablate.lit.pairs), from the first
-    `stage.pairs.n_prompts` training problems; `sampled` samples from `model` (the starting policy)."""
+    `stage.pairs.n_prompts` training problems; `sampled` samples from `model` (the starting policy) and
+    scores with the task, `solver` asks the task's solver (`Task.solver_pairs`)."""
     import torch
 
-    from ablate.lit.pairs import load_pairs, sampled_pairs, solver_pairs
+    from ablate.lit.pairs import load_pairs, sampled_pairs
     from ablate.models import encode_prompt, prompt_text
     from ablate.rollout import SamplingParams
     from ablate.rollout.hf import HFEngine
@@ -91,25 +92,26 @@ def build_pairs(cfg: DictConfig, model, tokenizer, train_problems, reward) -> li
     if p.source == "file":
         return load_pairs(str(p.file.path))
     problems = list(train_problems[: p.n_prompts])
-    prompts = [prompt_text(problem, cfg.model.template, tokenizer) for problem in problems]
+    prompts = [prompt_text(task, problem, cfg.model.template, tokenizer) for problem in problems]
     if p.source == "solver":
-        return solver_pairs(problems, prompts, dict(p.solver.mix), int(cfg.seed), p.solver.trace,
-                            compact=cfg.model.template == "compact")
+        return task.solver_pairs(problems, prompts, dict(p.solver.mix), int(cfg.seed), p.solver.trace,
+                                 compact=cfg.model.template == "compact")
     q = p.sampled
     # The tool (any kind) answers while sampling when its schedule is `on`; the prompts are decorated as in
     # the no_tool regime, since the pairs' prompts are what the stage trains and is evaluated on.
     tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if cfg.tool.schedule == "on" else None
-    prompts = [ToolPrompt(cfg.tool, cfg.model.template, tokenizer).text(problem, available=False) for problem in problems]
+    prompts = [ToolPrompt(cfg.tool, cfg.model.template, tokenizer, task).text(problem, available=False)
+               for problem in problems]
     engine = HFEngine(model, tokenizer, batch_size=cfg.rollout.batch_size, tool=tool)
     params = SamplingParams(temperature=q.temperature, top_p=q.top_p, top_k=q.top_k,
                             max_new_tokens=q.max_new_tokens)
     generator = torch.Generator().manual_seed(int(cfg.seed))
     return sampled_pairs(problems, prompts, [encode_prompt(t, tokenizer) for t in prompts], engine, params, q.n,
-                         reward, q.margin, q.max_pairs_per_prompt, generator,
+                         task, q.margin, q.max_pairs_per_prompt, generator,
                          chunk=max(1, cfg.rollout.batch_size // q.n), progress=True)
 
 
-def fit_preference(cfg: DictConfig, model, tokenizer, train_problems, reward, run_dir: Path, status=None,
+def fit_preference(cfg: DictConfig, model, tokenizer, train_problems, task, run_dir: Path, status=None,
                    callbacks=()) -> None:
     """DPO/IPO: build the pairs (or reload them on resume), compute the reference log-probs once,
     save both to <run>/pairs.jsonl, then fit."""
@@ -133,7 +135,7 @@ def fit_preference(cfg: DictConfig, model, tokenizer, train_problems, reward, ru
         if torch.cuda.is_available() and cfg.trainer.accelerator != "cpu":
             model.to("cuda")  # sampling and the reference pass; Lightning keeps it there
         clock = time.monotonic()
-        pairs = build_pairs(cfg, model, tokenizer, train_problems, reward)
+        pairs = build_pairs(cfg, model, tokenizer, train_problems, task)
         if not pairs:
             raise RuntimeError(f"stage.pairs.source={s.pairs.source} made no pairs from {s.pairs.n_prompts} prompts "
                                "(sampled: no prompt had a reward gap >= stage.pairs.sampled.margin; raise "
@@ -155,7 +157,7 @@ def fit_preference(cfg: DictConfig, model, tokenizer, train_problems, reward, ru
             status.update(pairs=len(pairs), pair_kinds=dict(Counter(p.kind for p in pairs)),
                           pair_operands=dict(Counter(str(p.n_numbers) for p in pairs)))
     if cfg.get("curriculum"):  # curriculum=static stage=ipo: the curriculum's stages order the pairs
-        stages = pair_stages(OmegaConf.to_container(cfg.curriculum, resolve=True), train_problems)
+        stages = pair_stages(OmegaConf.to_container(cfg.curriculum, resolve=True), train_problems, task)
     elif s.pairs.order == "static":
         stages = OmegaConf.to_container(s.pairs.stages, resolve=True)
     else:
@@ -167,19 +169,20 @@ def fit_preference(cfg: DictConfig, model, tokenizer, train_problems, reward, ru
          gradient_clip=s.grad_clip, callbacks=callbacks)
 
 
-def pair_stages(curriculum: dict, problems) -> list[dict]:
-    """A static curriculum's stages (levels of n_numbers) as `order_pairs` stages (n_numbers values)."""
-    values = sorted({p.n_numbers for p in problems})
+def pair_stages(curriculum: dict, problems, task) -> list[dict]:
+    """A static curriculum's stages (levels of n_numbers) as `order_pairs` stages (n_numbers values: a
+    pair's is its prompt's report level, `task.level`)."""
+    values = sorted({task.level(p) for p in problems})
     return [{"until": float(stage["until"]), "n_numbers": [values[level] for level in stage["levels"]]}
             for stage in curriculum["stages"]]
 
 
-def prompt_embeddings(cfg: DictConfig, model, tokenizer, problems):
+def prompt_embeddings(cfg: DictConfig, model, tokenizer, problems, task):
     """DOTS's prompt embeddings: the starting policy's (curriculum.embedding=policy) or a Hugging Face
     encoder's mean-pooled last hidden state over each training prompt, computed once."""
     from ablate.models import encode_prompt, mean_pooled_embeddings, prompt_text
 
-    texts = [prompt_text(p, cfg.model.template, tokenizer) for p in problems]
+    texts = [prompt_text(task, p, cfg.model.template, tokenizer) for p in problems]
     name = cfg.curriculum.get("embedding", "policy")
     if name == "policy":
         return mean_pooled_embeddings(model, [encode_prompt(t, tokenizer) for t in texts], tokenizer.pad_token_id)
@@ -191,14 +194,14 @@ def prompt_embeddings(cfg: DictConfig, model, tokenizer, problems):
     return mean_pooled_embeddings(encoder, ids, encoder_tokenizer.pad_token_id or 0)
 
 
-def fit_sft(cfg: DictConfig, model, tokenizer, train_problems, run_dir: Path, callbacks=()) -> None:
+def fit_sft(cfg: DictConfig, model, tokenizer, train_problems, task, run_dir: Path, callbacks=()) -> None:
     from ablate.lit.sft import SFTModule
     from ablate.lit.sft_data import SFTDataModule, sft_tool_inputs
 
     s = cfg.stage
     inputs = sft_tool_inputs(s, cfg.tool)
     oracle = {key: inputs[key] for key in ("mistake_rate", "max_messages")} if s.trace == "oracle" else None
-    data = SFTDataModule(train_problems, tokenizer, cfg.model.template, s.trace, s.batch_size, int(cfg.seed),
+    data = SFTDataModule(task, train_problems, tokenizer, cfg.model.template, s.trace, s.batch_size, int(cfg.seed),
                          s.max_length, tool_cfg=cfg.tool, oracle=oracle)
     module = SFTModule(model, lr=s.lr, weight_decay=s.weight_decay, warmup_steps=s.warmup_steps,
                        total_steps=s.max_steps, min_lr_ratio=s.min_lr_ratio)
@@ -221,7 +224,7 @@ def starting_model_config(cfg: DictConfig, run: Callable[[DictConfig, Path], Any
     return model
 
 
-def validation_callbacks(cfg: DictConfig, val_problems, tokenizer, reward, run_dir: Path) -> list:
+def validation_callbacks(cfg: DictConfig, val_problems, tokenizer, task, run_dir: Path) -> list:
     """`eval.every=N`: held-out evaluation every N steps (ablate.validation); none otherwise."""
     if not cfg.eval.get("every"):
         return []
@@ -230,7 +233,7 @@ def validation_callbacks(cfg: DictConfig, val_problems, tokenizer, reward, run_d
 
     keep = run_dir / "checkpoints" if cfg.checkpoint.keep_evaluated else None
     tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if validation_regime(cfg) == REGIME_TOOL else None
-    return [ValidationCallback(val_problems, tokenizer, cfg.model.template, reward,
+    return [ValidationCallback(val_problems, tokenizer, cfg.model.template, task,
                                OmegaConf.to_container(cfg.eval, resolve=True), int(cfg.seed), int(cfg.eval.every),
                                cfg.stage.max_steps, keep, tool_cfg=cfg.tool, tool=tool)]
 
@@ -251,9 +254,9 @@ def validation_regime(cfg: DictConfig) -> str:
     regime = cfg.eval.get("val_regime", "auto")
     if regime != "auto":
         return regime
-    from ablate.rollout.tools import TOOLS
+    from ablate.rollout.tools import tool_classes
 
-    tool_class = TOOLS.get(cfg.tool.get("kind", "calculator"))
+    tool_class = tool_classes().get(cfg.tool.get("kind", "calculator"))
     on = cfg.tool.schedule != "off" and getattr(tool_class, "validates_with_tool", False)
     return REGIME_TOOL if on else REGIME_NO_TOOL
 
@@ -272,13 +275,14 @@ def record_engagement(cfg: DictConfig, run_dir: Path, status) -> None:
     status.update(warnings=found)
 
 
-def fit_stage(cfg: DictConfig, model, tokenizer, splits, reward, run_dir: Path, status, extra_callbacks=()) -> None:
-    """Train the stage `stage.name` on `model` (in place), with `eval.every`'s validation callback and
-    `extra_callbacks` (Lightning callbacks of the caller's, e.g. a bench's step timings)."""
-    callbacks = [*validation_callbacks(cfg, splits.val, tokenizer, reward, run_dir), *extra_callbacks]
+def fit_stage(cfg: DictConfig, model, tokenizer, splits, task, run_dir: Path, status, extra_callbacks=()) -> None:
+    """Train the stage `stage.name` on `model` (in place) on the run's `task` (`ablate.tasks.build_task`), with
+    `eval.every`'s validation callback and `extra_callbacks` (Lightning callbacks of the caller's, e.g. a
+    bench's step timings)."""
+    callbacks = [*validation_callbacks(cfg, splits.val, tokenizer, task, run_dir), *extra_callbacks]
     if cfg.stage.name == "sft":
-        fit_sft(cfg, model, tokenizer, splits.train, run_dir, callbacks)
+        fit_sft(cfg, model, tokenizer, splits.train, task, run_dir, callbacks)
     elif cfg.stage.name in preference_stages():
-        fit_preference(cfg, model, tokenizer, splits.train, reward, run_dir, status, callbacks)
+        fit_preference(cfg, model, tokenizer, splits.train, task, run_dir, status, callbacks)
     else:
-        fit_rloo(cfg, model, tokenizer, splits.train, reward, run_dir, callbacks)
+        fit_rloo(cfg, model, tokenizer, splits.train, task, run_dir, callbacks)
