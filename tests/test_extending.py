@@ -7,7 +7,10 @@ from hydra import compose, initialize_config_dir
 
 from ablate.checks import ConfigError, check_config
 from ablate.config import CONF_DIR
-from ablate.tasks.countdown import Problem
+from ablate.config import load_group_config
+from ablate.tasks.countdown import CountdownTask, Problem, Reward
+
+COUNTDOWN = CountdownTask({}, Reward.from_config(load_group_config("reward", "tinyzero")))
 
 
 def cfg_of(*overrides):
@@ -36,7 +39,7 @@ def test_a_sampler_subclass_registers_itself_and_owns_its_config():
                 return cls(levels, seed, float(c["boost"]))
 
         problems = [Problem((1, 2, 3), 6), Problem((1, 2, 3, 4), 10)]
-        sampler = build_sampler({"kind": "hardest_test", "boost": 2.0}, problems, seed=0, max_steps=4)
+        sampler = build_sampler({"kind": "hardest_test", "boost": 2.0}, problems, seed=0, max_steps=4, task=COUNTDOWN)
         assert isinstance(sampler, Hardest) and sampler.boost == 2.0
         assert sampler.reference_prompts(0) == []  # the base class's no-op: no reference rollouts
         with pytest.raises(ValueError, match="boost"):
@@ -58,8 +61,9 @@ def test_an_advantage_estimator_is_selected_and_checked_by_its_registry_key(monk
 def test_a_registered_tool_is_built_and_checked_by_its_kind(monkeypatch):
     from ablate.models import load_tokenizer
     from ablate.rollout import tools
+    from ablate.tasks.countdown.tools import Calculator
 
-    class Echo(tools.Calculator):
+    class Echo(Calculator):
         kind = "echo_test"
 
         @staticmethod
@@ -80,18 +84,19 @@ def test_a_registered_tool_is_built_and_checked_by_its_kind(monkeypatch):
 def test_a_tool_owns_its_prompt_decoration(monkeypatch):
     from ablate.models import load_tokenizer
     from ablate.rollout import tools
+    from ablate.tasks.countdown.tools import Calculator
 
-    class Marked(tools.Calculator):
+    class Marked(Calculator):
         kind = "marked_test"
 
         @staticmethod
-        def prompt_text(problem, template, tokenizer, mode, available):
+        def prompt_text(task, problem, template, tokenizer, mode, available):
             return ("! " if available else "") + f"{problem.target}\n"
 
     monkeypatch.setitem(tools.TOOLS, "marked_test", Marked)
     cfg = cfg_of("stage=rloo", "tool=on", "tool.kind=marked_test")
     check_config(cfg)
-    prompt = tools.ToolPrompt(cfg.tool, cfg.model.template, load_tokenizer(cfg.model))
+    prompt = tools.ToolPrompt(cfg.tool, cfg.model.template, load_tokenizer(cfg.model), COUNTDOWN)
     problem = Problem((1, 2, 3), 6)
     assert prompt.text(problem, available=True) == "! 6\n" and prompt.text(problem, available=False) == "6\n"
 
@@ -102,9 +107,9 @@ def test_the_shipped_tools_decorate_their_prompts():
 
     tokenizer = load_tokenizer(cfg_of().model)
     problem = Problem((44, 19, 35), 98)
-    calculator = ToolPrompt({"kind": "calculator", "prompt": "when_available"}, "compact", tokenizer)
+    calculator = ToolPrompt({"kind": "calculator", "prompt": "when_available"}, "compact", tokenizer, COUNTDOWN)
     assert calculator.text(problem, True) == "<calc>44 19 35 -> 98\n" and calculator.text(problem, False) == "44 19 35 -> 98\n"
-    oracle = ToolPrompt({"kind": "oracle", "prompt": "never"}, "compact", tokenizer)
+    oracle = ToolPrompt({"kind": "oracle", "prompt": "never"}, "compact", tokenizer, COUNTDOWN)
     assert oracle.text(problem, True) == oracle.text(problem, False) == "44 19 35 -> 98\n"
 
 
