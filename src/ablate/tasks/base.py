@@ -127,8 +127,9 @@ def held_out_splits(problems: Sequence[P], pool_size: int, test_pool: int, test_
     level, seed `test_seed`) comes from the first `test_pool` problems only, the validation split
     (`val_size`, seed `test_seed + 1`) from what those leave, and the training pool is the first
     `pool_size` problems minus both. With a prefix-stable source the held-out splits depend on
-    neither `pool_size` nor the run's seed. `problems` is in source order and de-duplicated by `key`."""
-    head = list(problems[:test_pool])
+    neither `pool_size` nor the run's seed. `problems` is in source order; duplicates (by `key`) are dropped
+    within the test pool and the training pool, each cut from the source first."""
+    head = deduplicate(problems[:test_pool], key)
     if not 0 < test_size < len(head):
         raise ValueError(f"task.test_size={test_size} must be between 1 and the test pool size minus one "
                          f"({len(head) - 1} after de-duplication); raise task.test_pool or lower test_size")
@@ -142,7 +143,7 @@ def held_out_splits(problems: Sequence[P], pool_size: int, test_pool: int, test_
         picked = stratified_indices([level(p) for p in rest], val_size, test_seed + 1)
         val = [p for i, p in enumerate(rest) if i in picked]
     held = {key(p) for p in test} | {key(p) for p in val}
-    train = [p for p in problems[:pool_size] if key(p) not in held]
+    train = deduplicate((p for p in problems[:pool_size] if key(p) not in held), key)
     if not train:
         raise ValueError(f"no training problems left: task.pool_size={pool_size} holds only held-out problems")
     return Splits(train=train, test=test, val=val)
