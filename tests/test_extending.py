@@ -127,3 +127,81 @@ def test_a_preference_loss_is_a_stage_by_its_registry_key(monkeypatch):
     check_config(cfg)
     module = PreferenceModule(torch.nn.Linear(1, 1), [], torch.zeros(0, 2), lambda n: [], cfg.stage, pad_id=0)
     assert module.loss is hinge and module.stage.beta == cfg.stage.beta
+
+
+class Increment:
+    """A toy task: `41+1=` -> `<answer>42</answer>`, registered under `task.name=increment_test`."""
+
+    name = "increment_test"
+    verdicts = ("no_answer", "wrong", "correct")
+    level_column, level_block = "n_digits", "by_digits"  # its own report level, not an operand count
+    difficulty_fields = {"n_digits": "levels"}
+    trace_styles = ("plain",)
+
+    def __init__(self, size):
+        from types import SimpleNamespace
+
+        self.problems = [SimpleNamespace(id=str(n), n=n) for n in range(1, size + 1)]
+
+    @classmethod
+    def check(cls, cfg):
+        if cfg.task.test_size > 50:
+            raise ConfigError(f"task.test_size={cfg.task.test_size}: increment_test has 50 test problems at most")
+
+    @classmethod
+    def from_config(cls, task_cfg, reward_cfg):
+        return cls(int(task_cfg["pool_size"]))
+
+    @classmethod
+    def tools(cls):
+        return {}
+
+    def splits(self, pool_size=None, val_size=0, label_test=True):
+        from ablate.tasks import Splits
+
+        return Splits(train=self.problems[20:], test=self.problems[:12], val=self.problems[12:12 + val_size])
+
+    def render(self, problem, template, calculator=False, oracle=False):
+        return f"{problem.n}+1=\n"
+
+    def score(self, problem, completion):
+        from ablate.tasks.countdown import last_answer
+
+        answer = last_answer(completion)
+        return (0.0, "no_answer") if answer is None else (1.0, "correct") if answer == str(problem.n + 1) else (0.0, "wrong")
+
+    def level(self, problem):
+        return len(str(problem.n))
+
+    def difficulty(self, problems, field):
+        return [self.level(p) for p in problems]
+
+    def record(self, problem):
+        return {"id": problem.id, "value": problem.n, "n_digits": self.level(problem)}
+
+    def sft_segments(self, problem, rng, style, compact, oracle=None):
+        return [(f"<answer>{problem.n + 1}</answer>", False)]
+
+
+def test_a_registered_task_trains_and_is_evaluated_through_the_seam(tmp_path, monkeypatch):
+    """A task is its class in the registry: the config check, SFT, evaluation and the run directory read it there."""
+    from ablate.tasks import TASKS
+    from ablate.train import run
+
+    monkeypatch.setitem(TASKS, Increment.name, Increment)
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(ConfigError, match="50 test problems at most"):
+        check_config(cfg_of("task.name=increment_test", "experiment=smoke", "task.test_size=60"))
+    cfg = cfg_of("task.name=increment_test", "experiment=smoke", "trainer.num_threads=1", "eval.every=3")
+    run(cfg, tmp_path / "run")
+    import json
+
+    summary = json.loads((tmp_path / "run" / "eval" / "no_tool" / "summary.json").read_text())
+    assert summary["n_prompts"] == 12 and set(summary["verdicts"]) == {"no_answer", "wrong", "correct"}
+    assert set(summary["by_digits"]) == {"1", "2"} and "by_operands" not in summary  # the task's report level
+    rows = [json.loads(line) for line in (tmp_path / "run" / "eval" / "no_tool" / "samples.jsonl").open()]
+    assert [r["value"] for r in rows] == list(range(1, 13)) and rows[0]["n_digits"] == 1
+    import pandas as pd
+
+    metrics = pd.read_csv(tmp_path / "run" / "metrics.csv")
+    assert "val/by_digits/2/pass@1" in metrics.columns  # validation on the task's val split, by its level

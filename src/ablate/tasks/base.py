@@ -17,7 +17,8 @@ opaque record with an `id`. What an instance offers:
   validation and training metrics; `difficulty(problems, field)`: the values of a curriculum's
   `difficulty.field` (the keys of `difficulty_fields`, whose value says `levels`: one level per value,
   or `quantiles`: `curriculum.difficulty.bins` equal-count bins);
-* `record(problem)`: what identifies and labels a prompt in samples.jsonl;
+* `record(problem)`: what identifies and labels a prompt in samples.jsonl (an `id` among them; evaluation
+  adds the sample counts, `n`, `n_correct`, `n_answered`, `verdicts`, ..., after it);
 * `sft_segments(problem, rng, style, compact, oracle)`: one SFT response in the `stage.trace` style,
   as (text, written by a tool) pieces;
 * `tools()` (a class method): the tool classes it offers by `tool.kind` (none for most tasks), and
