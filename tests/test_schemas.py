@@ -11,10 +11,12 @@ from omegaconf import OmegaConf
 
 from ablate import schemas
 from ablate.config import CONF_DIR, group_options, load_group_config
+from ablate.tasks.reasoning_gym import ReasoningGymTaskConfig
 
 # (group, option) -> schema, and the overrides that select the option (a curriculum needs stage=rloo)
 GROUPS = {("eval", "default"): schemas.EvalConfig, ("rollout", "hf"): schemas.HFRolloutConfig,
           ("rollout", "vllm"): schemas.VLLMRolloutConfig, ("task", "countdown"): schemas.TaskConfig,
+          ("task", "chain_sum"): ReasoningGymTaskConfig,
           ("stage", "sft"): schemas.SFTStageConfig, ("stage", "rloo"): schemas.RLOOStageConfig,
           ("stage", "dpo"): schemas.PreferenceStageConfig,
           ("tool", "off"): schemas.ToolConfig, ("tool", "on"): schemas.ToolConfig,

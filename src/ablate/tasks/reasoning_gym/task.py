@@ -29,18 +29,20 @@ INSTALL = "pip install 'ablate-rl[reasoning-gym]'"
 
 @dataclass
 class ReasoningGymTaskConfig:
-    """conf/task/<option>.yaml of a reasoning-gym task (its schema: `defaults: [reasoning_gym_schema]`)."""
+    """conf/task/<option>.yaml of a reasoning-gym task (its schema: `defaults: [reasoning_gym_schema]`); the
+    defaults are conf/task/chain_sum.yaml's values."""
 
     name: str = "reasoning_gym"
     dataset: str = "chain_sum"
-    config: Dict[str, Any] = field(default_factory=dict)  # the generator's own config fields
+    config: Dict[str, Any] = field(default_factory=lambda: {"min_terms": 2, "max_terms": 3, "min_digits": 1,
+                                                            "max_digits": 2})  # the generator's own config fields
     pool_size: int = 10000
     data_seed: int = 0
     test_size: int = 500
     test_pool: int = 5000
     test_seed: int = 1234
     operands: Optional[str] = "num_terms"  # metadata field counting the operands: the report level (null: none)
-    prompt: str = "{question}"  # the compact template's prompt: a format string over question and metadata
+    prompt: str = "{expression} ="  # the compact template's prompt: a format string over question and metadata
 
 
 ConfigStore.instance().store(group="task", name="reasoning_gym_schema", node=ReasoningGymTaskConfig)
