@@ -205,3 +205,12 @@ def test_a_registered_task_trains_and_is_evaluated_through_the_seam(tmp_path, mo
 
     metrics = pd.read_csv(tmp_path / "run" / "metrics.csv")
     assert "val/by_digits/2/pass@1" in metrics.columns  # validation on the task's val split, by its level
+    from ablate.stats.blocks import prompt_metrics
+    from ablate.stats.load import load_run
+
+    hydra = tmp_path / "run" / ".hydra"  # what a launch from the command line leaves (Hydra's files)
+    hydra.mkdir()
+    (hydra / "config.yaml").write_text((tmp_path / "run" / ".ablate" / "config.yaml").read_text())
+    (hydra / "overrides.yaml").write_text("- task.name=increment_test\n")
+    prompts = load_run(tmp_path / "run").evals["no_tool"].prompts  # stats reads the level through the registry
+    assert prompts.level_block == "by_digits" and "by_digits/2/pass@1" in prompt_metrics(prompts).names

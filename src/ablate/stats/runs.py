@@ -27,10 +27,12 @@ class StatsInputError(Exception):
 class PromptTable:
     """Per-prompt counts of one run in one eval regime (one row per samples.jsonl line): `cols` holds
     n and n_correct, and each optional column of `ablate.metrics.prompt_ratios` (n_answered,
-    mean_length, tool_calls, n_calc, verdict/<name>) and n_numbers when every line has it."""
+    mean_length, tool_calls, n_calc, verdict/<name>) and n_numbers when every line has it: the prompt's report
+    level (its task's `level_column`, Countdown's operand count), broken down as `<level_block>/<level>/...`."""
 
     ids: np.ndarray  # object array of str
     cols: dict[str, np.ndarray]
+    level_block: str = "by_operands"  # the run's task's (ablate.tasks: Task.level_block)
 
     @property
     def n(self) -> np.ndarray:
