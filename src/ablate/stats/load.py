@@ -13,17 +13,9 @@ from typing import Sequence
 import numpy as np
 import yaml
 
-from ablate.stats.runs import (
-    RUN_MARKER,
-    PromptTable,
-    RegimeEval,
-    Run,
-    StatsInputError,
-    Sweep,
-    find_run_dirs,
-    normalise_override,
-    split_overrides,
-)
+from ablate.stats.runs import (RUN_MARKER, PromptTable, RegimeEval, Run, StatsInputError, Sweep, find_run_dirs,
+                               normalise_override, split_overrides, task_level)
+from ablate.tasks.base import OPERANDS
 
 
 def _read(path: Path, issues: list[str], what: str, parse=json.loads):
@@ -72,18 +64,7 @@ def _n_numbers(row: dict) -> int | None:
     return len(nums) if isinstance(nums, list) else None
 
 
-def task_level(config: dict | None) -> tuple[str, str]:
-    """(samples.jsonl column, summary block) of a run's report level, read from its task in the registry
-    (`task.name` of its .hydra/config.yaml; Countdown's names, the operand count, when it names none known)."""
-    from ablate.tasks import OPERANDS, TASKS
-
-    name = ((config or {}).get("task") or {}).get("name") if isinstance((config or {}).get("task"), dict) else None
-    task = TASKS.get(name) if isinstance(name, str) else None
-    return (task.level_column, task.level_block) if task is not None else OPERANDS
-
-
-def load_samples(path: Path, issues: list[str], what: str, level: tuple[str, str] = ("n_numbers", "by_operands"),
-                 ) -> PromptTable | None:
+def load_samples(path: Path, issues: list[str], what: str, level: tuple[str, str] = OPERANDS) -> PromptTable | None:
     """Read samples.jsonl with pandas and check it against its schema (id; whole n >= 1; 0 <= n_correct
     <= n; 0 <= n_answered <= n when given). Lines that fail are skipped and named (line numbers) in
     `issues`, so are lines that are not JSON objects (a crashed run's truncated last line)."""
@@ -160,8 +141,7 @@ def _checked(lines, rows, bad: list) -> tuple[list[dict], list[int]]:
 
 
 def _columns(good: list[dict], level_column: str = "n_numbers") -> dict[str, np.ndarray]:
-    """Every column every good line has: the counts, and the optional ones (ablate.metrics reads); the
-    report level (`level_column`) as `n_numbers`."""
+    """Every column every good line has: the counts, the optional ones (ablate.metrics reads), the level as n_numbers."""
     level = _n_numbers if level_column == "n_numbers" else (lambda r: _whole(r.get(level_column)))
     getters = {"n": lambda r: r["n"], "n_correct": lambda r: r["n_correct"],
                "n_answered": lambda r: _whole(r.get("n_answered")), "n_numbers": level,
@@ -178,7 +158,7 @@ def _columns(good: list[dict], level_column: str = "n_numbers") -> dict[str, np.
     return cols
 
 
-def load_regime(path: Path, rel: str, level: tuple[str, str] = ("n_numbers", "by_operands")) -> RegimeEval:
+def load_regime(path: Path, rel: str, level: tuple[str, str] = OPERANDS) -> RegimeEval:
     issues: list[str] = []
     summary = _read(path / "summary.json", issues, f"{rel}/summary.json:")
     if summary is not None and not isinstance(summary, dict):

@@ -19,6 +19,16 @@ _NO_DESCEND = {".hydra", "checkpoints", "model", "eval", "wandb", "lightning_log
 SEED_KEYS = {"seed"}
 
 
+def task_level(config: dict | None) -> tuple[str, str]:
+    """(samples.jsonl column, summary block) of a run's report level, read from its task in the registry
+    (`task.name` of its .hydra/config.yaml; Countdown's names, the operand count, when it names none known)."""
+    from ablate.tasks import OPERANDS, TASKS
+
+    task = (config or {}).get("task")
+    known = TASKS.get(task.get("name")) if isinstance(task, dict) and isinstance(task.get("name"), str) else None
+    return (known.level_column, known.level_block) if known is not None else OPERANDS
+
+
 class StatsInputError(Exception):
     """A mistake in what the user asked for (bad path, unknown baseline or metric): exit code 2."""
 

@@ -20,10 +20,12 @@ __all__ = ["CORRECT", "NO_ANSWER", "OPERANDS", "TASKS", "Splits", "Task", "build
 
 
 def build_task(cfg: Any) -> Task:
-    """The task of a run config: `task.name`'s class built from the `task` and `reward` configs."""
+    """The task of a run config (a composed config or a plain dict): `task.name`'s class built from the
+    `task` and `reward` configs, as plain dicts."""
     from omegaconf import OmegaConf
 
-    task_cfg = OmegaConf.to_container(cfg.task, resolve=True) if OmegaConf.is_config(cfg.task) else dict(cfg.task)
-    reward = cfg.get("reward") if hasattr(cfg, "get") else None
-    reward_cfg = (OmegaConf.to_container(reward, resolve=True) if OmegaConf.is_config(reward) else dict(reward or {}))
-    return task_class(task_cfg["name"]).from_config(task_cfg, reward_cfg)
+    def plain(node: Any) -> dict:
+        return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else dict(node or {})
+
+    task_cfg = plain(cfg["task"])
+    return task_class(task_cfg["name"]).from_config(task_cfg, plain(cfg.get("reward")))
