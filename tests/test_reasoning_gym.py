@@ -63,10 +63,24 @@ def test_worked_traces_reach_the_answer_and_verify():
     (["task.prompt='{nope} ='"], "task.prompt='{nope} ='"),
     (["stage.trace=calc"], "stage.trace='calc': expected one of \\('plain', 'answer'\\)"),
     (["stage=dpo", "stage.pairs.source=solver"], "has no solver to make pairs"),
+    (["curriculum=static_thirds"], r"curriculum.difficulty.field='hardness': expected one of \('n_numbers',\) "
+                                   r"\(the difficulty fields of task=reasoning_gym\)"),
 ])
 def test_bad_values_fail_at_start_up_naming_the_fix(overrides, message):
     with pytest.raises(ConfigError, match=message):
         check_config(cfg_of("experiment=smoke", *overrides))
+
+
+def test_a_curriculum_orders_its_prompts_by_operand_count():
+    from ablate.curriculum import build_sampler
+
+    cfg = cfg_of("experiment=smoke", "curriculum=static")
+    check_config(cfg)
+    task = build_task(cfg)
+    train = task.splits(pool_size=300).train
+    sampler = build_sampler({"kind": "static", "stages": [{"until": 0.5, "levels": [0]}, {"until": 1.0, "levels": [0, 1]}]},
+                            train, seed=0, max_steps=4, task=task)
+    assert all(train[i].n_numbers == 2 for i in sampler.sample(16, 0))  # level 0: the 2-term sums
 
 
 def test_countdown_refuses_the_scorer_of_another_task():

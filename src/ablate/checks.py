@@ -82,14 +82,13 @@ def check_curriculum_stage(cfg: DictConfig) -> None:
         return
     from ablate.curriculum import check_curriculum
     from ablate.stages import preference_stages
+    from ablate.tasks import task_class
 
     s, c = cfg.stage, cfg.curriculum
     static_pairs = s.name in preference_stages() and c.kind == "static" and c.difficulty.field == "n_numbers"
     require(s.name == "rloo" or static_pairs,
             f"curriculum={c.name} chooses RL prompts; it needs stage=rloo, not stage={s.name} (preference "
             "stages take a static curriculum on n_numbers as an ordering of their pairs: curriculum=static)")
-    from ablate.tasks import task_class
-
     try:
         fields = tuple(task_class(cfg.task.name).difficulty_fields)  # the task's difficulty axes
         check_curriculum(OmegaConf.to_container(cfg.curriculum, resolve=True), fields, cfg.task.name)
