@@ -243,9 +243,11 @@ def heldout_reward(model, tokenizer, problems, reward, samples: int, max_new_tok
     from ablate.models import encode_prompt, prompt_text
     from ablate.rollout import SamplingParams
     from ablate.rollout.hf import HFEngine
+    from ablate.tasks.countdown import CountdownTask
 
     model.eval()
-    prompts = [encode_prompt(prompt_text(p, "compact", tokenizer), tokenizer) for p in problems]
+    task = CountdownTask({}, reward)
+    prompts = [encode_prompt(prompt_text(task, p, "compact", tokenizer), tokenizer) for p in problems]
     params = SamplingParams(temperature=temperature, top_p=1.0, top_k=0, max_new_tokens=max_new_tokens)
     out = HFEngine(model, tokenizer, batch_size=512).generate(prompts, samples, params,
                                                               torch.Generator().manual_seed(seed))

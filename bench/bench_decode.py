@@ -39,12 +39,13 @@ def batches():
     from ablate.config import CONF_DIR
     from ablate.models import encode_prompt, prompt_text
     from ablate.rollout import SamplingParams
+    from ablate.tasks.countdown import CountdownTask
     from ablate.tasks.countdown.data import build_splits
 
     splits = build_splits(OmegaConf.load(CONF_DIR / "task" / "countdown.yaml"))
 
     def prompts(problems):
-        return [encode_prompt(prompt_text(p, "compact", TOKENIZER), TOKENIZER) for p in problems]
+        return [encode_prompt(prompt_text(CountdownTask({}, None), p, "compact", TOKENIZER), TOKENIZER) for p in problems]
 
     return {"rloo": (prompts(splits.train[:16]), 8, SamplingParams(max_new_tokens=64)),
             "eval": (prompts(splits.test[:32]), 16,

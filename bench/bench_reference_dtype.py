@@ -48,7 +48,7 @@ def main() -> None:
     from ablate.objectives import aggregate, kl_penalty, token_logprobs
     from ablate.rollout import SamplingParams
     from ablate.rollout.hf import HFEngine
-    from ablate.tasks.countdown import generate
+    from ablate.tasks.countdown import CountdownTask, generate
 
     torch.set_num_threads(args.threads)
     print(machine())
@@ -69,7 +69,7 @@ def main() -> None:
     rows, token_diffs, times = [], [], {"float32": [], "bfloat16": []}
     for batch in range(args.batches):
         problems = generate(16, seed=1000 + batch, labels=False)
-        prompts = [encode_prompt(prompt_text(p, "compact", tokenizer), tokenizer) for p in problems]
+        prompts = [encode_prompt(prompt_text(CountdownTask({}, None), p, "compact", tokenizer), tokenizer) for p in problems]
         rollouts = engine.generate(prompts, 8, SamplingParams(max_new_tokens=64), torch.Generator().manual_seed(batch))
         padded = pad_rollouts(rollouts, tokenizer.pad_token_id)
         ids, mask = padded["input_ids"], padded["loss_mask"]

@@ -46,12 +46,12 @@ def rollout_batch(batch_prompts: int, k: int, max_new_tokens: int, seed: int):
     from ablate.models import encode_prompt, load_tokenizer, prompt_text, resolve_path
     from ablate.rollout import SamplingParams
     from ablate.rollout.hf import HFEngine
-    from ablate.tasks.countdown import generate
+    from ablate.tasks.countdown import CountdownTask, generate
 
     tokenizer = load_tokenizer({"kind": "tiny", "name_or_path": "builtin:tiny-sft"})
     model = AutoModelForCausalLM.from_pretrained(resolve_path("builtin:tiny-sft"), dtype=torch.float32)
     problems = generate(batch_prompts, seed=seed, labels=False)
-    prompts = [encode_prompt(prompt_text(p, "compact", tokenizer), tokenizer) for p in problems]
+    prompts = [encode_prompt(prompt_text(CountdownTask({}, None), p, "compact", tokenizer), tokenizer) for p in problems]
     rollouts = HFEngine(model, tokenizer).generate(prompts, k, SamplingParams(max_new_tokens=max_new_tokens),
                                                    torch.Generator().manual_seed(seed))
     return model, pad_rollouts(rollouts, tokenizer.pad_token_id)
@@ -105,11 +105,11 @@ def generation_options(repeats: int, batch_prompts: int, k: int, max_new_tokens:
     from ablate.models import encode_prompt, load_tokenizer, prompt_text, resolve_path
     from ablate.rollout import SamplingParams
     from ablate.rollout.hf import HFEngine
-    from ablate.tasks.countdown import generate
+    from ablate.tasks.countdown import CountdownTask, generate
 
     tokenizer = load_tokenizer({"kind": "tiny", "name_or_path": "builtin:tiny-sft"})
     model = AutoModelForCausalLM.from_pretrained(resolve_path("builtin:tiny-sft"), dtype=torch.float32).eval()
-    prompts = [encode_prompt(prompt_text(p, "compact", tokenizer), tokenizer)
+    prompts = [encode_prompt(prompt_text(CountdownTask({}, None), p, "compact", tokenizer), tokenizer)
                for p in generate(batch_prompts, seed=1, labels=False)]
     engine, params = HFEngine(model, tokenizer), SamplingParams(max_new_tokens=max_new_tokens)
     results: dict[str, list[tuple[float, int]]] = {"engine (current)": [], "prototype, finished rows kept": [],

@@ -22,7 +22,7 @@ from ablate.rollout.hf import HFEngine
 from ablate.lit.sft_data import TraceDataset, pad_batch
 from ablate.models import encode_prompt, load_model, load_tokenizer, parameter_count, prompt_text
 from ablate.objectives import sft_loss
-from ablate.tasks.countdown import generate
+from ablate.tasks.countdown import CountdownTask, generate
 
 SIZES = {  # name: (hidden, intermediate, layers, heads)
     "0.2M": (64, 256, 3, 4),
@@ -42,7 +42,7 @@ def main() -> None:
     base = OmegaConf.load(CONF_DIR / "model" / "tiny.yaml")
     tokenizer = load_tokenizer(base)
     problems = generate(args.batch_size * (args.steps + 2), seed=0, labels=False)
-    data = TraceDataset(problems, tokenizer, "compact", "plain", seed=0, max_length=128)
+    data = TraceDataset(CountdownTask({}, None), problems, tokenizer, "compact", "plain", seed=0, max_length=128)
     batches = [pad_batch([data[i] for i in range(b * args.batch_size, (b + 1) * args.batch_size)], tokenizer.pad_token_id)
                for b in range(args.steps + 2)]
     print(f"threads {args.threads}, batch {args.batch_size}, mean tokens/example "
@@ -74,7 +74,7 @@ def main() -> None:
 def eval_speed(model, tokenizer) -> None:
     """The rollout engine (our sampling loop, used by eval and RL) beside transformers' generate."""
     test = generate(32, seed=1, labels=False)
-    prompts = [encode_prompt(prompt_text(p, "compact", tokenizer), tokenizer) for p in test]
+    prompts = [encode_prompt(prompt_text(CountdownTask({}, None), p, "compact", tokenizer), tokenizer) for p in test]
     params = SamplingParams(temperature=0.6, top_p=0.95, top_k=20, max_new_tokens=64)
     start = time.perf_counter()
     out = HFEngine(model, tokenizer, batch_size=512).generate(prompts, 16, params, torch.Generator().manual_seed(0))

@@ -164,7 +164,9 @@ def leg_trl(args, seed: int, out: dict) -> None:
     splits, reward = problems_and_reward(cfg)
     model, tokenizer, path = load_start()
     # The prompts ablate's uniform sampler draws for this seed, step after step.
-    sampler = build_sampler(None, splits.train, seed, args.steps)
+    from ablate.tasks.countdown import CountdownTask
+
+    sampler = build_sampler(None, splits.train, seed, args.steps, task=CountdownTask({}, reward))
     order = [i for step in range(args.steps) for i in sampler.sample(args.batch_prompts, step)]
     bos = tokenizer.bos_token  # ablate's prompts start with BOS; TRL tokenizes text with add_special_tokens
     data = Dataset.from_list([{"prompt": bos + f"{' '.join(map(str, splits.train[i].numbers))} -> "

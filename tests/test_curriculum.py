@@ -13,7 +13,7 @@ from ablate.curriculum import (DotsSampler, FrontierReplaySampler, FrontierSampl
                                StaticSampler, ThresholdSampler, build_sampler, check_curriculum, difficulty_levels)
 from ablate.curriculum.dots import attention_difficulty, calibrate, fit_platt, pearson, selection_weights
 from ablate.rollout import Rollouts
-from ablate.tasks.countdown import Problem, generate
+from ablate.tasks.countdown import CountdownTask, Problem, Reward, generate
 from step_stubs import without_trainer
 
 
@@ -26,6 +26,9 @@ def group_rewards(successes, k=8):
     return torch.tensor([[1.0] * round(s * k) + [0.0] * (k - round(s * k)) for s in successes])
 
 
+COUNTDOWN = CountdownTask({}, Reward.from_config(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "reward" / "binary.yaml"))))
+
+
 def compose_cfg(*overrides):
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return compose(config_name="config", overrides=list(overrides))
@@ -35,10 +38,10 @@ def compose_cfg(*overrides):
 
 def test_levels_by_operand_count_and_by_hardness_thirds():
     problems = generate(300, seed=1)
-    by_count = difficulty_levels(problems, "n_numbers")
+    by_count = difficulty_levels(COUNTDOWN.difficulty(problems, "n_numbers"), "levels")
     assert by_count.names == ("n3", "n4")
     assert by_count.of.tolist() == [p.n_numbers - 3 for p in problems]
-    thirds = difficulty_levels(problems, "hardness", bins=3)
+    thirds = difficulty_levels(COUNTDOWN.difficulty(problems, "hardness"), "quantiles", bins=3)
     assert thirds.names == ("easy", "medium", "hard")
     hardness = torch.tensor([p.hardness for p in problems], dtype=torch.float)
     means = [hardness[thirds.of == level].mean().item() for level in range(3)]
@@ -66,7 +69,7 @@ def test_static_samples_the_listed_levels_on_a_clock():
 def test_static_thirds_preset_is_not_cumulative():
     c = OmegaConf.to_container(compose_cfg("curriculum=static_thirds").curriculum)
     problems = generate(300, seed=2)
-    sampler = build_sampler(c, problems, seed=0, max_steps=9)
+    sampler = build_sampler(c, problems, seed=0, max_steps=9, task=COUNTDOWN)
     for step, level in [(0, 0), (2, 0), (3, 1), (5, 1), (6, 2), (8, 2)]:
         assert set(sampler.levels.of[sampler.sample(20, step)].tolist()) == {level}, step
 
@@ -125,7 +128,8 @@ def test_samplers_that_end_as_uniform_are_flagged():
 
 def test_frontier_logs_the_fraction_of_never_seen_prompts_it_draws():
     problems = generate(40, seed=1)
-    sampler = build_sampler({"kind": "frontier", "floor": 0.05, "w_explore": 4.0, "ema": 0.5}, problems, 0, 10)
+    sampler = build_sampler({"kind": "frontier", "floor": 0.05, "w_explore": 4.0, "ema": 0.5}, problems, 0, 10,
+                            task=COUNTDOWN)
     first = sampler.sample(8, 0)
     assert sampler.metrics()["curriculum/explore_frac"] == 1.0
     sampler.update(first, torch.ones(8, 4))
@@ -201,7 +205,7 @@ def test_sampler_state_round_trip_continues_the_same_curriculum(name):
     if name == "dots":
         c.update(every=2, reference_size=16)
     embeddings = torch.randn(len(problems), 8, generator=torch.Generator().manual_seed(0))
-    build = lambda seed: build_sampler(c, problems, seed, max_steps=6, embed=lambda: embeddings)  # noqa: E731
+    build = lambda seed: build_sampler(c, problems, seed, max_steps=6, embed=lambda: embeddings, task=COUNTDOWN)  # noqa: E731
     generator = torch.Generator().manual_seed(1)
 
     def step(sampler, t):
@@ -360,15 +364,13 @@ class TwoAnswerEngine:
 
 def test_rloo_step_with_replay_reuses_groups_against_their_own_behaviour_policy(tiny_policy, monkeypatch):
     import ablate.lit.rloo as rloo
-    from ablate.tasks.countdown import Reward
 
     model, tokenizer = tiny_policy
     problems = [Problem((44, 19, 35), 98)] * 4
     stage = OmegaConf.to_container(compose_cfg("stage=rloo").stage)
     stage.update(batch_prompts=4, k=2, micro_batch=8)
-    reward = Reward.from_config(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "reward" / "binary.yaml")))
     buffer = ReplayBuffer(capacity=16, fresh_fraction=0.5, seed=0)
-    module = rloo.RLOOModule(model, tokenizer, problems, "compact", TwoAnswerEngine(tokenizer), reward,
+    module = rloo.RLOOModule(model, tokenizer, problems, "compact", TwoAnswerEngine(tokenizer), COUNTDOWN,
                              Sampler(Levels(torch.zeros(4, dtype=torch.long), ("all",)), 0), stage, seed=0,
                              replay=buffer)
     logged = without_trainer(module)
@@ -401,7 +403,7 @@ def test_static_curriculum_orders_preference_pairs():
     cfg = compose_cfg("curriculum=static", "stage=ipo")
     check_config(cfg)  # a static curriculum on n_numbers is an ordering of the pairs
     problems = generate(60, seed=4)
-    stages = pair_stages(OmegaConf.to_container(cfg.curriculum), problems)
+    stages = pair_stages(OmegaConf.to_container(cfg.curriculum), problems, COUNTDOWN)
     assert stages == [{"until": 0.5, "n_numbers": [3]}, {"until": 1.0, "n_numbers": [3, 4]}]
 
     class Pair:

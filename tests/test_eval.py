@@ -6,6 +6,7 @@ from omegaconf import OmegaConf
 from ablate.config import CONF_DIR
 from ablate.eval import summarize, write_eval
 from ablate.metrics import pass_at_k
+from ablate.tasks.countdown import VERDICTS
 
 
 def row(n_numbers, n, correct, answered, length=10.0, verdicts=None):
@@ -16,7 +17,7 @@ def row(n_numbers, n, correct, answered, length=10.0, verdicts=None):
 
 def test_summary_metrics_by_hand():
     rows = [row(3, 4, 4, 4), row(3, 4, 2, 4), row(4, 4, 0, 2, length=20.0), row(4, 4, 1, 3)]
-    s = summarize(rows, ks=[1, 2, 4, 8])
+    s = summarize(rows, ks=[1, 2, 4, 8], verdicts=VERDICTS)
     assert s["pass@1"] == pytest.approx((1 + 0.5 + 0 + 0.25) / 4)
     assert s["pass@2"] == pytest.approx((1 + pass_at_k(4, 2, 2) + 0 + pass_at_k(4, 1, 2)) / 4)
     assert s["pass@4"] == pytest.approx(3 / 4) == s["best_of_n"]
@@ -54,16 +55,16 @@ def test_write_eval_follows_the_contract(tmp_path):
 
 def test_evaluation_is_seeded_and_reports_tool_metrics(tiny_policy):
     from ablate.eval import evaluate
-    from ablate.tasks.countdown import Problem, Reward
+    from ablate.tasks.countdown import CountdownTask, Problem, Reward
 
     model, tokenizer = tiny_policy
     problems = [Problem((1, 2), 3), Problem((44, 19, 35), 98), Problem((5, 5), 25)]
-    reward = Reward.from_config(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "reward" / "tinyzero.yaml")))
+    task = CountdownTask({}, Reward.from_config(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "reward" / "tinyzero.yaml"))))
     cfg = {"n": 3, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_new_tokens": 8, "batch_size": 6, "ks": [1, 2],
            "save_completions": 3}
-    a = evaluate(model, tokenizer, problems, "compact", reward, cfg, seed=1)
-    b = evaluate(model, tokenizer, problems, "compact", reward, cfg, seed=1)
-    c = evaluate(model, tokenizer, problems, "compact", reward, cfg, seed=2)
+    a = evaluate(model, tokenizer, problems, "compact", task, cfg, seed=1)
+    b = evaluate(model, tokenizer, problems, "compact", task, cfg, seed=1)
+    c = evaluate(model, tokenizer, problems, "compact", task, cfg, seed=2)
     assert a == b and [r["completions"] for r in a[1]] != [r["completions"] for r in c[1]]
     summary, rows = a
     assert [r["id"] for r in rows] == [p.id for p in problems] and all(r["n"] == 3 for r in rows)

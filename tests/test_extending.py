@@ -8,10 +8,12 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from ablate.checks import ConfigError, check_config
-from ablate.config import CONF_DIR, require
+from ablate.config import CONF_DIR, load_group_config, require
 from ablate.config.schemas import SFTStageConfig
 from ablate.stages.sft import check_sft, fit_sft
-from ablate.tasks.countdown import Problem
+from ablate.tasks.countdown import CountdownTask, Problem, Reward
+
+COUNTDOWN = CountdownTask({}, Reward.from_config(load_group_config("reward", "tinyzero")))
 
 
 def cfg_of(*overrides):
@@ -40,7 +42,7 @@ def test_a_sampler_subclass_registers_itself_and_owns_its_config():
                 return cls(levels, seed, float(c["boost"]))
 
         problems = [Problem((1, 2, 3), 6), Problem((1, 2, 3, 4), 10)]
-        sampler = build_sampler({"kind": "hardest_test", "boost": 2.0}, problems, seed=0, max_steps=4)
+        sampler = build_sampler({"kind": "hardest_test", "boost": 2.0}, problems, seed=0, max_steps=4, task=COUNTDOWN)
         assert isinstance(sampler, Hardest) and sampler.boost == 2.0
         assert sampler.reference_prompts(0) == []  # the base class's no-op: no reference rollouts
         with pytest.raises(ValueError, match="boost"):
@@ -62,8 +64,9 @@ def test_an_advantage_estimator_is_selected_and_checked_by_its_registry_key(monk
 def test_a_registered_tool_is_built_and_checked_by_its_kind(monkeypatch):
     from ablate.models import load_tokenizer
     from ablate.rollout import tools
+    from ablate.tasks.countdown.tools import Calculator
 
-    class Echo(tools.Calculator):
+    class Echo(Calculator):
         kind = "echo_test"
 
         @staticmethod
@@ -84,18 +87,19 @@ def test_a_registered_tool_is_built_and_checked_by_its_kind(monkeypatch):
 def test_a_tool_owns_its_prompt_decoration(monkeypatch):
     from ablate.models import load_tokenizer
     from ablate.rollout import tools
+    from ablate.tasks.countdown.tools import Calculator
 
-    class Marked(tools.Calculator):
+    class Marked(Calculator):
         kind = "marked_test"
 
         @staticmethod
-        def prompt_text(problem, template, tokenizer, mode, available):
+        def prompt_text(task, problem, template, tokenizer, mode, available):
             return ("! " if available else "") + f"{problem.target}\n"
 
     monkeypatch.setitem(tools.TOOLS, "marked_test", Marked)
     cfg = cfg_of("stage=rloo", "tool=on", "tool.kind=marked_test")
     check_config(cfg)
-    prompt = tools.ToolPrompt(cfg.tool, cfg.model.template, load_tokenizer(cfg.model))
+    prompt = tools.ToolPrompt(cfg.tool, cfg.model.template, load_tokenizer(cfg.model), COUNTDOWN)
     problem = Problem((1, 2, 3), 6)
     assert prompt.text(problem, available=True) == "! 6\n" and prompt.text(problem, available=False) == "6\n"
 
@@ -106,9 +110,9 @@ def test_the_shipped_tools_decorate_their_prompts():
 
     tokenizer = load_tokenizer(cfg_of().model)
     problem = Problem((44, 19, 35), 98)
-    calculator = ToolPrompt({"kind": "calculator", "prompt": "when_available"}, "compact", tokenizer)
+    calculator = ToolPrompt({"kind": "calculator", "prompt": "when_available"}, "compact", tokenizer, COUNTDOWN)
     assert calculator.text(problem, True) == "<calc>44 19 35 -> 98\n" and calculator.text(problem, False) == "44 19 35 -> 98\n"
-    oracle = ToolPrompt({"kind": "oracle", "prompt": "never"}, "compact", tokenizer)
+    oracle = ToolPrompt({"kind": "oracle", "prompt": "never"}, "compact", tokenizer, COUNTDOWN)
     assert oracle.text(problem, True) == oracle.text(problem, False) == "44 19 35 -> 98\n"
 
 
@@ -186,8 +190,8 @@ def test_a_registered_stage_is_checked_and_trained_through_the_registry(sft_top)
 
     STAGES["sft_top_test"] = dataclasses.replace(STAGES["sft_top_test"], fit=lambda *a: calls.append(a))
     splits = SimpleNamespace(train=[Problem((1, 2, 3), 6)], val=[])
-    fit_stage(cfg, "model", "tokenizer", splits, "reward", "run_dir", "status")
-    assert calls == [(cfg, "model", "tokenizer", splits, "reward", "run_dir", "status", [])]
+    fit_stage(cfg, "model", "tokenizer", splits, "task", "run_dir", "status")
+    assert calls == [(cfg, "model", "tokenizer", splits, "task", "run_dir", "status", [])]
 
 
 def test_a_registered_policy_loss_is_checked_by_its_key(monkeypatch):
@@ -225,3 +229,90 @@ def test_the_readme_stage_trains_end_to_end(sft_top, tmp_path, monkeypatch):
     trained = AutoModelForCausalLM.from_pretrained(str(tmp_path / "run" / "model")).model.layers
     assert all(torch.equal(a, b) for a, b in zip(start[0].parameters(), trained[0].parameters()))
     assert not all(torch.equal(a, b) for a, b in zip(start[1].parameters(), trained[1].parameters()))
+
+
+class Increment:
+    """A toy task: `41+1=` -> `<answer>42</answer>`, registered under `task.name=increment_test`."""
+
+    name = "increment_test"
+    verdicts = ("no_answer", "wrong", "correct")
+    level_column, level_block = "n_digits", "by_digits"  # its own report level, not an operand count
+    difficulty_fields = {"n_digits": "levels"}
+    trace_styles = ("plain",)
+
+    def __init__(self, size):
+        from types import SimpleNamespace
+
+        self.problems = [SimpleNamespace(id=str(n), n=n) for n in range(1, size + 1)]
+
+    @classmethod
+    def check(cls, cfg):
+        if cfg.task.test_size > 50:
+            raise ConfigError(f"task.test_size={cfg.task.test_size}: increment_test has 50 test problems at most")
+
+    @classmethod
+    def from_config(cls, task_cfg, reward_cfg):
+        return cls(int(task_cfg["pool_size"]))
+
+    @classmethod
+    def tools(cls):
+        return {}
+
+    def splits(self, pool_size=None, val_size=0, label_test=True):
+        from ablate.tasks import Splits
+
+        return Splits(train=self.problems[20:], test=self.problems[:12], val=self.problems[12:12 + val_size])
+
+    def render(self, problem, template, calculator=False, oracle=False):
+        return f"{problem.n}+1=\n"
+
+    def score(self, problem, completion):
+        from ablate.tasks.countdown import last_answer
+
+        answer = last_answer(completion)
+        return (0.0, "no_answer") if answer is None else (1.0, "correct") if answer == str(problem.n + 1) else (0.0, "wrong")
+
+    def level(self, problem):
+        return len(str(problem.n))
+
+    def difficulty(self, problems, field):
+        return [self.level(p) for p in problems]
+
+    def record(self, problem):
+        return {"id": problem.id, "value": problem.n, "n_digits": self.level(problem)}
+
+    def sft_segments(self, problem, rng, style, compact, oracle=None):
+        return [(f"<answer>{problem.n + 1}</answer>", False)]
+
+
+def test_a_registered_task_trains_and_is_evaluated_through_the_seam(tmp_path, monkeypatch):
+    """A task is its class in the registry: the config check, SFT, evaluation and the run directory read it there."""
+    from ablate.tasks import TASKS
+    from ablate.train import run
+
+    monkeypatch.setitem(TASKS, Increment.name, Increment)
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(ConfigError, match="50 test problems at most"):
+        check_config(cfg_of("task.name=increment_test", "experiment=smoke", "task.test_size=60"))
+    cfg = cfg_of("task.name=increment_test", "experiment=smoke", "trainer.num_threads=1", "eval.every=3")
+    run(cfg, tmp_path / "run")
+    import json
+
+    summary = json.loads((tmp_path / "run" / "eval" / "no_tool" / "summary.json").read_text())
+    assert summary["n_prompts"] == 12 and set(summary["verdicts"]) == {"no_answer", "wrong", "correct"}
+    assert set(summary["by_digits"]) == {"1", "2"} and "by_operands" not in summary  # the task's report level
+    rows = [json.loads(line) for line in (tmp_path / "run" / "eval" / "no_tool" / "samples.jsonl").open()]
+    assert [r["value"] for r in rows] == list(range(1, 13)) and rows[0]["n_digits"] == 1
+    import pandas as pd
+
+    metrics = pd.read_csv(tmp_path / "run" / "metrics.csv")
+    assert "val/by_digits/2/pass@1" in metrics.columns  # validation on the task's val split, by its level
+    from ablate.stats.blocks import prompt_metrics
+    from ablate.stats.load import load_run
+
+    hydra = tmp_path / "run" / ".hydra"  # what a launch from the command line leaves (Hydra's files)
+    hydra.mkdir()
+    (hydra / "config.yaml").write_text((tmp_path / "run" / ".ablate" / "config.yaml").read_text())
+    (hydra / "overrides.yaml").write_text("- task.name=increment_test\n")
+    prompts = load_run(tmp_path / "run").evals["no_tool"].prompts  # stats reads the level through the registry
+    assert prompts.level_block == "by_digits" and "by_digits/2/pass@1" in prompt_metrics(prompts).names

@@ -2,13 +2,16 @@ import random
 
 from omegaconf import OmegaConf
 
-from ablate.config import CONF_DIR
+from ablate.config import CONF_DIR, load_group_config
 from ablate.lit.sft_data import TraceDataset, pad_batch, tool_output_mask
 from ablate.models import encode_prompt, load_model, load_tokenizer, prompt_text
 from ablate.models.tokenizer import TAGS, build_tokenizer, load_tiny_tokenizer
 from ablate.objectives import IGNORE
-from ablate.tasks.countdown import Problem, generate, judge
+from ablate.tasks.countdown import CountdownTask, Problem, Reward, generate, judge
 from ablate.tasks.countdown.traces import render_trace, sft_response
+
+
+COUNTDOWN = CountdownTask({}, Reward.from_config(load_group_config("reward", "tinyzero")))  # the task the prompts render
 
 
 def test_shipped_tokenizer_is_the_built_one_and_round_trips():
@@ -41,7 +44,7 @@ def test_tiny_model_from_config_and_hf_path_from_a_local_directory(tmp_path):
 def test_prompts_for_each_template():
     tokenizer = load_tiny_tokenizer()
     p = Problem((44, 19, 35), 98)
-    assert prompt_text(p, "compact", tokenizer) == "44 19 35 -> 98\n"
+    assert prompt_text(COUNTDOWN, p, "compact", tokenizer) == "44 19 35 -> 98\n"
     assert encode_prompt("1", tokenizer)[0] == tokenizer.bos_token_id
 
 
@@ -68,9 +71,9 @@ def test_tool_output_mask_is_built_from_ids():
 def test_sft_examples_mask_prompt_padding_and_tool_output():
     tokenizer = load_tiny_tokenizer()
     problems = generate(4, seed=1, labels=False)
-    data = TraceDataset(problems, tokenizer, "compact", "calc", seed=0, max_length=128)
+    data = TraceDataset(COUNTDOWN, problems, tokenizer, "compact", "calc", seed=0, max_length=128)
     item = data[0]
-    prompt_len = len(encode_prompt(prompt_text(problems[0], "compact", tokenizer), tokenizer))
+    prompt_len = len(encode_prompt(prompt_text(COUNTDOWN, problems[0], "compact", tokenizer), tokenizer))
     assert all(label == IGNORE for label in item["labels"][:prompt_len])
     learned = tokenizer.decode([t for t, label in zip(item["input_ids"], item["labels"]) if label != IGNORE])
     assert "<calc>" in learned and "<result>" not in learned and learned.endswith("</answer><eos>")
@@ -84,9 +87,9 @@ def test_mixed_traces_pair_the_calculator_preamble_with_calc_and_its_absence_wit
     tokenizer = load_tiny_tokenizer()
     problems = generate(64, seed=1, labels=False)
     tool = {"kind": "calculator", "prompt": "when_available"}
-    mixed = TraceDataset(problems, tokenizer, "compact", "mixed", seed=0, max_length=128, tool_cfg=tool)
-    plain = TraceDataset(problems, tokenizer, "compact", "plain", seed=0, max_length=128, tool_cfg=tool)
-    bare = [len(encode_prompt(prompt_text(p, "compact", tokenizer), tokenizer)) for p in problems]
+    mixed = TraceDataset(COUNTDOWN, problems, tokenizer, "compact", "mixed", seed=0, max_length=128, tool_cfg=tool)
+    plain = TraceDataset(COUNTDOWN, problems, tokenizer, "compact", "plain", seed=0, max_length=128, tool_cfg=tool)
+    bare = [len(encode_prompt(prompt_text(COUNTDOWN, p, "compact", tokenizer), tokenizer)) for p in problems]
     kinds = []
     for i in range(len(problems)):
         item = mixed[i]
@@ -97,9 +100,9 @@ def test_mixed_traces_pair_the_calculator_preamble_with_calc_and_its_absence_wit
         assert calc == decorated, text  # the preamble exactly when the calculator answered the trace
         kinds.append(calc)
     assert 16 < sum(kinds) < 48  # about one half each
-    again = TraceDataset(problems, tokenizer, "compact", "mixed", seed=0, max_length=128, tool_cfg=tool)
+    again = TraceDataset(COUNTDOWN, problems, tokenizer, "compact", "mixed", seed=0, max_length=128, tool_cfg=tool)
     assert [again[i]["input_ids"] for i in range(8)] == [
-        TraceDataset(problems, tokenizer, "compact", "mixed", seed=0, max_length=128, tool_cfg=tool)[i]["input_ids"]
+        TraceDataset(COUNTDOWN, problems, tokenizer, "compact", "mixed", seed=0, max_length=128, tool_cfg=tool)[i]["input_ids"]
         for i in range(8)]
     assert all("<calc>" not in tokenizer.decode(plain[i]["input_ids"]) for i in range(8))
 

@@ -9,16 +9,20 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from ablate.config import CONF_DIR
+from ablate.config import CONF_DIR, load_group_config
 from ablate.models import encode_prompt, prompt_text
 from ablate.models.tokenizer import load_tiny_tokenizer
 from ablate.rollout import SamplingParams
 from ablate.rollout.hf import HFEngine
-from ablate.rollout.tools import Oracle, build_tool
-from ablate.tasks.countdown import Problem, generate, judge, oracle
+from ablate.rollout.tools import build_tool
+from ablate.tasks.countdown import CountdownTask, Problem, Reward, generate, judge, oracle
 from ablate.tasks.countdown.oracle_traces import all_steps, is_pruned, legal_steps, operation_key, oracle_trajectory
 from ablate.tasks.countdown.prompts import OracleFormat, parse_oracle_problem
 from ablate.tasks.countdown.solver import Step
+from ablate.tasks.countdown.tools import Oracle
+
+
+COUNTDOWN = CountdownTask({}, Reward.from_config(load_group_config("reward", "tinyzero")))  # the task the prompts render
 
 F = Fraction
 FULL, COMPACT = OracleFormat(compact=False), OracleFormat(compact=True)
@@ -161,7 +165,7 @@ PAPER_EXAMPLE = [("17 2 49||49+2\n", "BAD\n"), ("17 2 49||17*2\n", "GOOD 49 34\n
 
 def test_rollout_splices_oracle_answers_masked_by_token_ids():
     tokenizer = load_tiny_tokenizer()
-    prompt = encode_prompt(prompt_text(Problem((17, 2, 49), 83), "compact", tokenizer, oracle=True), tokenizer)
+    prompt = encode_prompt(prompt_text(COUNTDOWN, Problem((17, 2, 49), 83), "compact", tokenizer, oracle=True), tokenizer)
     model, expected = scripted(tokenizer, prompt, PAPER_EXAMPLE)
     engine = HFEngine(model, tokenizer, tool=Oracle(tokenizer, compact=True))
     out = engine.generate([prompt], 1, SamplingParams(max_new_tokens=120), torch.Generator().manual_seed(0))
@@ -227,21 +231,20 @@ def test_rollout_ends_when_the_messages_run_out():
 
 def test_evaluation_counts_substitution_errors_and_oracle_errors():
     from ablate.eval import evaluate
-    from ablate.tasks.countdown import Reward
 
     tokenizer = load_tiny_tokenizer()
     problem = Problem((90, 63, 58, 52), 21)
-    prompt = encode_prompt(prompt_text(problem, "compact", tokenizer, oracle=True), tokenizer)
+    prompt = encode_prompt(prompt_text(COUNTDOWN, problem, "compact", tokenizer, oracle=True), tokenizer)
     # Paper 004, figure 8: the target is reached but 32 is not substituted back.
     model, _ = scripted(tokenizer, prompt, [("90 63 58 52||90*58\n", "BAD\n"), ("90 63 58 52||99-58\n", "ERR\n"),
                                             ("90 63 58 52||90-58\n", "GOOD 63 52 32\n"),
                                             ("63 52 32|90-58=32|52+32\n", "GOOD 63 84\n"),
                                             ("63 84|90-58=32 52+32=84|84-63\n", "END\n"),
                                             ("<answer>52+32-63</answer>", None)])
-    reward = Reward.from_config(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "reward" / "tinyzero.yaml")))
+    task = CountdownTask({}, Reward.from_config(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "reward" / "tinyzero.yaml"))))
     cfg = {"n": 2, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_new_tokens": 160, "batch_size": 2, "ks": [1]}
     tool = build_tool({"kind": "oracle", "max_messages": 20}, tokenizer, "compact")
-    summary, rows = evaluate(model, tokenizer, [problem], "compact", reward, cfg, seed=0, tool=tool,
+    summary, rows = evaluate(model, tokenizer, [problem], "compact", task, cfg, seed=0, tool=tool,
                              tool_cfg={"kind": "oracle", "prompt": "never"})
     assert summary["verdicts"]["substitution_error"] == 2 and summary["exact_pass@1"] == 0
     assert summary["tool"] == {"calls_per_rollout": 5.0, "calc_emission_rate": 0.0, "tool_errors": 2}
@@ -321,12 +324,12 @@ def test_sft_oracle_traces_mask_exactly_the_solver_lines():
 
     tokenizer = load_tiny_tokenizer()
     problems = generate(20, seed=2)
-    data = TraceDataset(problems, tokenizer, "compact", "oracle", seed=0, max_length=1000,
+    data = TraceDataset(COUNTDOWN, problems, tokenizer, "compact", "oracle", seed=0, max_length=1000,
                         oracle={"mistake_rate": 0.3, "max_messages": 20})
     for index in range(len(problems)):
         item = data[index]
         ids, labels = item["input_ids"], item["labels"]
-        prompt = encode_prompt(prompt_text(problems[index], "compact", tokenizer, oracle=True), tokenizer)
+        prompt = encode_prompt(prompt_text(COUNTDOWN, problems[index], "compact", tokenizer, oracle=True), tokenizer)
         assert ids[:len(prompt)] == prompt and ids[-1] == tokenizer.eos_token_id
         response, masked = ids[len(prompt):], [lab == IGNORE for lab in labels[len(prompt):]]
         text = tokenizer.decode(response, skip_special_tokens=True)

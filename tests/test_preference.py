@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from ablate.lit.dpo import PreferenceModule, collate_pairs, encode_pair, reference_logprobs
-from ablate.lit.pairs import (Pair, _substitution, check_stages, load_pairs, max_distance_pairs, order_pairs, quotas,
-                              random_path, sampled_pairs, save_pairs, solver_pair, solver_pairs)
+from ablate.lit.pairs import Pair, check_stages, load_pairs, max_distance_pairs, order_pairs, quotas, sampled_pairs, save_pairs
 from ablate.objectives import IGNORE
 from ablate.tasks.countdown import Problem, Step, Verdict, generate, judge
+from ablate.tasks.countdown.pairs import _substitution, random_path, solver_pair, solver_pairs
 from ablate.tasks.countdown.traces import render_trace, sft_response
 
 @pytest.fixture
@@ -111,13 +111,13 @@ class ScriptedEngine:
 
 
 def test_sampled_pairs_keep_max_distance_pairs_above_the_margin():
-    from ablate.tasks.countdown import Reward
     from ablate.config import load_group_config
+    from ablate.tasks.countdown import CountdownTask, Reward
 
     problem = Problem((44, 19, 35), 98)
     texts = ["<answer>44+19+35</answer>", "<answer>44+19</answer>", "no answer", "<answer>19+35+44</answer>"]
-    reward = Reward.from_config(load_group_config("reward", "tinyzero"))  # 1.0, 0.1, 0.0, 1.0
-    pairs = sampled_pairs([problem, problem], ["a", "b"], [[1], [2]], ScriptedEngine(texts), None, 4, reward,
+    task = CountdownTask({}, Reward.from_config(load_group_config("reward", "tinyzero")))  # 1.0, 0.1, 0.0, 1.0
+    pairs = sampled_pairs([problem, problem], ["a", "b"], [[1], [2]], ScriptedEngine(texts), None, 4, task,
                           margin=0.5, max_pairs=2, generator=None, chunk=1)
     assert [(p.chosen, p.rejected) for p in pairs[:2]] == [(texts[0], texts[2]), (texts[3], texts[1])]
     assert [(p.chosen_reward, p.rejected_reward) for p in pairs[:2]] == [(1.0, 0.0), (1.0, 0.1)]

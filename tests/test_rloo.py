@@ -6,15 +6,18 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from ablate.config import CONF_DIR
+from ablate.config import CONF_DIR, load_group_config
 from ablate.curriculum import Sampler, build_sampler
 from ablate.lit.rloo import RLOOModule, pad_rollouts
 from ablate.models import encode_prompt, prompt_text
 from ablate.objectives import token_logprobs
 from ablate.rollout import Rollouts
-from ablate.tasks.countdown import Problem, Reward
+from ablate.tasks.countdown import CountdownTask, Problem, Reward
 from crash import assert_resume_reproduces
 from step_stubs import without_trainer
+
+
+COUNTDOWN = CountdownTask({}, Reward.from_config(load_group_config("reward", "tinyzero")))  # the task the prompts render
 
 
 
@@ -54,11 +57,11 @@ def test_one_step_prefers_the_rewarded_completion(tiny_policy):
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         stage = OmegaConf.to_container(compose(config_name="config", overrides=["stage=rloo"]).stage)
     stage.update(batch_prompts=1, k=2, lr=1e-2, kl_coef=0.0, entropy_coef=0.0, micro_batch=1)
-    reward = Reward.from_config(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "reward" / "binary.yaml")))
-    module = RLOOModule(model, tokenizer, [problem], "compact", engine, reward, build_sampler(None, [problem], 0, 1),
+    task = CountdownTask({}, Reward.from_config(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "reward" / "binary.yaml"))))
+    module = RLOOModule(model, tokenizer, [problem], "compact", engine, task, build_sampler(None, [problem], 0, 1, task=task),
                         stage, seed=0)
     without_trainer(module)
-    prompt = encode_prompt(prompt_text(problem, "compact", tokenizer), tokenizer)
+    prompt = encode_prompt(prompt_text(COUNTDOWN, problem, "compact", tokenizer), tokenizer)
     before = [sum(engine.sequence_logprobs(prompt, tokenizer(t, add_special_tokens=False)["input_ids"])) for t in texts]
     module.training_step(None, 0)
     after = [sum(engine.sequence_logprobs(prompt, tokenizer(t, add_special_tokens=False)["input_ids"])) for t in texts]
@@ -87,9 +90,9 @@ def one_step(model, tokenizer, texts, before_step=None, **stage_overrides) -> tu
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         stage = OmegaConf.to_container(compose(config_name="config", overrides=["stage=rloo"]).stage)
     stage.update(batch_prompts=1, k=len(texts), lr=0.0, grad_clip=1e9, **stage_overrides)
-    reward = Reward.from_config(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "reward" / "binary.yaml")))
-    module = RLOOModule(model, tokenizer, [problem], "compact", FixedEngine(model, tokenizer, texts), reward,
-                        build_sampler(None, [problem], 0, 1), stage, seed=0)
+    task = CountdownTask({}, Reward.from_config(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "reward" / "binary.yaml"))))
+    module = RLOOModule(model, tokenizer, [problem], "compact", FixedEngine(model, tokenizer, texts), task,
+                        build_sampler(None, [problem], 0, 1, task=task), stage, seed=0)
     grads = {}
 
     def backward(loss):
@@ -296,10 +299,10 @@ def dynamic_module(tiny_policy, script, max_gen_batches, replay=None):
         cfg = compose(config_name="config", overrides=["stage=rloo"])
     stage = OmegaConf.to_container(cfg.stage)
     stage.update(batch_prompts=4, k=2, micro_batch=16)
-    reward = Reward.from_config(OmegaConf.to_container(cfg.reward))  # tinyzero: format credit 0.1
+    task = CountdownTask({}, Reward.from_config(OmegaConf.to_container(cfg.reward)))  # tinyzero: format credit 0.1
     sampler = ScriptedSampler(script)
     engine = OutcomeEngine(tokenizer, 2)
-    module = RLOOModule(model, tokenizer, problems, "compact", engine, reward, sampler, stage, seed=0, replay=replay,
+    module = RLOOModule(model, tokenizer, problems, "compact", engine, task, sampler, stage, seed=0, replay=replay,
                         dynamic_sampling={"enabled": True, "max_gen_batches": max_gen_batches})
     return module, sampler, engine, without_trainer(module)
 

@@ -1,12 +1,17 @@
 import pytest
 import torch
 
+from ablate.config import load_group_config
 from ablate.models import encode_prompt
 from ablate.objectives import token_logprobs
 from ablate.rollout import SamplingParams
 from ablate.rollout.hf import HFEngine, filter_logits
-from ablate.rollout.tools import Calculator
+from ablate.tasks.countdown import CountdownTask, Reward
+from ablate.tasks.countdown.tools import Calculator
 from hf_baseline import BaselineHFEngine
+
+
+COUNTDOWN = CountdownTask({}, Reward.from_config(load_group_config("reward", "tinyzero")))  # the task the prompts render
 
 
 def test_filter_logits_top_k_and_top_p():
@@ -79,7 +84,7 @@ def shipped():
 
     tokenizer = load_tokenizer({"kind": "tiny", "name_or_path": "builtin:tiny-sft"})
     model = load_model({"kind": "tiny", "name_or_path": "builtin:tiny-sft"}, tokenizer).eval()
-    prompts = [encode_prompt(prompt_text(p, "compact", tokenizer), tokenizer) for p in generate(6, seed=3, labels=False)]
+    prompts = [encode_prompt(prompt_text(COUNTDOWN, p, "compact", tokenizer), tokenizer) for p in generate(6, seed=3, labels=False)]
     return model, tokenizer, prompts
 
 

@@ -15,6 +15,7 @@ from ablate.config import CONF_DIR, group_options, load_group_config
 # (group, option) -> schema, and the overrides that select the option (a curriculum needs stage=rloo)
 GROUPS = {("eval", "default"): schemas.EvalConfig, ("rollout", "hf"): schemas.HFRolloutConfig,
           ("rollout", "vllm"): schemas.VLLMRolloutConfig, ("task", "countdown"): schemas.TaskConfig,
+          ("task", "chain_sum"): schemas.ReasoningGymTaskConfig,
           ("stage", "sft"): schemas.SFTStageConfig, ("stage", "rloo"): schemas.RLOOStageConfig,
           ("stage", "dpo"): schemas.PreferenceStageConfig,
           ("tool", "off"): schemas.ToolConfig, ("tool", "on"): schemas.ToolConfig,

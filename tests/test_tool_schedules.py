@@ -9,8 +9,11 @@ from omegaconf import OmegaConf
 from ablate.config import CONF_DIR, load_group_config
 from ablate.models import encode_prompt, prompt_text
 from ablate.rollout.schedules import SCHEDULES, ToolAvailability, p_tool, show_preamble
-from ablate.tasks.countdown import Problem
+from ablate.tasks.countdown import CountdownTask, Problem, Reward
 from step_stubs import without_trainer
+
+
+COUNTDOWN = CountdownTask({}, Reward.from_config(load_group_config("reward", "tinyzero")))  # the task the prompts render
 
 
 def cfg(schedule, **extra):
@@ -77,9 +80,9 @@ def test_prompt_modes_and_the_compact_preamble(tiny_policy):
     with pytest.raises(ValueError, match="tool.prompt='loud'"):
         show_preamble("loud", True)
     problem = Problem((44, 19, 35), 98)
-    assert prompt_text(problem, "compact", tokenizer, calculator=True) == "<calc>44 19 35 -> 98\n"
-    assert prompt_text(problem, "compact", tokenizer) == "44 19 35 -> 98\n"
-    ids = encode_prompt(prompt_text(problem, "compact", tokenizer, calculator=True), tokenizer)
+    assert prompt_text(COUNTDOWN, problem, "compact", tokenizer, calculator=True) == "<calc>44 19 35 -> 98\n"
+    assert prompt_text(COUNTDOWN, problem, "compact", tokenizer) == "44 19 35 -> 98\n"
+    ids = encode_prompt(prompt_text(COUNTDOWN, problem, "compact", tokenizer, calculator=True), tokenizer)
     assert ids[1] == tokenizer.convert_tokens_to_ids("<calc>")  # one token after <bos>
 
 
@@ -106,17 +109,16 @@ class RecordingEngine:
 def test_rloo_draws_availability_per_rollout_and_states_it_in_the_prompt(tiny_policy, monkeypatch):
     from ablate.curriculum import build_sampler
     from ablate.lit.rloo import RLOOModule
-    from ablate.tasks.countdown import Reward
 
     model, tokenizer = tiny_policy
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         c = compose(config_name="config", overrides=["stage=rloo", "tool=anneal_linear", "stage.max_steps=10",
                                                      "stage.batch_prompts=3", "stage.k=4", "stage.micro_batch=12"])
     engine = RecordingEngine(tokenizer)
-    reward = Reward.from_config(OmegaConf.to_container(c.reward))
+    task = CountdownTask({}, Reward.from_config(OmegaConf.to_container(c.reward)))
     problems = [Problem((1, 2), 3), Problem((4, 5, 6), 15)]
-    module = RLOOModule(model, tokenizer, problems, "compact", engine, reward,
-                        build_sampler(None, problems, 0, 10), OmegaConf.to_container(c.stage), seed=0,
+    module = RLOOModule(model, tokenizer, problems, "compact", engine, task,
+                        build_sampler(None, problems, 0, 10, task=task), OmegaConf.to_container(c.stage), seed=0,
                         tool=OmegaConf.to_container(c.tool))
     logged = without_trainer(module)
     module.training_step(None, 0)  # global_step 0: p = 1

@@ -3,7 +3,7 @@ import torch
 from ablate.models.tokenizer import load_tiny_tokenizer
 from ablate.rollout import SamplingParams
 from ablate.rollout.hf import HFEngine
-from ablate.rollout.tools import Calculator
+from ablate.tasks.countdown.tools import Calculator
 
 
 class Bigram(torch.nn.Module):

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from ablate.config import load_group_config
-from ablate.rollout.tools import Calculator
+from ablate.tasks.countdown.tools import Calculator
 from ablate.tasks.countdown import VERDICTS, Reward, compute_score, judge
 from ablate.tasks.countdown.arith import MAX_DIGITS, ArithmeticFormatError, evaluate, numbers_in
 from ablate.tasks.countdown.hostile import hostile_inputs

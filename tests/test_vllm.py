@@ -14,7 +14,7 @@ from ablate.models import encode_prompt, load_model, load_tokenizer
 from ablate.objectives import token_logprobs
 from ablate.rollout import SamplingParams
 from ablate.rollout.hf import HFEngine
-from ablate.rollout.tools import Calculator
+from ablate.tasks.countdown.tools import Calculator
 from crash import assert_resume_reproduces
 
 pytestmark = [
@@ -233,7 +233,7 @@ def test_calculator_splice_mask_and_availability_match_hf(request):
 def test_oracle_tool_splices_the_solver_answers_as_hf_does(request):
     """tool=oracle through vLLM: each line the model ends is answered by the solver session of its own
     prompt, the answers are masked, and the message limit ends the rollout, token for token as in HFEngine."""
-    from ablate.rollout.tools import Oracle
+    from ablate.tasks.countdown.tools import Oracle
     from ablate.rollout.vllm import VLLMEngine
 
     tokenizer = load_tokenizer({"kind": "tiny"})

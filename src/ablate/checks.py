@@ -18,9 +18,7 @@ __all__ = ["ConfigError", "check_config"]
 def check_model_and_task(cfg: DictConfig) -> None:
     from ablate.models import MODEL_KINDS
     from ablate.models.source import model_source_error
-    from ablate.tasks.countdown import Reward
-    from ablate.tasks.countdown.data import SOURCES
-    from ablate.tasks.countdown.generator import check_generator_args
+    from ablate.tasks import TASKS
 
     m = cfg.model
     require(m.kind in MODEL_KINDS, f"model.kind={m.kind!r}: expected one of {MODEL_KINDS}")
@@ -42,15 +40,9 @@ def check_model_and_task(cfg: DictConfig) -> None:
         error = model_source_error(m.name_or_path)
         require(error is None, str(error))
 
-    t = cfg.task
-    require(t.source in SOURCES, f"task.source={t.source!r}: expected one of {SOURCES}")
-    require(0 < t.test_size < t.test_pool, f"task.test_size={t.test_size} must be > 0 and < task.test_pool={t.test_pool}")
-    try:
-        check_generator_args(list(t.generator.counts), t.generator.min_number, t.generator.max_number,
-                             t.generator.min_target, t.generator.max_target)
-        Reward.from_config(OmegaConf.to_container(cfg.reward, resolve=True))
-    except ValueError as err:
-        raise ConfigError(f"task.generator / reward: {err}") from None
+    require(cfg.task.name in TASKS, f"task.name={cfg.task.name!r}: expected one of {tuple(TASKS)} (the registered "
+                                    "tasks, ablate.tasks.register_task)")
+    TASKS[cfg.task.name].check(cfg)  # the task's own values, and the reward it scores with
 
 
 def check_stage(cfg: DictConfig) -> None:
@@ -90,6 +82,7 @@ def check_curriculum_stage(cfg: DictConfig) -> None:
         return
     from ablate.curriculum import check_curriculum
     from ablate.stages import STAGES, stage_of
+    from ablate.tasks import task_class
 
     s, c = cfg.stage, cfg.curriculum
     stage = stage_of(s.name)
@@ -99,7 +92,8 @@ def check_curriculum_stage(cfg: DictConfig) -> None:
                           f"(the stages that take one: {', '.join(takers)})")
     stage.curriculum(cfg)
     try:
-        check_curriculum(OmegaConf.to_container(cfg.curriculum, resolve=True))
+        fields = tuple(task_class(cfg.task.name).difficulty_fields)  # the task's difficulty axes
+        check_curriculum(OmegaConf.to_container(cfg.curriculum, resolve=True), fields, cfg.task.name)
     except ValueError as err:
         raise ConfigError(str(err)) from None
 

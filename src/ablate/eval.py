@@ -5,7 +5,7 @@
 
 Metrics (`summary.json`): pass@k (Chen et al.'s unbiased estimator) and pass^k (all k of k samples
 correct, C(c, k) / C(n, k)) for k in `eval.ks` up to n, exact pass@1 (fraction of correct samples),
-all also by operand count; coverage (samples with an answer), precision (correct among answered), the verdict breakdown, the mixed-outcome fraction
+all also by the task's report level (Countdown: `by_operands/<n>/`, by operand count); coverage (samples with an answer), precision (correct among answered), the verdict breakdown, the mixed-outcome fraction
 (prompts with some but not all samples correct: where RLOO has signal), mean response length in
 tokens, and best-of-N (a prompt counts when the verifier finds a correct answer among its N
 samples: paper 004's test-time compute, which equals pass@N with the verifier as the selector).
@@ -36,14 +36,18 @@ from ablate.metrics import REGIME_TOOL, REGIMES, prompt_ratios
 from ablate.rollout import SamplingParams
 from ablate.rollout.hf import HFEngine
 from ablate.rollout.tools import Tool, ToolPrompt, build_tool
-from ablate.tasks.countdown import VERDICTS, Problem, Reward
+from ablate.tasks import CORRECT, NO_ANSWER, OPERANDS, Task
 
 log = logging.getLogger(__name__)
 
 
-def summarize(rows: Sequence[Mapping[str, Any]], ks: Sequence[int]) -> dict[str, Any]:
+def summarize(rows: Sequence[Mapping[str, Any]], ks: Sequence[int], verdicts: Sequence[str] | None = None,
+              level: tuple[str, str] = OPERANDS) -> dict[str, Any]:
     """Aggregate per-prompt rows (n, n_correct, n_answered, verdicts, mean_length) into the metrics of
-    `ablate.metrics.prompt_ratios`, overall and by operand count; tool metrics when rows count tool use."""
+    `ablate.metrics.prompt_ratios`, overall and by the report level (`level`: the rows' column and the
+    summary's block, `Task.level_column` / `level_block`; rows without the column get no block); tool
+    metrics when rows count tool use. `verdicts`: the task's, each counted (0 when absent); by default
+    those the rows name."""
     if not rows:
         raise ValueError("no prompts to summarize")
     tool = all("n_calc" in r for r in rows)
@@ -61,31 +65,35 @@ def summarize(rows: Sequence[Mapping[str, Any]], ks: Sequence[int]) -> dict[str,
     summary = block(rows)
     tool_metrics = {name.split("/", 1)[1]: summary.pop(name) for name in list(summary) if name.startswith("tool/")}
     summary["n_samples"] = rows[0]["n"]
-    verdicts = Counter()
+    counts = Counter()
     for r in rows:
-        verdicts.update(r["verdicts"])
-    summary["verdicts"] = {v: verdicts.get(v, 0) for v in VERDICTS}
-    by_operands: dict[int, list] = defaultdict(list)
+        counts.update(r["verdicts"])
+    names = verdicts if verdicts is not None else list(dict.fromkeys(v for r in rows for v in r["verdicts"]))
+    summary["verdicts"] = {v: counts.get(v, 0) for v in names}
+    column, block_name = level
+    by_level: dict[int, list] = defaultdict(list)
     for r in rows:
-        by_operands[r["n_numbers"]].append(r)
+        if r.get(column) is not None:
+            by_level[r[column]].append(r)
     keys = keys[:4]  # tool use is reported for all prompts only
-    summary["by_operands"] = {str(k): block(group) for k, group in sorted(by_operands.items())}
+    if by_level:
+        summary[block_name] = {str(k): block(group) for k, group in sorted(by_level.items())}
     if tool:
         # a count of the tool's error answers, not a rate: stats carries it from summary.json
         summary["tool"] = {**tool_metrics, "tool_errors": sum(r["tool_errors"] for r in rows)}
     return summary
 
 
-def evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problems: Sequence[Problem], template: str,
-             reward: Reward, eval_cfg: Mapping[str, Any], seed: int, tool: Tool | None = None, *,
+def evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problems: Sequence[Any], template: str,
+             task: Task, eval_cfg: Mapping[str, Any], seed: int, tool: Tool | None = None, *,
              tool_cfg: Mapping[str, Any] | None = None,
              progress: bool = True) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Sample `eval.n` completions per problem (with `tool` answering when one is given: the `tool`
-    regime) and score them: (summary, per-prompt rows). The run's `tool` config (`tool_cfg`) decorates
-    the prompts given the regime (`ablate.rollout.tools.ToolPrompt`)."""
+    """Sample `eval.n` completions per problem of `task` (with `tool` answering when one is given: the
+    `tool` regime) and score them with the task's verifier: (summary, per-prompt rows). The run's `tool`
+    config (`tool_cfg`) decorates the prompts given the regime (`ablate.rollout.tools.ToolPrompt`)."""
     n = int(eval_cfg["n"])
     engine = HFEngine(model, tokenizer, batch_size=int(eval_cfg["batch_size"]), tool=tool)
-    prompt = ToolPrompt(tool_cfg, template, tokenizer)
+    prompt = ToolPrompt(tool_cfg, template, tokenizer, task)
     params = SamplingParams(temperature=float(eval_cfg["temperature"]), top_p=float(eval_cfg["top_p"]),
                             top_k=int(eval_cfg["top_k"]), max_new_tokens=int(eval_cfg["max_new_tokens"]))
     generator = torch.Generator().manual_seed(seed)
@@ -101,20 +109,18 @@ def evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problem
             texts = rollouts.texts[group]
             tool_texts = [tokenizer.decode([t for t, m in zip(ids, mask) if m], skip_special_tokens=True)
                           for ids, mask in zip(rollouts.completion_ids[group], rollouts.tool_mask[group])]
-            judgements = [reward(text, problem.numbers, problem.target)[1] for text in texts]
-            verdicts = Counter(j.verdict.value for j in judgements)
+            verdicts = Counter(task.score(problem, text)[1] for text in texts)
             rows.append({
-                "id": problem.id, "numbers": list(problem.numbers), "target": problem.target,
-                "n_numbers": problem.n_numbers, "difficulty": problem.difficulty(),
-                "n": n, "n_correct": verdicts["correct"], "n_answered": n - verdicts["no_answer"],
-                "verdicts": {v: verdicts.get(v, 0) for v in VERDICTS},
+                **task.record(problem),
+                "n": n, "n_correct": verdicts[CORRECT], "n_answered": n - verdicts[NO_ANSWER],
+                "verdicts": {v: verdicts.get(v, 0) for v in task.verdicts},
                 "mean_length": sum(len(c) for c in rollouts.completion_ids[group]) / n,
                 "n_calc": sum("<calc>" in t for t in texts),
                 "tool_calls": sum(rollouts.tool_calls[group]),
                 "tool_errors": sum(tool.errors(t) for t in tool_texts) if tool is not None else 0,
                 "completions": texts[:keep],
             })
-    return summarize(rows, [int(k) for k in eval_cfg["ks"]]), rows
+    return summarize(rows, [int(k) for k in eval_cfg["ks"]], task.verdicts, (task.level_column, task.level_block)), rows
 
 
 def write_eval(run_dir: str | Path, regime: str, summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> Path:
@@ -132,7 +138,10 @@ def format_summary(summary: Mapping[str, Any]) -> str:
     parts = [f"{key} {summary[key]:.3f}" for key in ("pass@1", "pass@16", "exact_pass@1", "mixed_fraction",
                                                       "coverage") if key in summary]
     by = "  ".join(f"{k}-number pass@1 {v.get('pass@1', v['exact_pass@1']):.3f}"
-                   for k, v in summary["by_operands"].items())
+                   for k, v in summary.get("by_operands", {}).items())
+    by = by or "  ".join(f"{name}/{k} pass@1 {v.get('pass@1', v['exact_pass@1']):.3f}"
+                         for name, blocks in summary.items() if name.startswith("by_") and isinstance(blocks, dict)
+                         for k, v in blocks.items())
     return ", ".join(parts) + (f"  |  {by}" if by else "")
 
 
@@ -142,14 +151,13 @@ def main(cfg: DictConfig) -> None:
     import contextlib
 
     from hydra.core.hydra_config import HydraConfig
-    from omegaconf import OmegaConf
 
     import ablate.device
     from ablate.models import load_model, load_tokenizer, resolve_path
     from ablate.ownership import RunOwned, owned
     from ablate.run_dir import RunStatus
     from ablate.stopping import stop_on_signals
-    from ablate.tasks.countdown import build_splits
+    from ablate.tasks import build_task
 
     if cfg.regime not in REGIMES:
         raise SystemExit(f"config error: regime={cfg.regime!r}: expected no_tool or tool (the tool of `tool=...` answers)")
@@ -175,10 +183,10 @@ def main(cfg: DictConfig) -> None:
         device = ablate.device.device(cfg.trainer)
         model.to(device)
         status.update(device=device)
-        reward = Reward.from_config(OmegaConf.to_container(cfg.reward, resolve=True))
-        splits = build_splits(cfg.task, pool_size=int(cfg.task.test_pool))
+        task = build_task(cfg)
+        splits = task.splits(pool_size=int(cfg.task.test_pool))
         tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if cfg.regime == REGIME_TOOL else None
-        summary, rows = evaluate(model, tokenizer, splits.test, cfg.model.template, reward, cfg.eval, int(cfg.seed),
+        summary, rows = evaluate(model, tokenizer, splits.test, cfg.model.template, task, cfg.eval, int(cfg.seed),
                                  tool, tool_cfg=cfg.tool)
         out = write_eval(run_dir, cfg.regime, summary, rows)
     print(f"eval [{cfg.regime}]: {format_summary(summary)}")

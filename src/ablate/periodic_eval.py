@@ -3,8 +3,8 @@
 Every N optimizer steps the policy samples `eval.val_n` completions for each prompt of the validation
 split (`eval.val_size` prompts, stratified by operand count, disjoint from the test split and from
 training: `build_splits(val_size=...)`) with the run's eval sampling, and the step's metrics.csv row
-gets `val/pass@1`, `val/coverage`, `val/no_answer_rate`, ... overall and per operand count
-(`val/by_operands/<n>/...`), plus `time/val_s`. The run's tool does not answer there, unless
+gets `val/pass@1`, `val/coverage`, `val/no_answer_rate`, ... overall and per report level of the task
+(Countdown: per operand count, `val/by_operands/<n>/...`), plus `time/val_s`. The run's tool does not answer there, unless
 `eval.val_regime` (by default: a tool whose format needs its replies, the solver oracle) says so. The row
 of step t describes the policy after step t's update (t + 1 updates), evaluated when t + 1 is a multiple
 of N and at the last step.
@@ -25,11 +25,11 @@ from typing import Any, Mapping, Sequence
 import lightning as L
 import numpy as np
 
-from ablate.tasks.countdown import Problem, Reward
+from ablate.tasks import Task
 
 log = logging.getLogger(__name__)
 
-# summary.json keys logged as val/<key> (and val/by_operands/<n>/<key>)
+# summary.json keys logged as val/<key> (and val/<level block>/<level>/<key>, e.g. val/by_operands/3/pass@1)
 VAL_KEYS = ("pass@1", "exact_pass@1", "coverage", "no_answer_rate", "mean_response_length")
 
 
@@ -41,8 +41,10 @@ def val_metrics(summary: Mapping[str, Any]) -> dict[str, float]:
         return out
 
     metrics = block(summary, "val/")
-    for n, b in summary["by_operands"].items():
-        metrics.update(block(b, f"val/by_operands/{n}/"))
+    for name, levels in summary.items():  # the report level's block (ablate.eval.summarize), if the task has one
+        if name.startswith("by_") and isinstance(levels, dict):
+            for n, b in levels.items():
+                metrics.update(block(b, f"val/{name}/{n}/"))
     return metrics
 
 
@@ -52,13 +54,13 @@ def val_generator_seed(seed: int, step: int) -> int:
 
 
 class ValidationCallback(L.Callback):
-    def __init__(self, problems: Sequence[Problem], tokenizer, template: str, reward: Reward,
+    def __init__(self, problems: Sequence[Any], tokenizer, template: str, task: Task,
                  eval_cfg: Mapping[str, Any], seed: int, every: int, max_steps: int, keep_checkpoints: Path | None = None,
                  tool_cfg: Mapping[str, Any] | None = None, tool=None):
         self.problems = list(problems)
         self.tokenizer = tokenizer
         self.template = template
-        self.reward = reward
+        self.task = task
         self.eval_cfg = {**dict(eval_cfg), "n": int(eval_cfg["val_n"]), "ks": [1], "save_completions": 0}
         self.seed, self.every, self.max_steps = seed, every, max_steps
         self.keep_checkpoints = keep_checkpoints
@@ -69,7 +71,8 @@ class ValidationCallback(L.Callback):
         return updates % self.every == 0 or updates == self.max_steps
 
     def columns(self) -> list[str]:
-        blocks = ["val/"] + [f"val/by_operands/{n}/" for n in sorted({p.n_numbers for p in self.problems})]
+        levels = sorted({self.task.level(p) for p in self.problems} - {None})
+        blocks = ["val/"] + [f"val/{self.task.level_block}/{n}/" for n in levels]
         return [f"{b}{key}" for b in blocks for key in VAL_KEYS] + ["time/val_s"]
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx) -> None:
@@ -84,7 +87,7 @@ class ValidationCallback(L.Callback):
         clock = time.monotonic()
         model = pl_module.model
         was_training = model.training
-        summary, _ = evaluate(model, self.tokenizer, self.problems, self.template, self.reward, self.eval_cfg,
+        summary, _ = evaluate(model, self.tokenizer, self.problems, self.template, self.task, self.eval_cfg,
                               val_generator_seed(self.seed, updates), self.tool, tool_cfg=self.tool_cfg,
                               progress=False)
         model.train(was_training)

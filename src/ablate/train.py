@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import hydra
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from ablate.config import CONF_DIR, torch_threads  # also registers the group schemas and resolvers before Hydra composes
 from ablate.checks import ConfigError, check_config
@@ -53,7 +53,7 @@ def _run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any]) -> Path:
     from ablate.models import load_model, load_tokenizer, parameter_count
     from ablate.rollout.tools import build_tool
     from ablate.run_dir import RunStatus, read_status
-    from ablate.tasks.countdown import Reward, build_splits
+    from ablate.tasks import build_task
 
     check_config(cfg)
     if global_rank() == 0:
@@ -80,11 +80,11 @@ def _run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any]) -> Path:
         status.timing("upstream_s", time.monotonic() - clock)
         L.seed_everything(int(cfg.seed), workers=True, verbose=False)
         clock = time.monotonic()
-        splits = build_splits(cfg.task, pool_size=int(cfg.stage.pool_size),
-                              val_size=int(cfg.eval.val_size) if cfg.eval.get("every") else 0)
+        task = build_task(cfg)  # task.name's registered task, scoring with the reward config
+        splits = task.splits(pool_size=int(cfg.stage.pool_size),
+                             val_size=int(cfg.eval.val_size) if cfg.eval.get("every") else 0)
         status.timing("data_s", time.monotonic() - clock)
         tokenizer = load_tokenizer(start)
-        reward = Reward.from_config(OmegaConf.to_container(cfg.reward, resolve=True))
         if model_exported(model_dir) and cfg.resume == "auto":
             log.info("stage already exported to %s; loading it", model_dir)
             model = AutoModelForCausalLM.from_pretrained(str(model_dir))
@@ -93,7 +93,7 @@ def _run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any]) -> Path:
             status.update(parameters=parameter_count(model), train_problems=len(splits.train),
                           test_problems=len(splits.test), init=start.get("name_or_path"))
             clock = time.monotonic()
-            fit_stage(cfg, model, tokenizer, splits, reward, run_dir, status, callbacks)
+            fit_stage(cfg, model, tokenizer, splits, task, run_dir, status, callbacks)
             status.timing("train_s", time.monotonic() - clock)
             if worker:
                 return run_dir
@@ -104,7 +104,7 @@ def _run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any]) -> Path:
                 continue
             clock = time.monotonic()
             tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if regime == REGIME_TOOL else None
-            summary, rows = evaluate(model, tokenizer, splits.test, cfg.model.template, reward, cfg.eval, int(cfg.seed),
+            summary, rows = evaluate(model, tokenizer, splits.test, cfg.model.template, task, cfg.eval, int(cfg.seed),
                                      tool, tool_cfg=cfg.tool)
             write_eval(run_dir, regime, summary, rows)
             status.timing(f"eval_{regime}_s", time.monotonic() - clock)

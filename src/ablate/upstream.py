@@ -112,7 +112,7 @@ def is_shipped(cfg: DictConfig, name: str) -> bool:
 
 
 def models_dir() -> Path:
-    from ablate.tasks.countdown.data import cache_dir
+    from ablate.cache import cache_dir
 
     return cache_dir() / "models"
 

@@ -104,6 +104,24 @@ class TaskConfig:
     file: FileTaskConfig = field(default_factory=FileTaskConfig)
 
 
+@dataclass
+class ReasoningGymTaskConfig:
+    """conf/task/<option>.yaml of a reasoning-gym task (ablate.tasks.reasoning_gym; its schema:
+    `defaults: [reasoning_gym_schema]`); the defaults are conf/task/chain_sum.yaml's values."""
+
+    name: str = "reasoning_gym"
+    dataset: str = "chain_sum"
+    config: Dict[str, Any] = field(default_factory=lambda: {"min_terms": 2, "max_terms": 3, "min_digits": 1,
+                                                            "max_digits": 2})  # the generator's own config fields
+    pool_size: int = 10000
+    data_seed: int = 0
+    test_size: int = 500
+    test_pool: int = 5000
+    test_seed: int = 1234
+    operands: Optional[str] = "num_terms"  # metadata field counting the operands: the report level (null: none)
+    prompt: str = "{expression} ="  # the compact template's prompt: a format string over question and metadata
+
+
 # --- stage: one schema per kind of stage (ipo is dpo with other values) --------------------------------
 
 @dataclass
@@ -354,6 +372,7 @@ SCHEMAS = [
     ("rollout", "hf_schema", HFRolloutConfig),
     ("rollout", "vllm_schema", VLLMRolloutConfig),
     ("task", "task_schema", TaskConfig),
+    ("task", "reasoning_gym_schema", ReasoningGymTaskConfig),
     ("stage", "sft_schema", SFTStageConfig),
     ("stage", "rloo_schema", RLOOStageConfig),
     ("stage", "preference_schema", PreferenceStageConfig),

@@ -18,9 +18,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
-from ablate.tasks.countdown import Problem
-
-from .difficulty import FIELDS, Levels, difficulty_levels
+from .difficulty import Levels, difficulty_levels, task_levels
 from .dots import DotsSampler
 from .replay import ReplayBuffer, ReplayGroup
 from .samplers import (SAMPLERS, FrontierReplaySampler, FrontierSampler, Sampler, StaticSampler, ThresholdSampler,
@@ -30,9 +28,9 @@ for _module in pkgutil.iter_modules(__path__):  # a sampler class registers itse
     importlib.import_module(f"{__name__}.{_module.name}")
 CURRICULA = tuple(SAMPLERS)  # the shipped ones; the checks read SAMPLERS, which later imports may extend
 
-__all__ = ["CURRICULA", "FIELDS", "SAMPLERS", "DotsSampler", "FrontierReplaySampler", "FrontierSampler", "Levels",
+__all__ = ["CURRICULA", "SAMPLERS", "DotsSampler", "FrontierReplaySampler", "FrontierSampler", "Levels",
            "ReplayBuffer", "ReplayGroup", "Sampler", "StaticSampler", "ThresholdSampler", "build_sampler",
-           "check_curriculum", "difficulty_levels", "engagement_warnings", "success_rates"]
+           "check_curriculum", "difficulty_levels", "engagement_warnings", "success_rates", "task_levels"]
 
 
 def engagement_warnings(kind: str, metrics) -> list[str]:
@@ -41,22 +39,25 @@ def engagement_warnings(kind: str, metrics) -> list[str]:
     return [warning] if warning else []
 
 
-def check_curriculum(c: Mapping[str, Any]) -> None:
-    """ValueError naming the key when a curriculum config cannot work (run before any compute)."""
+def check_curriculum(c: Mapping[str, Any], fields: Sequence[str] | None = None, task: str = "") -> None:
+    """ValueError naming the key when a curriculum config cannot work (run before any compute). `fields`:
+    the difficulty fields the run's task offers (`Task.difficulty_fields`; None: not checked here)."""
     kind = c.get("kind", "none")
     if kind not in SAMPLERS:
         raise ValueError(f"curriculum.kind={kind!r}: expected one of {tuple(SAMPLERS)}")
     d = c.get("difficulty", {})
-    if d.get("field", "n_numbers") not in FIELDS:
-        raise ValueError(f"curriculum.difficulty.field={d.get('field')!r}: expected one of {FIELDS}")
+    if fields is not None and d.get("field", "n_numbers") not in fields:
+        raise ValueError(f"curriculum.difficulty.field={d.get('field')!r}: expected one of {tuple(fields)}"
+                         + (f" (the difficulty fields of task={task})" if task else ""))
     SAMPLERS[kind].check(c)
 
 
-def build_sampler(c: Mapping[str, Any] | None, problems: Sequence[Problem], seed: int, max_steps: int,
-                  embed: Callable[[], torch.Tensor] | None = None) -> Sampler:
-    """The sampler a curriculum config describes (None: uniform). `embed` gives DOTS its prompt embeddings."""
+def build_sampler(c: Mapping[str, Any] | None, problems: Sequence[Any], seed: int, max_steps: int,
+                  embed: Callable[[], torch.Tensor] | None = None, *, task: Any) -> Sampler:
+    """The sampler a curriculum config describes (None: uniform) over `task`'s prompts `problems` (the task
+    gives their difficulty levels). `embed` gives DOTS its prompt embeddings."""
     c = dict(c or {"kind": "none"})
-    check_curriculum(c)
+    check_curriculum(c, tuple(task.difficulty_fields), task.name)
     d = c.get("difficulty", {})
-    levels = difficulty_levels(problems, d.get("field", "n_numbers"), int(d.get("bins", 3)))
+    levels = task_levels(task, problems, d.get("field", "n_numbers"), int(d.get("bins", 3)))
     return SAMPLERS[c.get("kind", "none")].from_config(c, levels, seed, max_steps, embed)

@@ -1,8 +1,10 @@
 """Difficulty levels of a prompt pool: the axis static, threshold and the logged mix share.
 
-`field=n_numbers`: one level per operand count (3 -> level 0, 4 -> level 1: paper 000's axis).
-`field=hardness` with `bins=b`: b quantile bins of the solver's search effort over the pool
-(b=3: paper 001's easy / medium / hard thirds). Level 0 is always the easiest.
+The task gives each prompt's value of `curriculum.difficulty.field` (`Task.difficulty`) and says how
+the field makes levels (`Task.difficulty_fields`): `levels`, one level per value (Countdown's
+`n_numbers`: 3 -> level 0, 4 -> level 1, paper 000's axis), or `quantiles`, `bins=b` equal-count bins
+(Countdown's `hardness`, the solver's search effort; b=3: paper 001's easy / medium / hard thirds).
+Level 0 is always the easiest.
 """
 
 from __future__ import annotations
@@ -12,10 +14,7 @@ from typing import Sequence
 
 import torch
 
-from ablate.tasks.countdown import Problem
-from ablate.tasks.countdown.solver import search_hardness
-
-FIELDS = ("n_numbers", "hardness")
+KINDS = ("levels", "quantiles")
 BIN_NAMES = {2: ("easy", "hard"), 3: ("easy", "medium", "hard")}
 
 
@@ -45,16 +44,24 @@ def quantile_levels(values: torch.Tensor, bins: int) -> torch.Tensor:
     return torch.bucketize(values.double(), edges, right=True)
 
 
-def difficulty_levels(problems: Sequence[Problem], field: str = "n_numbers", bins: int = 3) -> Levels:
-    if field == "n_numbers":
-        counts = torch.tensor([p.n_numbers for p in problems], dtype=torch.long)
-        values = sorted(set(counts.tolist()))
-        of = torch.bucketize(counts, torch.tensor(values), right=False)
-        return Levels(of, tuple(f"n{v}" for v in values))
-    if field == "hardness":
+def difficulty_levels(values: Sequence[int], kind: str = "levels", bins: int = 3) -> Levels:
+    """The levels of a pool whose prompts have difficulty `values` (a field of `kind`, see above)."""
+    if kind == "levels":
+        counts = torch.tensor(list(values), dtype=torch.long)
+        distinct = sorted(set(counts.tolist()))
+        of = torch.bucketize(counts, torch.tensor(distinct), right=False)
+        return Levels(of, tuple(f"n{v}" for v in distinct))
+    if kind == "quantiles":
         if bins < 2:
             raise ValueError(f"difficulty.bins={bins}: need at least 2 levels")
-        hardness = torch.tensor([p.hardness if p.hardness is not None else search_hardness(p.numbers, p.target)
-                                 for p in problems], dtype=torch.long)
-        return Levels(quantile_levels(hardness, bins), BIN_NAMES.get(bins, tuple(f"q{i}" for i in range(bins))))
-    raise ValueError(f"difficulty.field={field!r}: expected one of {FIELDS}")
+        effort = torch.tensor(list(values), dtype=torch.long)
+        return Levels(quantile_levels(effort, bins), BIN_NAMES.get(bins, tuple(f"q{i}" for i in range(bins))))
+    raise ValueError(f"difficulty kind {kind!r}: expected one of {KINDS}")
+
+
+def task_levels(task, problems: Sequence, field: str, bins: int = 3) -> Levels:
+    """The levels of a task's prompt pool by `curriculum.difficulty.field` (`Task.difficulty_fields`)."""
+    if field not in task.difficulty_fields:
+        raise ValueError(f"curriculum.difficulty.field={field!r}: expected one of {tuple(task.difficulty_fields)} "
+                         f"(the difficulty fields of task={task.name})")
+    return difficulty_levels(task.difficulty(problems, field), task.difficulty_fields[field], bins)

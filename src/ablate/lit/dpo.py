@@ -148,8 +148,8 @@ def check_stage(cfg) -> None:
     from omegaconf import OmegaConf
 
     from ablate.config import ConfigError, require
-    from ablate.lit.pairs import ORDERS, REJECTED_KINDS, SOURCES, check_stages
-    from ablate.tasks.countdown.traces import TRACE_STYLES
+    from ablate.lit.pairs import ORDERS, SOURCES, check_stages
+    from ablate.tasks import task_class
 
     s, p = cfg.stage, cfg.stage.pairs
     require(s.beta > 0, f"stage.beta={s.beta} must be > 0")
@@ -166,12 +166,16 @@ def check_stage(cfg) -> None:
             check_stages(OmegaConf.to_container(p.stages, resolve=True))
         except (ValueError, KeyError, TypeError) as err:
             raise ConfigError(f"stage.pairs.stages: {err}") from None
-    if p.source == "solver":
-        require(p.solver.trace in TRACE_STYLES,
-                f"stage.pairs.solver.trace={p.solver.trace!r}: expected one of {TRACE_STYLES}")
+    if p.source == "solver":  # the task's own pairs, from its solver (Task.solver_pairs)
+        task = task_class(cfg.task.name)
+        kinds = getattr(task, "pair_kinds", ())
+        require(bool(kinds), f"stage.pairs.source=solver: task={cfg.task.name} has no solver to make pairs; "
+                             "use stage.pairs.source=sampled (or file)")
+        styles = getattr(task, "pair_trace_styles", task.trace_styles)  # one style for every pair
+        require(p.solver.trace in styles, f"stage.pairs.solver.trace={p.solver.trace!r}: expected one of {styles}")
         mix = dict(p.solver.mix)
-        require(set(mix) <= set(REJECTED_KINDS) and all(float(v) >= 0 for v in mix.values()) and sum(mix.values()) > 0,
-                f"stage.pairs.solver.mix={mix}: fractions >= 0, not all 0, of the kinds {list(REJECTED_KINDS)}")
+        require(set(mix) <= set(kinds) and all(float(v) >= 0 for v in mix.values()) and sum(mix.values()) > 0,
+                f"stage.pairs.solver.mix={mix}: fractions >= 0, not all 0, of the kinds {list(kinds)}")
     elif p.source == "sampled":
         q = p.sampled
         require(q.n >= 2, f"stage.pairs.sampled.n={q.n}: pairs need at least 2 responses per prompt")

@@ -1,9 +1,10 @@
 """The RLOO stage: one training_step = one rollout batch (B prompts x k samples) = one optimizer step.
 
 Manual optimization: the batch is scored and its loss back-propagated in micro-batches before a
-single optimizer step, after which the rollout engine gets the new weights. The engine, the reward,
-the prompt sampler (`ablate.curriculum`) and the optional replay buffer are injected; this module
-imports none of them by name. A sampler that asks for a reference set (DOTS) gets it rolled out and
+single optimizer step, after which the rollout engine gets the new weights. The engine, the task
+(whose verifier scores the rollouts: `ablate.tasks.base.Task.score`), the prompt sampler
+(`ablate.curriculum`) and the optional replay buffer are injected; this module imports none of
+them by name. A sampler that asks for a reference set (DOTS) gets it rolled out and
 scored before the step's batch.
 
 Tools (paper 003): each rollout of step t gets the engine's tool with probability p_tool(t) (the
@@ -17,7 +18,7 @@ import contextlib
 import copy
 import dataclasses
 import time
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import lightning as L
 import numpy as np
@@ -32,7 +33,7 @@ from ablate.rollout import Rollouts, SamplingParams
 from ablate.rollout.schedules import ToolAvailability, p_tool
 from ablate.rollout.tools import TOOL_OFF, ToolPrompt
 from ablate.config.schemas import RLOOStageConfig, typed
-from ablate.tasks.countdown import VERDICTS, Problem
+from ablate.tasks import CORRECT, Task
 
 
 def reference_dtype(name: str) -> torch.dtype:
@@ -68,19 +69,20 @@ def pad_rollouts(rollouts: Rollouts, pad_id: int) -> dict[str, torch.Tensor]:
     return {"input_ids": ids, "attention_mask": attention, "loss_mask": loss_mask, "behaviour": behaviour}
 
 
-def operand_metrics(problems: Sequence[Problem], rewards: torch.Tensor, verdicts: Sequence[str],
-                    n_numbers_values: Sequence[int]) -> dict[str, float]:
-    """Training reward and verdict rates per operand count (`train/by_operands/3/reward_mean`,
-    `train/by_operands/3/verdict/correct`, ...); NaN for an operand count the batch did not draw, so a mean over
-    steps is a mean over the steps that trained on it. `rewards` is [prompts, k], verdicts prompt-major."""
+def level_metrics(levels: Sequence[Any], rewards: torch.Tensor, verdicts: Sequence[str], values: Sequence[Any],
+                  verdict_names: Sequence[str], block: str = "by_operands") -> dict[str, float]:
+    """Training reward and verdict rates per report level of the task (`levels`: each prompt's; Countdown's
+    is the operand count: `train/by_operands/3/reward_mean`, `train/by_operands/3/verdict/correct`, ...);
+    NaN for a level the batch did not draw, so a mean over steps is a mean over the steps that trained on
+    it. `rewards` is [prompts, k], verdicts prompt-major."""
     k = rewards.shape[1]
     out: dict[str, float] = {}
-    for n in n_numbers_values:
-        rows = [i for i, p in enumerate(problems) if p.n_numbers == n]
+    for n in values:
+        rows = [i for i, level in enumerate(levels) if level == n]
         mine = [v for i in rows for v in verdicts[i * k:(i + 1) * k]]
-        out[f"train/by_operands/{n}/reward_mean"] = rewards[rows].mean().item() if rows else float("nan")
-        for verdict in VERDICTS:
-            out[f"train/by_operands/{n}/verdict/{verdict}"] = sum(v == verdict for v in mine) / len(mine) if mine else float("nan")
+        out[f"train/{block}/{n}/reward_mean"] = rewards[rows].mean().item() if rows else float("nan")
+        for verdict in verdict_names:
+            out[f"train/{block}/{n}/verdict/{verdict}"] = sum(v == verdict for v in mine) / len(mine) if mine else float("nan")
     return out
 
 
@@ -98,7 +100,7 @@ class FreshGroups:
     everything generated (`seen`, which the step's reward and verdict metrics describe)."""
 
     indices: list[int]
-    problems: list[Problem]
+    problems: list[Any]
     rollouts: Rollouts
     rewards: torch.Tensor  # [prompts, k]
     verdicts: list[str]
@@ -173,8 +175,8 @@ class Collected:
 
 
 class RLOOModule(CompilableLearner, L.LightningModule):
-    def __init__(self, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problems: Sequence[Problem],
-                 template: str, engine: Any, reward: Callable, sampler: Any,
+    def __init__(self, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problems: Sequence[Any],
+                 template: str, engine: Any, task: Task, sampler: Any,
                  stage: RLOOStageConfig | Mapping[str, Any], seed: int, replay: Any = None,
                  tool: Mapping[str, Any] | None = None,
                  dynamic_sampling: Mapping[str, Any] | None = None):
@@ -192,17 +194,17 @@ class RLOOModule(CompilableLearner, L.LightningModule):
         self.problems = list(problems)
         self.template = template
         self.engine = engine
-        self.reward = reward
+        self.task = task
         self.sampler = sampler
         self.replay = replay
         self.dynamic = dict(dynamic_sampling or {"enabled": False})
-        self.n_numbers_values = sorted({p.n_numbers for p in self.problems})
+        self.levels = sorted({task.level(p) for p in self.problems} - {None})  # the report levels of the pool
         self.stage = stage
         self.params = SamplingParams(**dataclasses.asdict(stage.sampling))
         self.seed = seed
         self.rollout_generator = torch.Generator().manual_seed(seed)
         self.tool = dict(tool or TOOL_OFF)
-        self.prompt = ToolPrompt(self.tool, template, tokenizer)  # the tool decorates the prompts
+        self.prompt = ToolPrompt(self.tool, template, tokenizer, task)  # the tool decorates the task's prompts
         self.availability = ToolAvailability(availability_seed(seed))
         self.timer = PhaseTimer()  # a new one each step
         self.p_available = 0.0
@@ -241,16 +243,15 @@ class RLOOModule(CompilableLearner, L.LightningModule):
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
         return [optimizer], [schedule]
 
-    def _score(self, problems: Sequence[Problem], rollouts: Rollouts) -> tuple[torch.Tensor, list[str]]:
+    def _score(self, problems: Sequence[Any], rollouts: Rollouts) -> tuple[torch.Tensor, list[str]]:
         rewards, verdicts = [], []
         for i, text in enumerate(rollouts.texts):
-            problem = problems[i // rollouts.k]
-            value, judgement = self.reward(text, problem.numbers, problem.target)
+            value, verdict = self.task.score(problems[i // rollouts.k], text)
             rewards.append(value)
-            verdicts.append(judgement.verdict.value)
+            verdicts.append(verdict)
         return torch.tensor(rewards, dtype=torch.float32).view(len(problems), rollouts.k), verdicts
 
-    def _generate(self, indices: Sequence[int]) -> tuple[list[Problem], Rollouts, list[bool], float]:
+    def _generate(self, indices: Sequence[int]) -> tuple[list[Any], Rollouts, list[bool], float]:
         problems = [self.problems[i] for i in indices]
         k = self.stage.k
         p_available = p_tool(self.global_step, self.stage.max_steps, self.tool)
@@ -283,13 +284,13 @@ class RLOOModule(CompilableLearner, L.LightningModule):
             return seen, seen, {}
         parts, batches = [seen], 1
         before = self.timer.seconds["generate"]
-        informative = informative_groups(torch.tensor([v == "correct" for v in seen.verdicts]).view(-1, seen.rollouts.k))
+        informative = informative_groups(torch.tensor([v == CORRECT for v in seen.verdicts]).view(-1, seen.rollouts.k))
         while int(informative.sum()) < n and batches < int(self.dynamic["max_gen_batches"]):
             more = self._roll_out(n, step)
             parts.append(more)
             batches += 1
             informative = torch.cat([informative, informative_groups(
-                torch.tensor([v == "correct" for v in more.verdicts]).view(-1, more.rollouts.k))])
+                torch.tensor([v == CORRECT for v in more.verdicts]).view(-1, more.rollouts.k))])
         seen = FreshGroups.concat(parts)
         good = torch.nonzero(informative).flatten().tolist()[:n]
         filler = torch.nonzero(~informative).flatten().tolist()[:n - len(good)]
@@ -413,8 +414,9 @@ class RLOOModule(CompilableLearner, L.LightningModule):
         })
         metrics.update(self.sampler.metrics())
         metrics.update(collected.metrics)
-        for n in self.n_numbers_values:  # the difficulty mix of the fresh prompts, comparable across samplers
-            metrics[f"curriculum/frac_n{n}"] = sum(p.n_numbers == n for p in problems) / max(len(problems), 1)
+        levels = [self.task.level(p) for p in problems]
+        for n in self.levels:  # the difficulty mix of the fresh prompts, comparable across samplers
+            metrics[f"curriculum/frac_n{n}"] = sum(level == n for level in levels) / max(len(problems), 1)
         n_rollouts = len(seen.rollouts.texts)
         metrics.update({
             "tool/p_available": collected.p_available,
@@ -422,9 +424,10 @@ class RLOOModule(CompilableLearner, L.LightningModule):
             "tool/calls_per_rollout": sum(seen.rollouts.tool_calls) / n_rollouts if seen.rollouts.tool_calls else 0.0,
             "tool/calc_emission_rate": sum("<calc>" in text for text in seen.rollouts.texts) / n_rollouts,
         })
-        for verdict in VERDICTS:  # correct rate, no-answer rate, ... (fractions of samples)
+        for verdict in self.task.verdicts:  # correct rate, no-answer rate, ... (fractions of samples)
             metrics[f"train/verdict/{verdict}"] = sum(v == verdict for v in verdicts) / len(verdicts)
-        metrics.update(operand_metrics(problems, seen.rewards, verdicts, self.n_numbers_values))
+        metrics.update(level_metrics(levels, seen.rewards, verdicts, self.levels, self.task.verdicts,
+                                     self.task.level_block))
         generated = sum(len(c) for c in seen.rollouts.completion_ids)
         metrics.update(self.timer.metrics())
         metrics["time/generate_tokens_per_s"] = generated / max(self.timer.seconds["generate"], 1e-9)

@@ -50,10 +50,11 @@ class SFTModule(CompilableLearner, L.LightningModule):
 def check_stage(cfg) -> None:
     """`stage=sft` config: ConfigError naming the key and the fix."""
     from ablate.config import require
-    from ablate.tasks.countdown.traces import SFT_STYLES
+    from ablate.tasks import task_class
 
     s = cfg.stage
-    require(s.trace in SFT_STYLES, f"stage.trace={s.trace!r}: expected one of {SFT_STYLES}")
+    styles = task_class(cfg.task.name).trace_styles  # the task makes the traces
+    require(s.trace in styles, f"stage.trace={s.trace!r}: expected one of {styles} (the traces task={cfg.task.name} offers)")
     for key in ("batch_size", "max_steps", "max_length", "pool_size", "checkpoint_every"):
         require(s[key] >= 1, f"stage.{key}={s[key]} must be >= 1")
     require(0 <= s.warmup_steps < s.max_steps,

@@ -1,4 +1,5 @@
-"""SFT data: solver traces rendered in the model's template, tokenized with a loss mask."""
+"""SFT data: the task's traces (`Task.sft_segments`) after its prompts in the model's template, tokenized
+with a loss mask."""
 
 from __future__ import annotations
 
@@ -12,10 +13,6 @@ from transformers import PreTrainedTokenizerBase
 
 from ablate.objectives import IGNORE
 from ablate.padding import attention_mask, right_pad
-from ablate.tasks.countdown import Problem
-from ablate.tasks.countdown.oracle_traces import oracle_trajectory
-from ablate.tasks.countdown.prompts import OracleFormat
-from ablate.tasks.countdown.traces import sft_response, trace_style
 
 
 def tool_output_mask(ids: Sequence[int], open_id: int | None, close_id: int | None) -> list[bool]:
@@ -34,21 +31,23 @@ def tool_output_mask(ids: Sequence[int], open_id: int | None, close_id: int | No
 
 
 class TraceDataset(Dataset):
-    """Item i is problem i with a fresh random solution path on every access (a new trace each
-    epoch), seeded by (seed, i, access count) so runs repeat exactly.
+    """Item i is problem i of `task` with a fresh random trace on every access (a new solution path each
+    epoch, for a task whose traces vary), seeded by (seed, i, access count) so runs repeat exactly.
 
     `tool_cfg`: the run's `tool` config, whose tool decorates the prompts as for a rollout it answers
     (calc traces) or not (`ablate.rollout.tools.ToolPrompt`; None: no decoration but the oracle's format).
     `style="oracle"`: paper 004's solver trajectories; `oracle` holds their `mistake_rate` and
-    `max_messages`. Their tool lines are tokenized piece by piece, as the rollout loop splices
-    them in, so the mask comes from the pieces' token ids.
+    `max_messages`. A trace comes as pieces (`Task.sft_segments`), each tokenized on its own, as the
+    rollout loop splices tool answers in, so the mask comes from the pieces' token ids (plus any
+    `<result>` span: the calculator's answers).
     """
 
-    def __init__(self, problems: Sequence[Problem], tokenizer: PreTrainedTokenizerBase, template: str,
+    def __init__(self, task: Any, problems: Sequence[Any], tokenizer: PreTrainedTokenizerBase, template: str,
                  style: str, seed: int, max_length: int, tool_cfg: Mapping[str, Any] | None = None,
                  oracle: Mapping[str, Any] | None = None):
         from ablate.rollout.tools import ToolPrompt
 
+        self.task = task
         self.problems = list(problems)
         self.tokenizer = tokenizer
         self.template = template
@@ -56,9 +55,8 @@ class TraceDataset(Dataset):
         self.seed = seed
         self.max_length = max_length
         tool_cfg = tool_cfg or {"kind": "oracle" if style == "oracle" else "calculator", "prompt": "never"}
-        self.prompt = ToolPrompt(tool_cfg, template, tokenizer)
+        self.prompt = ToolPrompt(tool_cfg, template, tokenizer, task)
         self.oracle = dict(oracle or {"mistake_rate": 0.05, "max_messages": 20})
-        self.format = OracleFormat(compact=template == "compact")
         self.draws = [0] * len(self.problems)
         vocab = tokenizer.get_vocab()
         self.result_ids = (vocab.get("<result>"), vocab.get("</result>"))
@@ -66,20 +64,23 @@ class TraceDataset(Dataset):
     def _ids(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
-    def response(self, problem: Problem, rng: random.Random, style: str) -> tuple[list[int], list[bool]]:
-        """Token ids of one trace (eos included) and which of them the tool wrote."""
-        if style == "oracle":
-            trajectory = oracle_trajectory(problem, rng, float(self.oracle["mistake_rate"]),
-                                           int(self.oracle["max_messages"]))
-            ids, tool = [], []
-            for text, by_tool in trajectory.segments(self.format):
-                piece = self._ids(text)
-                ids += piece
-                tool += [by_tool] * len(piece)
-            return ids + [self.tokenizer.eos_token_id], tool + [False]
-        ids = self._ids(sft_response(problem, rng, style, compact=self.template == "compact"))
+    def response(self, problem: Any, rng: random.Random, style: str) -> tuple[list[int], list[bool]]:
+        """Token ids of one trace in `style` (eos included) and which of them a tool wrote."""
+        ids: list[int] = []
+        tool: list[bool] = []
+        for text, by_tool in self.task.sft_segments(problem, rng, style, self.template == "compact", self.oracle):
+            piece = self._ids(text)
+            ids += piece
+            tool += [by_tool] * len(piece)
         ids.append(self.tokenizer.eos_token_id)
-        return ids, tool_output_mask(ids, *self.result_ids)
+        tool.append(False)
+        return ids, [t or r for t, r in zip(tool, tool_output_mask(ids, *self.result_ids))]
+
+    def trace_style(self, rng: random.Random) -> str:
+        """The style of one trace: the task's draw for a style that varies per trace (`Task.trace_style`,
+        e.g. Countdown's `mixed`: calc or plain), else `stage.trace` itself."""
+        draw = getattr(self.task, "trace_style", None)
+        return draw(self.style, rng) if draw is not None else self.style
 
     def __len__(self) -> int:
         return len(self.problems)
@@ -88,7 +89,7 @@ class TraceDataset(Dataset):
         problem = self.problems[index]
         rng = random.Random(f"{self.seed}-{index}-{self.draws[index]}")
         self.draws[index] += 1
-        style = trace_style(self.style, rng)  # mixed: this trace's draw; other styles draw nothing
+        style = self.trace_style(rng)  # Countdown's mixed: this trace's draw; other styles draw nothing
         prompt = self.prompt.ids(problem, available=style == "calc")  # calc traces: the tool answered
         response, tool = self.response(problem, rng, style)
         labels = [IGNORE] * len(prompt) + [IGNORE if t else r for r, t in zip(response, tool)]
@@ -103,11 +104,11 @@ def pad_batch(items: Sequence[dict[str, list[int]]], pad_id: int) -> dict[str, t
 
 
 class SFTDataModule(L.LightningDataModule):
-    def __init__(self, problems: Sequence[Problem], tokenizer: PreTrainedTokenizerBase, template: str, style: str,
-                 batch_size: int, seed: int, max_length: int, tool_cfg: Mapping[str, Any] | None = None,
+    def __init__(self, task: Any, problems: Sequence[Any], tokenizer: PreTrainedTokenizerBase, template: str,
+                 style: str, batch_size: int, seed: int, max_length: int, tool_cfg: Mapping[str, Any] | None = None,
                  oracle: Mapping[str, Any] | None = None):
         super().__init__()
-        self.dataset = TraceDataset(problems, tokenizer, template, style, seed, max_length, tool_cfg, oracle)
+        self.dataset = TraceDataset(task, problems, tokenizer, template, style, seed, max_length, tool_cfg, oracle)
         self.batch_size = batch_size
         self.seed = seed
         self.pad_id = tokenizer.pad_token_id

@@ -17,7 +17,6 @@ from transformers import (AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, 
                           PreTrainedTokenizerFast)
 
 from ablate.padding import attention_mask, right_pad
-from ablate.tasks.countdown import Problem, calculator_messages, compact_prompt, oracle_messages, tinyzero_messages
 
 from .tokenizer import load_tiny_tokenizer
 
@@ -69,20 +68,16 @@ def load_model(model_cfg: Mapping[str, Any], tokenizer: PreTrainedTokenizerBase)
     return Qwen2ForCausalLM(config)
 
 
-def prompt_text(problem: Problem, template: str, tokenizer: PreTrainedTokenizerBase, calculator: bool = False,
+def prompt_text(task: Any, problem: Any, template: str, tokenizer: PreTrainedTokenizerBase, calculator: bool = False,
                 oracle: bool = False) -> str:
-    """The prompt as text: the compact template for the tiny model, else the tokenizer's chat
-    template around TinyZero's messages. `calculator`: with the calculator preamble (D.2's 2-shot
-    system prompt; the compact template's leading `<calc>`). `oracle`: paper 004's search prompt
-    (the compact template is the same for it: the first model line restates the numbers)."""
-    if template == "compact":
-        return compact_prompt(problem.numbers, problem.target, calculator=calculator and not oracle)
-    if template not in ("tinyzero", "calculator"):
-        raise ValueError(f"model.template={template!r}: expected compact, tinyzero or calculator")
-    build = (oracle_messages if oracle else calculator_messages if calculator or template == "calculator"
-             else tinyzero_messages)
-    return tokenizer.apply_chat_template(build(problem.numbers, problem.target), tokenize=False,
-                                         add_generation_prompt=True)
+    """The prompt of `problem` as text: the task renders it (`Task.render`: plain text for the compact
+    template of the tiny model, else chat messages, which the tokenizer's chat template turns into text).
+    `calculator`: with the calculator preamble; `oracle`: the solver oracle's search prompt (the tools
+    a task offers)."""
+    rendered = task.render(problem, template, calculator=calculator, oracle=oracle)
+    if isinstance(rendered, str):
+        return rendered
+    return tokenizer.apply_chat_template(rendered, tokenize=False, add_generation_prompt=True)
 
 
 def encode_prompt(text: str, tokenizer: PreTrainedTokenizerBase) -> list[int]:

@@ -21,12 +21,13 @@ def preference_stages() -> tuple[str, ...]:
     return tuple(PREFERENCE_LOSSES)
 
 
-def build_pairs(cfg: DictConfig, model, tokenizer, train_problems, reward) -> list:
+def build_pairs(cfg: DictConfig, model, tokenizer, train_problems, task) -> list:
     """The preference pairs `stage.pairs` describes (ablate.lit.pairs), from the first
-    `stage.pairs.n_prompts` training problems; `sampled` samples from `model` (the starting policy)."""
+    `stage.pairs.n_prompts` training problems; `sampled` samples from `model` (the starting policy) and
+    scores with the task, `solver` asks the task's solver (`Task.solver_pairs`)."""
     import torch
 
-    from ablate.lit.pairs import load_pairs, sampled_pairs, solver_pairs
+    from ablate.lit.pairs import load_pairs, sampled_pairs
     from ablate.models import encode_prompt, prompt_text
     from ablate.rollout import SamplingParams
     from ablate.rollout.hf import HFEngine
@@ -36,25 +37,26 @@ def build_pairs(cfg: DictConfig, model, tokenizer, train_problems, reward) -> li
     if p.source == "file":
         return load_pairs(str(p.file.path))
     problems = list(train_problems[: p.n_prompts])
-    prompts = [prompt_text(problem, cfg.model.template, tokenizer) for problem in problems]
+    prompts = [prompt_text(task, problem, cfg.model.template, tokenizer) for problem in problems]
     if p.source == "solver":
-        return solver_pairs(problems, prompts, dict(p.solver.mix), int(cfg.seed), p.solver.trace,
-                            compact=cfg.model.template == "compact")
+        return task.solver_pairs(problems, prompts, dict(p.solver.mix), int(cfg.seed), p.solver.trace,
+                                 compact=cfg.model.template == "compact")
     q = p.sampled
     # The tool (any kind) answers while sampling when its schedule is `on`; the prompts are decorated as in
     # the no_tool regime, since the pairs' prompts are what the stage trains and is evaluated on.
     tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if cfg.tool.schedule == "on" else None
-    prompts = [ToolPrompt(cfg.tool, cfg.model.template, tokenizer).text(problem, available=False) for problem in problems]
+    prompts = [ToolPrompt(cfg.tool, cfg.model.template, tokenizer, task).text(problem, available=False)
+               for problem in problems]
     engine = HFEngine(model, tokenizer, batch_size=cfg.rollout.batch_size, tool=tool)
     params = SamplingParams(temperature=q.temperature, top_p=q.top_p, top_k=q.top_k,
                             max_new_tokens=q.max_new_tokens)
     generator = torch.Generator().manual_seed(int(cfg.seed))
     return sampled_pairs(problems, prompts, [encode_prompt(t, tokenizer) for t in prompts], engine, params, q.n,
-                         reward, q.margin, q.max_pairs_per_prompt, generator,
+                         task, q.margin, q.max_pairs_per_prompt, generator,
                          chunk=max(1, cfg.rollout.batch_size // q.n), progress=True)
 
 
-def pairs_and_reference(cfg: DictConfig, model, tokenizer, train_problems, reward, run_dir: Path, status):
+def pairs_and_reference(cfg: DictConfig, model, tokenizer, train_problems, task, run_dir: Path, status):
     """The pairs, encoded, and their reference log-probs [P, 2]: built (and saved to <run>/pairs.jsonl)
     or, on resume, reloaded from there."""
     import json
@@ -73,7 +75,7 @@ def pairs_and_reference(cfg: DictConfig, model, tokenizer, train_problems, rewar
         return pairs, [encode_pair(pair, tokenizer, s.max_length) for pair in pairs], reference
     model.to(device(cfg.trainer))  # sampling and the reference pass; Lightning keeps it there
     clock = time.monotonic()
-    pairs = build_pairs(cfg, model, tokenizer, train_problems, reward)
+    pairs = build_pairs(cfg, model, tokenizer, train_problems, task)
     if not pairs:
         raise RuntimeError(f"stage.pairs.source={s.pairs.source} made no pairs from {s.pairs.n_prompts} prompts "
                            "(sampled: no prompt had a reward gap >= stage.pairs.sampled.margin; raise "
@@ -97,7 +99,7 @@ def pairs_and_reference(cfg: DictConfig, model, tokenizer, train_problems, rewar
     return pairs, encoded, reference
 
 
-def fit_preference(cfg: DictConfig, model, tokenizer, splits, reward, run_dir: Path, status=None,
+def fit_preference(cfg: DictConfig, model, tokenizer, splits, task, run_dir: Path, status=None,
                    callbacks=()) -> None:
     """DPO/IPO: build the pairs (or reload them on resume), compute the reference log-probs once,
     save both to <run>/pairs.jsonl, then fit."""
@@ -107,9 +109,9 @@ def fit_preference(cfg: DictConfig, model, tokenizer, splits, reward, run_dir: P
     from ablate.lit.pairs import order_pairs
 
     s = cfg.stage
-    pairs, encoded, reference = pairs_and_reference(cfg, model, tokenizer, splits.train, reward, run_dir, status)
+    pairs, encoded, reference = pairs_and_reference(cfg, model, tokenizer, splits.train, task, run_dir, status)
     if cfg.get("curriculum"):  # curriculum=static stage=ipo: the curriculum's stages order the pairs
-        stages = pair_stages(OmegaConf.to_container(cfg.curriculum, resolve=True), splits.train)
+        stages = pair_stages(OmegaConf.to_container(cfg.curriculum, resolve=True), splits.train, task)
     elif s.pairs.order == "static":
         stages = OmegaConf.to_container(s.pairs.stages, resolve=True)
     else:
@@ -121,9 +123,10 @@ def fit_preference(cfg: DictConfig, model, tokenizer, splits, reward, run_dir: P
         gradient_clip=s.grad_clip, callbacks=callbacks)
 
 
-def pair_stages(curriculum: dict, problems) -> list[dict]:
-    """A static curriculum's stages (levels of n_numbers) as `order_pairs` stages (n_numbers values)."""
-    values = sorted({p.n_numbers for p in problems})
+def pair_stages(curriculum: dict, problems, task) -> list[dict]:
+    """A static curriculum's stages (levels of n_numbers) as `order_pairs` stages (n_numbers values: a
+    pair's is its prompt's report level, `task.level`)."""
+    values = sorted({task.level(p) for p in problems})
     return [{"until": float(stage["until"]), "n_numbers": [values[level] for level in stage["levels"]]}
             for stage in curriculum["stages"]]
 

@@ -17,7 +17,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from ablate.config import ConfigError
 
-# fit(cfg, model, tokenizer, splits, reward, run_dir, status, callbacks): train `model` in place.
+# fit(cfg, model, tokenizer, splits, task, run_dir, status, callbacks): train `model` in place on the run's
+# task (`ablate.tasks.Task`: its splits, prompts, scoring and traces).
 Fit = Callable[..., None]
 
 

@@ -30,7 +30,7 @@ def build_engine(cfg: DictConfig, model, tokenizer, tool):
     return HFEngine(model, tokenizer, batch_size=r.batch_size, tool=tool)
 
 
-def fit_rloo(cfg: DictConfig, model, tokenizer, splits, reward, run_dir: Path, status=None, callbacks=()) -> None:
+def fit_rloo(cfg: DictConfig, model, tokenizer, splits, task, run_dir: Path, status=None, callbacks=()) -> None:
     from torch.utils.data import DataLoader
 
     from ablate.curriculum import ReplayBuffer, build_sampler
@@ -42,10 +42,10 @@ def fit_rloo(cfg: DictConfig, model, tokenizer, splits, reward, run_dir: Path, s
     engine = build_engine(cfg, model, tokenizer, tool)
     curriculum = OmegaConf.to_container(cfg.curriculum, resolve=True) if cfg.get("curriculum") else None
     sampler = build_sampler(curriculum, train_problems, int(cfg.seed), s.max_steps,
-                            embed=lambda: prompt_embeddings(cfg, model, tokenizer, train_problems))
+                            embed=lambda: prompt_embeddings(cfg, model, tokenizer, train_problems, task), task=task)
     replay = (ReplayBuffer(int(cfg.replay.capacity), float(cfg.replay.fresh_fraction), int(cfg.seed))
               if cfg.replay.enabled else None)
-    module = RLOOModule(model, tokenizer, train_problems, cfg.model.template, engine, reward, sampler,
+    module = RLOOModule(model, tokenizer, train_problems, cfg.model.template, engine, task, sampler,
                         s, int(cfg.seed), replay=replay,
                         tool=OmegaConf.to_container(cfg.tool, resolve=True),
                         dynamic_sampling=OmegaConf.to_container(cfg.dynamic_sampling, resolve=True))
@@ -59,12 +59,12 @@ def fit_rloo(cfg: DictConfig, model, tokenizer, splits, reward, run_dir: Path, s
         record_engagement(cfg, run_dir, status)
 
 
-def prompt_embeddings(cfg: DictConfig, model, tokenizer, problems):
+def prompt_embeddings(cfg: DictConfig, model, tokenizer, problems, task):
     """DOTS's prompt embeddings: the starting policy's (curriculum.embedding=policy) or a Hugging Face
     encoder's mean-pooled last hidden state over each training prompt, computed once."""
     from ablate.models import encode_prompt, mean_pooled_embeddings, prompt_text
 
-    texts = [prompt_text(p, cfg.model.template, tokenizer) for p in problems]
+    texts = [prompt_text(task, p, cfg.model.template, tokenizer) for p in problems]
     name = cfg.curriculum.embedding  # only DOTS asks for embeddings, and its schema has the key
     if name == "policy":
         return mean_pooled_embeddings(model, [encode_prompt(t, tokenizer) for t in texts], tokenizer.pad_token_id)

@@ -12,14 +12,14 @@ from ablate.config.schemas import SFTStageConfig
 from ablate.stages.registry import Stage, register
 
 
-def fit_sft(cfg: DictConfig, model, tokenizer, splits, reward, run_dir: Path, status=None, callbacks=()) -> None:
+def fit_sft(cfg: DictConfig, model, tokenizer, splits, task, run_dir: Path, status=None, callbacks=()) -> None:
     from ablate.lit.sft import SFTModule
     from ablate.lit.sft_data import SFTDataModule, sft_tool_inputs
 
     s = cfg.stage
     inputs = sft_tool_inputs(s, cfg.tool)
     oracle = {key: inputs[key] for key in ("mistake_rate", "max_messages")} if s.trace == "oracle" else None
-    data = SFTDataModule(splits.train, tokenizer, cfg.model.template, s.trace, s.batch_size, int(cfg.seed),
+    data = SFTDataModule(task, splits.train, tokenizer, cfg.model.template, s.trace, s.batch_size, int(cfg.seed),
                          s.max_length, tool_cfg=cfg.tool, oracle=oracle)
     module = SFTModule(model, lr=s.lr, weight_decay=s.weight_decay, warmup_steps=s.warmup_steps,
                        total_steps=s.max_steps, min_lr_ratio=s.min_lr_ratio)

@@ -36,7 +36,7 @@ def starting_model_config(cfg: DictConfig, run: Callable[[DictConfig, Path], Any
     return model
 
 
-def validation_callbacks(cfg: DictConfig, val_problems, tokenizer, reward, run_dir: Path) -> list:
+def validation_callbacks(cfg: DictConfig, val_problems, tokenizer, task, run_dir: Path) -> list:
     """`eval.every=N`: held-out evaluation every N steps (ablate.periodic_eval); none otherwise."""
     if not cfg.eval.get("every"):
         return []
@@ -45,7 +45,7 @@ def validation_callbacks(cfg: DictConfig, val_problems, tokenizer, reward, run_d
 
     keep = run_dir / "checkpoints" if cfg.checkpoint.keep_evaluated else None
     tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if validation_regime(cfg) == REGIME_TOOL else None
-    return [ValidationCallback(val_problems, tokenizer, cfg.model.template, reward,
+    return [ValidationCallback(val_problems, tokenizer, cfg.model.template, task,
                                OmegaConf.to_container(cfg.eval, resolve=True), int(cfg.seed), int(cfg.eval.every),
                                cfg.stage.max_steps, keep, tool_cfg=cfg.tool, tool=tool)]
 
@@ -66,15 +66,16 @@ def validation_regime(cfg: DictConfig) -> str:
     regime = cfg.eval.val_regime
     if regime != "auto":
         return regime
-    from ablate.rollout.tools import TOOLS
+    from ablate.rollout.tools import tool_classes
 
-    tool_class = TOOLS.get(cfg.tool.kind)
+    tool_class = tool_classes().get(cfg.tool.kind)
     on = cfg.tool.schedule != "off" and getattr(tool_class, "validates_with_tool", False)
     return REGIME_TOOL if on else REGIME_NO_TOOL
 
 
-def fit_stage(cfg: DictConfig, model, tokenizer, splits, reward, run_dir: Path, status, extra_callbacks=()) -> None:
-    """Train the stage `stage.name` on `model` (in place), with `eval.every`'s validation callback and
-    `extra_callbacks` (Lightning callbacks of the caller's, e.g. a bench's step timings)."""
-    callbacks = [*validation_callbacks(cfg, splits.val, tokenizer, reward, run_dir), *extra_callbacks]
-    stage_of(cfg.stage.name).fit(cfg, model, tokenizer, splits, reward, run_dir, status, callbacks)
+def fit_stage(cfg: DictConfig, model, tokenizer, splits, task, run_dir: Path, status, extra_callbacks=()) -> None:
+    """Train the stage `stage.name` on `model` (in place) on the run's `task` (`ablate.tasks.build_task`), with
+    `eval.every`'s validation callback and `extra_callbacks` (Lightning callbacks of the caller's, e.g. a
+    bench's step timings)."""
+    callbacks = [*validation_callbacks(cfg, splits.val, tokenizer, task, run_dir), *extra_callbacks]
+    stage_of(cfg.stage.name).fit(cfg, model, tokenizer, splits, task, run_dir, status, callbacks)

@@ -18,7 +18,7 @@ KS = (1, 2, 4, 8, 16)
 # are shown next to the recomputed ones (`reported`); as both come from ablate.metrics' one table, a
 # difference above AGREEMENT_TOL means the files disagree (summary.json edited or from another version).
 _NOT_SUMMARY_METRICS = re.compile(
-    r"^(regime|n_prompts|n_samples|verdicts/.*|verdict_rate/.*|by_operands/[^/]+/(n_prompts|n_samples))$")
+    r"^(regime|n_prompts|n_samples|verdicts/.*|verdict_rate/.*|by_[^/]+/[^/]+/(n_prompts|n_samples))$")
 AGREEMENT_TOL = 1e-4
 
 
@@ -45,7 +45,8 @@ class MetricBlock:
 
 def prompt_metrics(t: PromptTable, ks: Sequence[int] = KS) -> MetricBlock:
     """Every metric of `ablate.metrics.prompt_ratios` (the table evaluation sums into summary.json) as
-    per-prompt num/den, and by_operands/<j>/<metric> for the prompts with j numbers."""
+    per-prompt num/den, and <level block>/<j>/<metric> for the prompts at report level j (Countdown:
+    by_operands/<j>/, the prompts with j numbers)."""
     names, nums, dens, wilson = [], [], [], []
     n, c = t.cols["n"], t.cols["n_correct"]
     # with the same n for every prompt, the mean of c/n is the sample success rate: Wilson applies
@@ -54,7 +55,7 @@ def prompt_metrics(t: PromptTable, ks: Sequence[int] = KS) -> MetricBlock:
     masks = [(None, None)]
     if "n_numbers" in t.cols:
         # restricting a ratio of sums to a subset of prompts = zeroing the others' terms
-        masks += [(f"by_operands/{j}/", (t.cols["n_numbers"] == j).astype(np.float64))
+        masks += [(f"{t.level_block}/{j}/", (t.cols["n_numbers"] == j).astype(np.float64))
                   for j in sorted(set(t.cols["n_numbers"].astype(int).tolist()))]
     for prefix, mask in masks:
         for name, num, den, kind, repeated in ratios:
@@ -95,7 +96,7 @@ def metric_sort_key(name: str):
     if name in order:
         return (1, order.index(name), name)
     parts = name.split("/")
-    if parts[0] == "by_operands" and len(parts) == 3:
+    if parts[0].startswith("by_") and len(parts) == 3:
         return (3, int(parts[1]) if parts[1].isdigit() else 0, metric_sort_key(parts[2]), name)
     for rank, pre in enumerate(["verdict_rate/", "tool/"]):
         if name.startswith(pre):

@@ -13,17 +13,9 @@ from typing import Sequence
 import numpy as np
 import yaml
 
-from ablate.stats.runs import (
-    RUN_MARKER,
-    PromptTable,
-    RegimeEval,
-    Run,
-    StatsInputError,
-    Sweep,
-    find_run_dirs,
-    normalise_override,
-    split_overrides,
-)
+from ablate.stats.runs import (RUN_MARKER, PromptTable, RegimeEval, Run, StatsInputError, Sweep, find_run_dirs,
+                               normalise_override, split_overrides, task_level)
+from ablate.tasks.base import OPERANDS
 
 
 def _read(path: Path, issues: list[str], what: str, parse=json.loads):
@@ -72,7 +64,7 @@ def _n_numbers(row: dict) -> int | None:
     return len(nums) if isinstance(nums, list) else None
 
 
-def load_samples(path: Path, issues: list[str], what: str) -> PromptTable | None:
+def load_samples(path: Path, issues: list[str], what: str, level: tuple[str, str] = OPERANDS) -> PromptTable | None:
     """Read samples.jsonl with pandas and check it against its schema (id; whole n >= 1; 0 <= n_correct
     <= n; 0 <= n_answered <= n when given). Lines that fail are skipped and named (line numbers) in
     `issues`, so are lines that are not JSON objects (a crashed run's truncated last line)."""
@@ -94,10 +86,10 @@ def load_samples(path: Path, issues: list[str], what: str) -> PromptTable | None
     if not good:
         issues.append(f"{what}: no usable prompt lines")
         return None
-    cols = _columns(good)
+    cols = _columns(good, level[0])
     if "n_answered" in cols and np.any(cols["n_correct"] > cols["n_answered"]):
         issues.append(f"{what}: some prompts have n_correct > n_answered (precision above 1)")
-    return PromptTable(np.asarray([str(r["id"]) for r in good], dtype=object), cols)
+    return PromptTable(np.asarray([str(r["id"]) for r in good], dtype=object), cols, level[1])
 
 
 def _json_rows(text: str, bad: list) -> tuple[list, list[dict]]:
@@ -148,10 +140,11 @@ def _checked(lines, rows, bad: list) -> tuple[list[dict], list[int]]:
     return good, dupes
 
 
-def _columns(good: list[dict]) -> dict[str, np.ndarray]:
-    """Every column every good line has: the counts, and the optional ones (ablate.metrics reads)."""
+def _columns(good: list[dict], level_column: str = "n_numbers") -> dict[str, np.ndarray]:
+    """Every column every good line has: the counts, the optional ones (ablate.metrics reads), the level as n_numbers."""
+    level = _n_numbers if level_column == "n_numbers" else (lambda r: _whole(r.get(level_column)))
     getters = {"n": lambda r: r["n"], "n_correct": lambda r: r["n_correct"],
-               "n_answered": lambda r: _whole(r.get("n_answered")), "n_numbers": _n_numbers,
+               "n_answered": lambda r: _whole(r.get("n_answered")), "n_numbers": level,
                **{key: (lambda r, key=key: _number(r.get(key))) for key in ("mean_length", "tool_calls", "n_calc")}}
     verdicts = sorted({str(k) for r in good if isinstance(r.get("verdicts"), dict) for k in r["verdicts"]})
     for name in verdicts:
@@ -165,7 +158,7 @@ def _columns(good: list[dict]) -> dict[str, np.ndarray]:
     return cols
 
 
-def load_regime(path: Path, rel: str) -> RegimeEval:
+def load_regime(path: Path, rel: str, level: tuple[str, str] = OPERANDS) -> RegimeEval:
     issues: list[str] = []
     summary = _read(path / "summary.json", issues, f"{rel}/summary.json:")
     if summary is not None and not isinstance(summary, dict):
@@ -177,7 +170,7 @@ def load_regime(path: Path, rel: str) -> RegimeEval:
         # evaluation writes summary.json last: without it, samples.jsonl may be half written
         issues.append(f"{rel}: no summary.json (evaluation unfinished?); regime not used")
     elif samples.is_file():
-        prompts = load_samples(samples, issues, f"{rel}/samples.jsonl")
+        prompts = load_samples(samples, issues, f"{rel}/samples.jsonl", level)
     else:
         issues.append(f"{rel}/samples.jsonl: missing (needed for per-prompt statistics)")
     if prompts is not None and summary is not None:
@@ -293,7 +286,7 @@ def load_run(path: Path, root: Path | None = None) -> Run:
     eval_dir = path / "eval"
     if eval_dir.is_dir():
         for sub in sorted(p for p in eval_dir.iterdir() if p.is_dir()):
-            regime = load_regime(sub, f"eval/{sub.name}")
+            regime = load_regime(sub, f"eval/{sub.name}", task_level(config))
             evals[sub.name] = regime
             issues.extend(regime.issues)
     metrics = load_metrics_csv(path / "metrics.csv", issues, "metrics.csv")

@@ -19,6 +19,16 @@ _NO_DESCEND = {".hydra", "checkpoints", "model", "eval", "wandb", "lightning_log
 SEED_KEYS = {"seed"}
 
 
+def task_level(config: dict | None) -> tuple[str, str]:
+    """(samples.jsonl column, summary block) of a run's report level, read from its task in the registry
+    (`task.name` of its .hydra/config.yaml; Countdown's names, the operand count, when it names none known)."""
+    from ablate.tasks import OPERANDS, TASKS
+
+    task = (config or {}).get("task")
+    known = TASKS.get(task.get("name")) if isinstance(task, dict) and isinstance(task.get("name"), str) else None
+    return (known.level_column, known.level_block) if known is not None else OPERANDS
+
+
 class StatsInputError(Exception):
     """A mistake in what the user asked for (bad path, unknown baseline or metric): exit code 2."""
 
@@ -27,10 +37,12 @@ class StatsInputError(Exception):
 class PromptTable:
     """Per-prompt counts of one run in one eval regime (one row per samples.jsonl line): `cols` holds
     n and n_correct, and each optional column of `ablate.metrics.prompt_ratios` (n_answered,
-    mean_length, tool_calls, n_calc, verdict/<name>) and n_numbers when every line has it."""
+    mean_length, tool_calls, n_calc, verdict/<name>) and n_numbers when every line has it: the prompt's report
+    level (its task's `level_column`, Countdown's operand count), broken down as `<level_block>/<level>/...`."""
 
     ids: np.ndarray  # object array of str
     cols: dict[str, np.ndarray]
+    level_block: str = "by_operands"  # the run's task's (ablate.tasks: Task.level_block)
 
     @property
     def n(self) -> np.ndarray:

@@ -98,8 +98,9 @@ def eval_values(prompts, metrics: Iterable[str]) -> dict[str, float]:
     cols = prompts.cols
     out: dict[str, float] = {}
     masks = [("", None)]
-    if "n_numbers" in cols and any(m.startswith("by_operands/") for m in want):
-        masks += [(f"by_operands/{j}/", cols["n_numbers"] == j) for j in sorted(set(cols["n_numbers"].astype(int)))]
+    block = prompts.level_block  # the report level's block of the run's task (by_operands for Countdown)
+    if "n_numbers" in cols and any(m.startswith(f"{block}/") for m in want):
+        masks += [(f"{block}/{j}/", cols["n_numbers"] == j) for j in sorted(set(cols["n_numbers"].astype(int)))]
     for prefix, mask in masks:
         for name, num, den, _, repeated in prompt_ratios(cols, ks):
             full = prefix + name

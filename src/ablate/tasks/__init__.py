@@ -1,1 +1,31 @@
-"""Verifiable tasks. Each task package offers problems, prompts and a verifier."""
+"""Verifiable tasks, behind one seam (`ablate.tasks.base.Task`) and a registry keyed by `task.name`.
+
+Each subpackage is a task that registers itself on import (`register_task`); importing this package
+imports them all, so `TASKS` holds every shipped task. `build_task(cfg)` is what the trainer calls.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import Any
+
+from .base import CORRECT, NO_ANSWER, OPERANDS, TASKS, Splits, Task, register_task, task_class
+
+for _module in pkgutil.iter_modules(__path__):  # a task package registers its task class when imported
+    if _module.ispkg:
+        importlib.import_module(f"{__name__}.{_module.name}")
+
+__all__ = ["CORRECT", "NO_ANSWER", "OPERANDS", "TASKS", "Splits", "Task", "build_task", "register_task", "task_class"]
+
+
+def build_task(cfg: Any) -> Task:
+    """The task of a run config (a composed config or a plain dict): `task.name`'s class built from the
+    `task` and `reward` configs, as plain dicts."""
+    from omegaconf import OmegaConf
+
+    def plain(node: Any) -> dict:
+        return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else dict(node or {})
+
+    task_cfg = plain(cfg["task"])
+    return task_class(task_cfg["name"]).from_config(task_cfg, plain(cfg.get("reward")))

@@ -9,6 +9,7 @@ from .prompts import (TEMPLATES, calculator_messages, compact_prompt, oracle_mes
 from .solver import (OracleAnswer, Step, count_solutions, is_solvable, oracle, reachable_integers,
                      reachable_values, search, search_hardness, solve, steps_to_expression)
 from .verifier import VERDICTS, Judgement, Reward, Verdict, compute_score, judge, last_answer
+from .task import CountdownTask  # noqa: E402 - registers task.name=countdown in ablate.tasks.TASKS
 
 __all__ = [
     "ArithmeticFormatError", "evaluate", "format_number", "numbers_in",
@@ -19,4 +20,5 @@ __all__ = [
     "OracleAnswer", "Step", "count_solutions", "is_solvable", "oracle", "reachable_integers", "reachable_values",
     "search", "search_hardness", "solve", "steps_to_expression",
     "VERDICTS", "Judgement", "Reward", "Verdict", "compute_score", "judge", "last_answer",
+    "CountdownTask",
 ]

@@ -16,11 +16,11 @@ import hashlib
 import json
 import logging
 import os
-import random
-from collections import defaultdict
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
+
+from ablate.cache import cache_dir  # noqa: F401 - where generated pools are cached (also read here by tests)
+from ablate.tasks.base import Splits, stratified_indices
 
 from .generator import generate
 from .problem import Problem
@@ -29,13 +29,6 @@ from .solver import is_solvable
 log = logging.getLogger(__name__)
 
 SOURCES = ("generated", "hub", "file")
-
-
-@dataclass(frozen=True)
-class Splits:
-    train: list[Problem]
-    test: list[Problem]
-    val: list[Problem] = field(default_factory=list)  # held out from training, disjoint from test (eval.every)
 
 
 def problems_from_rows(rows: Iterable[Mapping[str, Any]], numbers_column: str = "nums",
@@ -117,23 +110,10 @@ def split_test(pool: Sequence[Problem], test_size: int, seed: int) -> Splits:
     if not 0 < test_size < len(pool):
         raise ValueError(f"task.test_size={test_size} must be between 1 and the pool size minus one "
                          f"({len(pool) - 1} after de-duplication); raise task.pool_size or lower test_size")
-    strata: dict[int, list[int]] = defaultdict(list)
-    for index, problem in enumerate(pool):
-        strata[problem.n_numbers].append(index)
-    quotas = {k: test_size * len(v) / len(pool) for k, v in strata.items()}
-    sizes = {k: int(q) for k, q in quotas.items()}
-    for k in sorted(quotas, key=lambda k: (sizes[k] - quotas[k], k))[: test_size - sum(sizes.values())]:
-        sizes[k] += 1
-    rng = random.Random(seed)
-    chosen = {i for k in sorted(strata) for i in rng.sample(strata[k], sizes[k])}
+    chosen = stratified_indices([p.n_numbers for p in pool], test_size, seed)
     test = [pool[i] for i in sorted(chosen)]
     train = [p for i, p in enumerate(pool) if i not in chosen]
     return Splits(train=train, test=test)
-
-
-def cache_dir() -> Path:
-    """Where generated pools are cached: $ABLATE_CACHE, else ~/.cache/ablate."""
-    return Path(os.environ.get("ABLATE_CACHE", Path.home() / ".cache" / "ablate"))
 
 
 def generated_pool(size: int, seed: int, counts: Sequence[int], min_number: int, max_number: int,

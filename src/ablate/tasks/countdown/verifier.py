@@ -48,6 +48,9 @@ class Verdict(str, enum.Enum):
 
 
 VERDICTS = tuple(v.value for v in Verdict)
+# The wrong answers solver preference pairs reject (`stage.pairs.solver.mix`, ablate/tasks/countdown/pairs.py),
+# each checked there to have its verdict.
+PAIR_KINDS = ("wrong_value", "wrong_numbers", "substitution")
 
 
 @dataclass(frozen=True)
