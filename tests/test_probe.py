@@ -114,3 +114,10 @@ def test_a_probe_trains_the_condition_and_measures_its_precondition(tmp_path):
     assert set(start["summary"]["by_operands"]) == {"2", "3"} and "upstream SFT of" in start["overrides"]
     with pytest.raises(SystemExit, match="train it first"):
         main(["--eval", "x", "--upstream", *overrides, "upstream.sft.max_steps=5", "--csv", str(csv)])
+
+
+def test_the_committed_testbed_page_matches_what_the_probes_wrote(monkeypatch):
+    from pathlib import Path
+
+    monkeypatch.chdir(Path(__file__).resolve().parent.parent)
+    assert main(["--render", "docs/testbed.md", "--check"]) == 0, "run: python -m ablate.probe --render docs/testbed.md"
