@@ -28,7 +28,7 @@ def committed_rows(findings_dir: Path) -> list[dict]:
     over every seed of every look."""
     import yaml
 
-    from ablate.stats.findings import BRIDGE, render
+    from ablate.stats.findings import BRIDGE, precondition_parts, render
 
     if not findings_dir.is_dir():
         return []
@@ -40,14 +40,11 @@ def committed_rows(findings_dir: Path) -> list[dict]:
             status = r["precondition_status"]
             if status not in ("held", "failed", "not measured"):
                 continue
-            check, _, detail = str(r["precondition"]).partition(": ")
+            check, metric, condition, needs = precondition_parts(r["precondition"])
             key = (study_dir.name, check)
             if key in seen:
                 continue
             seen.add(key)
-            metric, _, rest = detail.partition(" of ")
-            condition = rest.partition(" = ")[0]
-            needs = detail.rpartition("(needs ")[2].rstrip(")") if "(needs " in detail else "–"
             rows.append(dict(study=study_dir.name, testbed=f"{testbed} (committed study)", check=check, metric=metric,
                              condition=condition, needs=needs, value=r["precondition_value"], status=status,
                              seeds="all", wall="–", commit="docs/findings"))

@@ -208,6 +208,15 @@ def testbeds_block(findings_dir: Path, results: dict) -> str:
     return "\n".join(rows) + "\n"
 
 
+def precondition_parts(text: str) -> tuple[str, str, str, str]:
+    """(check, metric, condition, needs) of the engine's precondition text
+    `CHECK: METRIC of CONDITION = VALUE (needs OP THRESHOLD)`; parts a declared one lacks are ''/'–'."""
+    check, _, detail = str(text).partition(": ")
+    metric, _, rest = detail.partition(" of ")
+    needs = detail.rpartition("(needs ")[2].rstrip(")") if "(needs " in detail else "–"
+    return check, metric, rest.partition(" = ")[0], needs
+
+
 def preconditions_block(results: dict) -> str:
     """Every measured or declared precondition of every study, with its value on the testbed the
     committed runs used (the tiny model): the table a stronger testbed has to change."""
@@ -216,8 +225,8 @@ def preconditions_block(results: dict) -> str:
         for r in result.table.to_dict("records"):
             if r["precondition_status"] in ("none", "", None) or pd.isna(r["precondition_status"]):
                 continue
-            check, _, detail = str(r["precondition"]).partition(": ")
-            needs = detail.rpartition("(needs ")[2].rstrip(")") if "(needs " in detail else "–"
+            check, _, _, needs = precondition_parts(r["precondition"])
+            detail = str(r["precondition"]).partition(": ")[2]
             measured = f"{r['precondition_value']:.3g}" if pd.notna(r["precondition_value"]) else "–"
             if r["precondition_status"] == "declared":
                 needs, measured = "–", detail
