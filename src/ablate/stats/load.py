@@ -361,7 +361,8 @@ def _expected_jobs(multirun_yaml: Path, warnings: list[str]) -> list[tuple[str, 
 
 
 def load_sweep(paths: Path | str | Sequence[Path | str]) -> Sweep:
-    """Load every run below the given sweep directories (or run directories)."""
+    """Load every run below the given sweep directories (or run directories, or committed report
+    directories that carry runs.jsonl.gz: ablate.stats.archive)."""
     if isinstance(paths, (str, Path)):
         paths = [paths]
     roots = []
@@ -372,15 +373,25 @@ def load_sweep(paths: Path | str | Sequence[Path | str]) -> Sweep:
         if not p.is_dir():
             raise StatsInputError(f"not a directory: {p}")
         roots.append(p)
-    sweep = Sweep(roots=roots, runs=[])
+    from ablate.stats.archive import is_archive, load_archive
+
+    archived = {root: load_archive(root) for root in roots if is_archive(root)}
+    # a committed report directory stands for the sweep directories it read (ablate.stats.archive)
+    expanded = [r for root in roots for r in (archived[root][0] if root in archived else [root])]
+    sweep = Sweep(roots=expanded, runs=[])
     seen = set()
     for root in roots:
+        if root in archived:
+            for run in archived[root][1]:
+                run.rel = f"{run.path.parent.name}/{run.path.name}" if len(expanded) > 1 else run.path.name
+                sweep.runs.append(run)
+            continue
         for run_dir in find_run_dirs(root):
             key = run_dir.resolve()
             if key in seen:
                 continue
             seen.add(key)
-            rel_root = root if len(roots) == 1 else root.parent
+            rel_root = root if len(expanded) == 1 else root.parent
             sweep.runs.append(load_run(run_dir, rel_root))
         mark_incomplete(sweep.runs)
         for yml in sorted({p for p in [root / "multirun.yaml"] if p.is_file()}):

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ablate.stats.analysis import Analysis
+from ablate.stats.archive import RUNS_FILE, root_of, write_runs
 from ablate.stats.formatting import fmt, fmt_ci, fmt_p, md_table, slug  # noqa: F401  (re-exported)
 from ablate.stats.figures import make_figures, pct as _pct
 from ablate.stats.render_claims import claims_markdown
@@ -318,7 +319,7 @@ def per_prompt_table(a: Analysis) -> pd.DataFrame:
         for regime, ev in run.evals.items():
             if not ev.usable:
                 continue
-            cols = {k: v for k, v in ev.prompts.cols.items() if k in PROMPT_COLUMNS or k.startswith("verdict/")}
+            cols = dict(ev.prompts.cols)  # every count the run has: the archive reads them back (ablate.stats.archive)
             frame = pd.DataFrame({k: np.asarray(v, dtype=np.int64) if np.all(np.mod(v, 1) == 0) else v
                                   for k, v in cols.items()})
             frame.insert(0, "id", ev.prompts.ids)
@@ -384,6 +385,7 @@ def write_report(a: Analysis, out: Path, formats: Iterable[str] = ("md",), plots
     if len(prompts):  # compact, so any later method can re-analyse without the run directories
         prompts.to_csv(out / "prompts.csv.gz", index=False, compression={"method": "gzip", "mtime": 0})
         written["prompts.csv.gz"] = out / "prompts.csv.gz"
+        written[RUNS_FILE] = write_runs([(run, root_of(run.path, a.sweep.roots)) for run in a.sweep.runs], out)
     figures = make_figures(a, out) if plots else []
     for _, name in figures:
         written[name] = out / name

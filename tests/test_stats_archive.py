@@ -1,0 +1,85 @@
+"""A committed report directory is a sweep: `ablate.stats` re-reads it (runs.jsonl.gz + prompts.csv.gz)
+to the same numbers, and pools it with a later look's run directories as if they were all on disk."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ablate.stats.__main__ import main
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from stats_fixtures import study_specs, write_conditions  # noqa: E402
+
+ARGS = ["--no-plots", "--quiet", "--resamples", "200"]
+TABLES = ["claims.csv", "claims_looks.csv", "summary.csv", "comparisons.csv", "curves.csv", "reach.csv"]
+
+
+def _report(paths, out: Path) -> Path:
+    assert main([*map(str, paths), "--out", str(out), *ARGS]) == 0
+    return out
+
+
+def _same(a: Path, b: Path, tables=TABLES) -> None:
+    assert {n for n in tables if (a / n).is_file()} == {n for n in tables if (b / n).is_file()}
+    for name in (n for n in tables if (a / n).is_file()):
+        left, right = pd.read_csv(a / name), pd.read_csv(b / name)
+        pd.testing.assert_frame_equal(left, right, check_exact=True, obj=name)
+
+
+def _planted_looks(tmp_path: Path):
+    from ablate.stats.calibrate import Setting, _difficulty, plant, write_planted
+
+    sweep = plant(Setting(6, 6, "large", 0.02, (3, 6)), np.random.default_rng(3), _difficulty())
+    return write_planted(sweep, tmp_path / "multirun")  # look0 (seeds 0-2), look1 (seeds 3-5)
+
+
+def test_a_report_read_back_from_its_archive_gives_every_table_bit_for_bit(tmp_path):
+    specs = study_specs()  # rloo none/static/frontier with curves, and the tool-regime SFT pair
+    sweep = write_conditions(tmp_path / "curriculum_study", specs[:3] + specs[5:], seeds=(0, 1, 2), n_prompts=40)
+    first = _report([sweep], tmp_path / "first")
+    assert (first / "runs.jsonl.gz").is_file() and (first / "prompts.csv.gz").is_file()
+    shutil.rmtree(sweep)  # the run directories are gone: the committed report is all there is
+    again = _report([first], tmp_path / "again")
+    _same(first, again)
+    runs = pd.read_csv(again / "runs.csv")
+    assert len(runs) == 15 and set(runs["outcome"]) == {"ok"}
+
+
+def test_a_later_look_pools_with_the_committed_first_look_as_with_its_run_directories(tmp_path):
+    look0, look1 = _planted_looks(tmp_path)
+    on_disk = _report([look0, look1], tmp_path / "on_disk")
+    committed = _report([look0], tmp_path / "look1_report")
+    shutil.rmtree(look0)
+    pooled = _report([committed, look1], tmp_path / "pooled")
+    _same(on_disk, pooled, ["claims.csv", "claims_looks.csv", "summary.csv", "comparisons.csv"])
+    looks = pd.read_csv(pooled / "claims_looks.csv")
+    assert list(looks["n"]) == [3, 6] and looks["planned"].all()  # two looks, both the plan's
+    # the pooled report's archive keeps both sweep directories apart: read back, still two looks
+    again = _report([pooled], tmp_path / "again")
+    _same(pooled, again, ["claims.csv", "claims_looks.csv", "summary.csv"])
+
+
+def test_the_archive_keeps_runs_that_did_not_finish_and_says_why(tmp_path):
+    from ablate.stats import load_sweep
+
+    sweep = write_conditions(tmp_path / "s", study_specs()[:2], seeds=(0, 1), n_prompts=30)
+    status = sweep / "0" / "status.json"
+    status.write_text(status.read_text().replace('"completed"', '"failed"'))
+    report = _report([sweep], tmp_path / "r")
+    runs = {r.rel: r for r in load_sweep(report).runs}
+    assert runs["0"].outcome == "failed" and not runs["0"].ok and runs["1"].ok
+    assert runs["1"].metrics is not None and runs["1"].metrics.index.name == "step"
+
+
+def test_a_directory_with_an_archive_is_not_searched_for_run_directories(tmp_path):
+    from ablate.stats import load_sweep
+
+    sweep = write_conditions(tmp_path / "s", study_specs()[:1], seeds=(0,), n_prompts=30)
+    report = _report([sweep], tmp_path / "r")
+    shutil.copytree(sweep, report / "stray")  # a run directory under the report is not read twice
+    assert len(load_sweep(report).runs) == 1
