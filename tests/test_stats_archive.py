@@ -13,7 +13,7 @@ import pandas as pd
 from ablate.stats.__main__ import main
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from stats_fixtures import study_specs, write_conditions  # noqa: E402
+from stats_fixtures import study_specs, write_conditions
 
 ARGS = ["--no-plots", "--quiet", "--resamples", "200"]
 TABLES = ["claims.csv", "claims_looks.csv", "summary.csv", "comparisons.csv", "curves.csv", "reach.csv"]
@@ -83,3 +83,14 @@ def test_a_directory_with_an_archive_is_not_searched_for_run_directories(tmp_pat
     report = _report([sweep], tmp_path / "r")
     shutil.copytree(sweep, report / "stray")  # a run directory under the report is not read twice
     assert len(load_sweep(report).runs) == 1
+
+
+def test_next_look_continues_a_committed_report_into_multirun(tmp_path):
+    from ablate.stats.next_look import commands
+
+    look0, _ = _planted_looks(tmp_path)
+    committed = _report([look0], tmp_path / "docs" / "findings" / "planted")
+    shutil.rmtree(look0)
+    (cmd,) = commands([committed])
+    assert 'hydra.sweeper.params.seed="range(3,6)"' in cmd  # the plan's look 2 from 3 seeds per arm
+    assert cmd[-1] == "hydra.sweep.dir=multirun/look0_look2"  # beside the sweeps, not in docs/

@@ -69,7 +69,7 @@ def run_record(run: Run, root: Path) -> dict:
             "seed": run.seed, "state": run.state, "outcome": run.outcome, "reason": run.reason,
             "issues": run.issues, "warnings": run.warnings, "status": run.status, "config": run.config,
             "summaries": {k: ev.summary for k, ev in run.evals.items()},
-            "metrics": _metrics_record(run.metrics)}
+            "metrics": _metrics_record(run.metrics), "sweeper_params": run.sweeper_params}
 
 
 def write_runs(runs: list[tuple[Run, Path]], out: Path) -> Path:
@@ -118,5 +118,6 @@ def load_archive(path: Path) -> tuple[list[Path], list[Run]]:
         condition, _ = split_overrides(r["overrides"])
         runs.append(Run(run_path, r["rel"], tuple(r["overrides"]), condition, r["seed"], r["state"], r["status"],
                         evals, _metrics_frame(r["metrics"]), list(r["issues"]), outcome=r["outcome"],
-                        reason=r["reason"], config=r["config"], warnings=list(r["warnings"])))
+                        reason=r["reason"], config=r["config"], warnings=list(r["warnings"]),
+                        sweeper_params=r.get("sweeper_params")))
     return roots, runs

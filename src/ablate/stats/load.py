@@ -292,9 +292,18 @@ def load_run(path: Path, root: Path | None = None) -> Run:
     metrics = load_metrics_csv(path / "metrics.csv", issues, "metrics.csv")
 
     run = Run(path, rel, overrides or (), condition, seed, state, status, evals, metrics, issues,
-              config=config, warnings=warnings)
+              config=config, warnings=warnings, sweeper_params=_sweeper_params(path / ".hydra" / "hydra.yaml"))
     run.outcome, run.reason = _outcome(run, overrides is not None, eval_dir.is_dir())
     return run
+
+
+def _sweeper_params(path: Path) -> dict | None:
+    try:
+        hydra = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("hydra") or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, AttributeError):
+        return None
+    params = (hydra.get("sweeper") or {}).get("params") if isinstance(hydra, dict) else None
+    return dict(params) if isinstance(params, dict) else None
 
 
 def _outcome(run: Run, overrides_read: bool, has_eval_dir: bool) -> tuple[str, str]:

@@ -20,8 +20,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import yaml
-
 
 def _needs(result, labels_to_cond: dict, sweep) -> dict[tuple, int]:
     """condition -> seeds per arm it must reach, for the inconclusive claims with a next look."""
@@ -53,6 +51,7 @@ def _grid(cond: tuple) -> dict[str, str]:
 
 
 def commands(sweep_dirs: list[Path]) -> list[list[str]]:
+    from ablate.stats.archive import is_archive
     from ablate.stats.conditions import label_sweep
     from ablate.stats.engine import claims_of
     from ablate.stats.load import load_sweep
@@ -74,7 +73,8 @@ def commands(sweep_dirs: list[Path]) -> list[list[str]]:
             continue
         start = (max(seeds) + 1) if seeds else 0
         groups.setdefault((start, start + target - len(seeds)), []).append(cond)
-    base = Path(sweep_dirs[0])
+    # a committed report (ablate.stats.archive) continues into multirun/, named after its first sweep
+    base = Path("multirun") / sweep.roots[0].name if is_archive(sweep_dirs[0]) else Path(sweep_dirs[0])
     look = 1 + int(result.looks["look"].max()) if len(result.looks) else 2
     out = []
     for (a, b), conds in groups.items():
@@ -102,13 +102,7 @@ def _preset(experiments: set[str], runs) -> dict:
     if len(experiments) > 1:
         raise StatsInputError(f"the conditions to continue come from {len(experiments)} presets "
                               f"({', '.join(sorted(experiments))}); continue one study at a time")
-    params: dict = {}
-    for run in runs:
-        path = run.path / ".hydra" / "hydra.yaml"
-        if path.is_file():
-            hydra = (yaml.safe_load(path.read_text()) or {}).get("hydra") or {}
-            params = dict((hydra.get("sweeper") or {}).get("params") or {})
-            break
+    params = next((run.sweeper_params for run in runs if run.sweeper_params is not None), {})
     return {"experiment": next(iter(experiments), None), "params": params}
 
 

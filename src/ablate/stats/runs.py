@@ -81,6 +81,7 @@ class Run:
     reason: str = ""
     config: dict | None = None  # the composed .hydra/config.yaml
     warnings: list[str] = field(default_factory=list)  # status.json "warnings" (e.g. a sampler that never engaged)
+    sweeper_params: dict | None = None  # its sweep's hydra.sweeper.params (.hydra/hydra.yaml), for the next look
 
     @property
     def study(self) -> dict | None:
