@@ -172,7 +172,7 @@ def render(findings_dir: Path, conf: Path | None = None):
         files[study_dir / "claims.csv"] = result.table.to_csv(index=False, float_format="%.6g")
         files[study_dir / "claims_looks.csv"] = result.looks.to_csv(index=False, float_format="%.6g")
         blocks[study_dir.name] = claims_block(result, study_dir.name)
-        mech = mechanisms_block(study_dir)
+        mech = mechanisms_block(study_dir, yaml.safe_load((study_dir / BRIDGE).read_text()))
         if mech is not None:
             blocks[f"mechanisms:{study_dir.name}"] = mech
         results[study_dir] = result
@@ -243,24 +243,31 @@ def embed(markdown: str, blocks: dict[str, str]) -> str:
     return _BLOCK.sub(body, markdown)
 
 
-def mechanisms_block(study_dir: Path) -> str | None:
-    """mechanisms.csv (per run) summarised per condition: mean [min, max] over its runs (n). The
-    prose reads its mechanism figures here instead of typing them."""
-    path = study_dir / "mechanisms.csv"
-    if not path.is_file():
+def mechanisms_block(study_dir: Path, bridge: dict | None = None) -> str | None:
+    """mechanisms.csv (per run) of every report the study lists (its looks), summarised per condition,
+    and per regime where a condition was evaluated in several: mean [min, max] over its runs (n).
+    The prose reads its mechanism figures here instead of typing them."""
+    frames = [_prefixed(pd.read_csv(study_dir / sub / "mechanisms.csv", dtype={"run": str}), sweep)
+              for sub, sweep in _reports(bridge or {}).items() if (study_dir / sub / "mechanisms.csv").is_file()]
+    if not frames:
         return None
-    frame = pd.read_csv(path)
+    frame = pd.concat(frames, ignore_index=True)
     key = "condition" if "condition" in frame else next(c for c in frame.columns if c not in ("run", "seed"))
-    columns = [c for c in frame.columns if c not in ("run", "seed", key) and pd.api.types.is_numeric_dtype(frame[c])
-               and frame[c].notna().any()]
-    rows = [f"| {key} | n | " + " | ".join(f"`{c}`" for c in columns) + " |", "|---|---|" + "---|" * len(columns)]
-    for cond, group in frame.groupby(key, sort=False):
+    keys = [key] + (["regime"] if "regime" in frame and frame.groupby(key)["regime"].nunique().max() > 1 else [])
+    frame = frame.drop_duplicates(["run", *keys[1:]])
+    columns = [c for c in frame.columns if c not in ("run", "seed", "regime", key)
+               and pd.api.types.is_numeric_dtype(frame[c]) and frame[c].notna().any()]
+    rows = [f"| {' | '.join(keys)} | n | " + " | ".join(f"`{c}`" for c in columns) + " |",
+            "|---" * (len(keys) + 1) + "|" + "---|" * len(columns)]
+    for cond, group in frame.groupby(keys, sort=False):
         cells = []
         for c in columns:
             v = group[c].dropna()
             cells.append("–" if v.empty else f"{v.mean():.3g} [{v.min():.3g}, {v.max():.3g}]")
-        rows.append(f"| {cond} | {len(group)} | " + " | ".join(cells) + " |")
-    return "\n".join(rows) + "\n\nmean [min, max] over the condition's runs, from `mechanisms.csv` (per run).\n"
+        rows.append(f"| {' | '.join(map(str, cond))} | {len(group)} | " + " | ".join(cells) + " |")
+    looks = f" of the {len(frames)} reports it lists (every look)" if len(frames) > 1 else ""
+    return ("\n".join(rows) + f"\n\nmean [min, max] over the condition's runs, from `mechanisms.csv` (per run)"
+            f"{looks}.\n")
 
 
 def main(argv: list[str] | None = None) -> int:
