@@ -301,3 +301,25 @@ def test_the_calibration_table_in_stats_md_is_rendered_from_the_saved_runs():
     # the level the issue asks for, on the saved runs: every fixed design's false positives at most 6%
     fixed = table[~table["seeds"].str.startswith("plan") & (table["effect"] == 0) & (table["sweeps"] >= 1000)]
     assert len(fixed) >= 10 and (fixed["rejects_0"] <= 0.06).all() and (fixed["coverage"] >= 0.94).all()
+
+
+def test_two_claims_on_one_reach_metric_each_count_every_seed_once():
+    from pathlib import Path
+
+    from ablate.stats.engine import sweep_claims
+    from ablate.stats.runs import Run, Sweep
+
+    block = {"plan": {"looks": [3]}, "claims": [
+        {"id": f"{c}_faster", "claim": f"{c} reaches it sooner", "metric": "reach:val/pass@1>=baseline",
+         "condition": c, "baseline": "A", "direction": "lower", "effect": 10} for c in ("B", "C")]}
+    runs = []
+    for arm, speed in (("A", 1.0), ("B", 2.0), ("C", 1.5)):
+        for seed in range(3):
+            steps = np.arange(10, 101, 10)
+            frame = pd.DataFrame({"val/pass@1": np.minimum(0.4, 0.004 * speed * steps) + 0.001 * seed},
+                                 index=pd.Index(steps, name="step"))
+            runs.append(Run(Path(f"/s/{arm}{seed}"), f"{arm}{seed}", (f"arm={arm}", f"seed={seed}"), (f"arm={arm}",),
+                            str(seed), "completed", {}, {}, frame, outcome="ok", config={"study": block}))
+    labels = {(f"arm={a}",): a for a in "ABC"}
+    result = sweep_claims(Sweep([Path("/s")], runs), parse_declared(block, []), labels, [], 0.03)
+    assert list(result.table["n"]) == [3, 3] and list(result.table["n_baseline"]) == [3, 3]

@@ -259,10 +259,12 @@ def sweep_claims(sweep, declared: Declared, labels: dict, regimes, effect_defaul
     calibration harness both come here."""
     table = sweep_values(sweep, labels, claim_metrics(declared), regimes)
     thresholds = reach_thresholds(declared, table)
+    done: set[str] = set()
     for c in declared.claims:
         parsed = parse_reach(c.metric)
-        if parsed is None:
+        if parsed is None or c.metric in done:  # two claims on one reach metric read the same rows once
             continue
+        done.add(c.metric)
         thr = thresholds.get(c.metric, math.nan) if parsed[2] == "baseline" else float(parsed[2])
         table = pd.concat([table, reach_values(sweep, labels, c.metric, thr)], ignore_index=True)
     return evaluate(declared, table, effect_default)
