@@ -323,3 +323,15 @@ def test_two_claims_on_one_reach_metric_each_count_every_seed_once():
     labels = {(f"arm={a}",): a for a in "ABC"}
     result = sweep_claims(Sweep([Path("/s")], runs), parse_declared(block, []), labels, [], 0.03)
     assert list(result.table["n"]) == [3, 3] and list(result.table["n_baseline"]) == [3, 3]
+
+
+def test_next_look_quotes_grid_values_hydra_would_parse_as_bools_or_numbers():
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from ablate.stats.next_look import _quote
+
+    grid = "[{" + ",".join(f"k{i}:{_quote(v)}" for i, v in enumerate(["True", "false", "5", "0.1", "none", "dots"])) + "}]"
+    (override,) = OverridesParser.create().parse_overrides([f"hydra.sweeper.grids={grid}"])
+    values = override.value()[0]
+    assert values == {"k0": "True", "k1": "false", "k2": "5", "k3": "0.1", "k4": "none", "k5": "dots"}
+    assert all(isinstance(v, str) for v in values.values())  # the grids are Dict[str, str]

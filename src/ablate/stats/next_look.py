@@ -91,7 +91,14 @@ def commands(sweep_dirs: list[Path]) -> list[list[str]]:
 
 
 def _quote(v: str) -> str:
-    return f"'{v}'" if any(ch in v for ch in ",:[]{} ") else v
+    """A grid value Hydra's parser keeps a string: the grids are Dict[str, str], and an unquoted True or 5
+    would parse as a bool or an int and be refused."""
+    try:
+        float(v)
+        typed = True
+    except ValueError:
+        typed = v.lower() in ("true", "false", "null", "none", "inf", "nan")
+    return f"'{v}'" if typed or any(ch in v for ch in ",:[]{} ") else v
 
 
 def _preset(experiments: set[str], runs) -> dict:
