@@ -74,10 +74,12 @@ def interval(values: np.ndarray) -> str:
 
 base = table[table.condition == "none"].set_index("seed")
 for condition, group in table[table.condition != "none"].groupby("condition"):
-    g = group.set_index("seed").loc[base.index]
+    g = group.set_index("seed")
+    g = g.loc[base.index.intersection(g.index)]  # the seeds both arms ran (an arm not continued has fewer)
+    base_g = base.loc[g.index]
     print(f"\n{condition} vs none, paired by seed (n={len(g)}, reached {int(g.reached.sum())}/{len(g)}):", file=sys.stderr)
-    print(f"  effective prompts, relative %: {interval(100 * (g.effective_prompt_frac / base.effective_prompt_frac - 1).to_numpy())}",
+    print(f"  effective prompts, relative %: {interval(100 * (g.effective_prompt_frac / base_g.effective_prompt_frac - 1).to_numpy())}",
           file=sys.stderr)
-    print(f"  steps to reach: {interval((g.reach_step - base.reach_step).to_numpy())}", file=sys.stderr)
-    print(f"  seconds to reach: {interval((g.reach_s - base.reach_s).to_numpy())}", file=sys.stderr)
-    print(f"  seconds per step, relative %: {interval(100 * (g.step_s / base.step_s - 1).to_numpy())}", file=sys.stderr)
+    print(f"  steps to reach: {interval((g.reach_step - base_g.reach_step).to_numpy())}", file=sys.stderr)
+    print(f"  seconds to reach: {interval((g.reach_s - base_g.reach_s).to_numpy())}", file=sys.stderr)
+    print(f"  seconds per step, relative %: {interval(100 * (g.step_s / base_g.step_s - 1).to_numpy())}", file=sys.stderr)
