@@ -243,6 +243,26 @@ def test_curves_and_steps_to_reach(planted_analysis, planted):
     assert row["op"] == "<=" and row["threshold"] == 0.1 and row["reached"] == 3
 
 
+def test_curve_panels_that_do_not_move_are_dropped_unless_a_claim_reads_them():
+    from types import SimpleNamespace
+
+    from ablate.stats.figures import curve_order
+
+    steps = np.arange(10)
+    series = {"train/loss": 2.0 - 0.1 * steps,                     # moves: kept
+              "val/coverage": 1.0 - 0.003 * (steps % 2),             # a rate within 0.3 points of 1: flat
+              "val/pass@1": 0.30 + 0.01 * steps,                     # moves: kept, val/ before training
+              "train/response_length": 32.2 + 0.05 * (steps % 2),    # 0.15% of its size: flat
+              "val/no_answer_rate": np.zeros(10)}                    # constant, but a claim reads it
+    curves = pd.DataFrame([{"metric": m, "condition": "a", "step": int(s), "mean": float(v)}
+                           for m, vals in series.items() for s, v in zip(steps, vals)])
+    claims = SimpleNamespace(table=pd.DataFrame({"metric": ["max:val/no_answer_rate@50:99"]}))
+    a = SimpleNamespace(curves=curves, claims=claims)
+    assert curve_order(a, list(series)) == ["val/no_answer_rate", "val/pass@1", "train/loss"]
+    a.claims = None
+    assert curve_order(a, list(series)) == ["val/pass@1", "train/loss"]
+
+
 # ------------------------------------------------------------------------------ bad input
 
 
@@ -399,3 +419,23 @@ def test_cli_json_and_default_paths(planted, tmp_path, monkeypatch, capsys):
     assert not (out / "report.md").exists() and not list(out.glob("*.png"))
     assert main(["--format", "both", "--resamples", "200", "--no-plots", "--out", "both"]) == 0
     assert (work / "both" / "report.md").is_file() and (work / "both" / "report.json").is_file()
+
+
+def test_runs_that_name_one_upstream_but_got_other_weights_are_a_data_problem(tmp_path):
+    """A later look whose upstream SFT was re-trained by other code (same cache key, other weights)
+    is not more seeds of the first look's recipe: the report says so instead of pooling silently."""
+    sweep = write_sweep(tmp_path / "sweep", {"none": 0.3, "static": 0.3}, seeds=(0, 1))
+    for n, status_path in enumerate(sorted(sweep.glob("*/status.json"))):
+        status = json.loads(status_path.read_text())
+        # the same key under two machines' cache roots; the last job got other weights
+        root = "/root/.cache" if n % 2 else "/home/u/.cache"
+        status.update(init=f"{root}/ablate/models/sft-3d7af0517ca39e43/model",
+                      init_sha256="b" * 64 if n == 3 else "a" * 64)
+        status_path.write_text(json.dumps(status))
+    problems = analyze(load_sweep(sweep), FAST).problems
+    mixed = [p for p in problems if "different weights" in p]
+    assert len(mixed) == 1 and "sft-3d7af0517ca39e43/model" in mixed[0] and "bbbbbbbbbbbb: 3" in mixed[0]
+    status_path = sorted(sweep.glob("*/status.json"))[3]
+    status = json.loads(status_path.read_text())
+    status_path.write_text(json.dumps({**status, "init_sha256": "a" * 64}))
+    assert not [p for p in analyze(load_sweep(sweep), FAST).problems if "different weights" in p]

@@ -15,6 +15,7 @@ from ablate.stats.formatting import slug
 
 CURVES_PER_FIGURE = 12
 MAX_CURVE_FIGURES = 3
+FLAT = 0.005  # a panel whose means span less than this share of its scale is dropped (figures.moves)
 PROFILES_PER_FIGURE = 6
 # metrics.csv columns that are rates or shares: their bands are clipped to [0, 1]
 _UNIT = re.compile(r"(pass[@^]|_rate|rate/|frac|coverage|precision|mixed|best_of|accuracy|share|p_available)")
@@ -213,20 +214,27 @@ def _profile_figure(a, out: Path, plt, regime: str, order: list[str]) -> tuple[s
     return f"performance profiles — {regime}", name
 
 
+def moves(means: np.ndarray, metric: str) -> bool:
+    """Whether a curve panel shows anything: its condition means span at least FLAT of the metric's
+    scale (1 for a rate or share, else the largest magnitude it takes). Coverage between 0.9965 and 1
+    is a flat line a reader cannot see move."""
+    means = means[np.isfinite(means)]
+    if not means.size:
+        return False
+    scale = 1.0 if _UNIT.search(metric) else float(np.abs(means).max())
+    return bool(np.ptp(means) > 0 and np.ptp(means) >= FLAT * scale)
+
+
 def curve_order(a, metrics: list[str]) -> list[str]:
-    """Deciding metrics first: the columns the study's claims read, then val/, then the rest; panels
-    whose mean never moves (every condition, every step) are dropped: they carry no information."""
+    """Deciding metrics first: the columns the study's claims read, then val/, then the rest. A panel
+    that does not move (`moves`) is dropped unless a claim reads it (a flat deciding curve is a finding)."""
     wanted = []
     if a.claims is not None:
         for metric in a.claims.table["metric"]:
             wanted += re.findall(r"(?:final|mean|max|min|auc|slope|reach(?:_time)?):([^@<>=\s]+)", str(metric))
-    moving = []
-    for m in metrics:
-        means = a.curves.loc[a.curves["metric"] == m, "mean"].to_numpy(float)
-        means = means[np.isfinite(means)]
-        if means.size and np.ptp(means) > 1e-9 * max(1.0, float(np.abs(means).max())):
-            moving.append(m)
-    return sorted(moving, key=lambda m: (m not in wanted, not m.startswith("val/"), moving.index(m)))
+    shown = [m for m in metrics
+             if m in wanted or moves(a.curves.loc[a.curves["metric"] == m, "mean"].to_numpy(float), m)]
+    return sorted(shown, key=lambda m: (m not in wanted, not m.startswith("val/"), shown.index(m)))
 
 
 def _curve_figures(a, out: Path, plt, order: list[str]) -> list[tuple[str, str]]:
