@@ -136,3 +136,21 @@ def test_shipped_sft_checkpoint_loads_and_is_documented():
 
     with pytest.raises(ValueError, match="no such shipped checkpoint"):
         resolve_path("builtin:nope")
+
+
+def test_weights_fingerprint_tells_one_set_of_weights_from_another():
+    import torch
+
+    from ablate.models import load_model, load_tiny_tokenizer, weights_sha256
+
+    tok = load_tiny_tokenizer()
+    cfg = {"kind": "tiny", "name_or_path": None, "arch": {"hidden_size": 16, "intermediate_size": 32,
+           "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2, "max_position_embeddings": 32}}
+    torch.manual_seed(0)
+    a = load_model(cfg, tok)
+    torch.manual_seed(0)
+    b = load_model(cfg, tok)
+    assert weights_sha256(a) == weights_sha256(b) and len(weights_sha256(a)) == 64
+    with torch.no_grad():
+        next(b.parameters()).view(-1)[0] += 1e-6  # one weight, one ulp-scale change
+    assert weights_sha256(a) != weights_sha256(b)

@@ -171,7 +171,15 @@ def test_hf_init_sft_trains_once_caches_and_chains_to_rloo_from_ipo(tmp_path, mo
 
     monkeypatch.setitem(STAGES, "sft", dataclasses.replace(STAGES["sft"], fit=no_training))
     run(cfg_of(*common, *dpo, "seed=1"), tmp_path / "dpo1")  # another seed of the sweep: same SFT
-    assert json.loads((tmp_path / "dpo1" / "status.json").read_text())["init"] == init
+    seed1 = json.loads((tmp_path / "dpo1" / "status.json").read_text())
+    assert seed1["init"] == init
+    # both seeds started from the cached SFT's very weights (the fingerprint ablate.stats compares)
+    from transformers import AutoModelForCausalLM
+
+    from ablate.models import weights_sha256
+
+    cached = weights_sha256(AutoModelForCausalLM.from_pretrained(init))
+    assert seed1["init_sha256"] == cached == json.loads((tmp_path / "dpo0" / "status.json").read_text())["init_sha256"]
     monkeypatch.undo()
     monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
 

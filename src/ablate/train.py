@@ -50,7 +50,7 @@ def _run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any]) -> Path:
     from ablate.atomic import export_model, model_exported
     from ablate.device import device
     from ablate.eval import evaluate, format_summary, write_eval
-    from ablate.models import load_model, load_tokenizer, parameter_count
+    from ablate.models import load_model, load_tokenizer, parameter_count, weights_sha256
     from ablate.rollout.tools import build_tool
     from ablate.run_dir import RunStatus, read_status
     from ablate.tasks import build_task
@@ -90,8 +90,10 @@ def _run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any]) -> Path:
             model = AutoModelForCausalLM.from_pretrained(str(model_dir))
         else:
             model = load_model(start, tokenizer)
+            init = start.get("name_or_path")
             status.update(parameters=parameter_count(model), train_problems=len(splits.train),
-                          test_problems=len(splits.test), init=start.get("name_or_path"))
+                          test_problems=len(splits.test), init=init,
+                          init_sha256=weights_sha256(model) if init else None)  # a random init has none
             clock = time.monotonic()
             fit_stage(cfg, model, tokenizer, splits, task, run_dir, status, callbacks)
             status.timing("train_s", time.monotonic() - clock)

@@ -9,6 +9,7 @@ Both save with `save_pretrained`, so every stage's `<run>/model` loads the same 
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -48,6 +49,17 @@ def load_tokenizer(model_cfg: Mapping[str, Any]) -> PreTrainedTokenizerBase:
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
+
+
+def weights_sha256(model: torch.nn.Module) -> str:
+    """A fingerprint of a model's weights (names, dtypes, bytes). Runs that name one starting point (an
+    upstream's cache key) but got different weights, e.g. an upstream re-trained on another machine by
+    other code, tell themselves apart by it: ablate.stats refuses to call their pool one recipe."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
+        digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
 
 
 def load_model(model_cfg: Mapping[str, Any], tokenizer: PreTrainedTokenizerBase) -> PreTrainedModel:

@@ -33,7 +33,7 @@ from ablate.stats.curves import (  # noqa: F401  (re-exported: tests and report 
 )
 from ablate.stats.engine import ClaimsResult, sweep_claims
 from ablate.stats.intervals import iqm_ci, nanmean, ratio_bootstrap_ci, rng_for, t_interval, wilson_interval
-from ablate.stats.runs import Run, StatsInputError, Sweep, condition_label
+from ablate.stats.runs import Run, StatsInputError, Sweep, condition_label, mixed_starts
 from ablate.stats.settings import Settings  # noqa: F401  (re-exported: the CLI and tests build it here)
 from ablate.stats.study import Study
 
@@ -112,6 +112,7 @@ def analyze(sweep: Sweep, settings: Settings) -> Analysis:
     for run in sweep.runs:
         for issue in run.issues:
             problems.append(f"{run.rel}: {issue}")
+    problems += mixed_starts(sweep.runs)
 
     explicit = settings.baseline is not None or settings.metrics is not None
     study, keys, common, labels, configs = label_sweep(sweep, settings.names, explicit, problems)
