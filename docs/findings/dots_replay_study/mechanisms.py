@@ -1,10 +1,12 @@
 """Mechanism checks of paper 002 that the stats report does not compute: per run, from metrics.csv.
 
     python docs/findings/dots_replay_study/mechanisms.py multirun/dots_replay_study > mechanisms.csv
-    python docs/findings/dots_replay_study/mechanisms.py multirun/dots_replay_study multirun/dots_replay_study_look2
+    python docs/findings/dots_replay_study/mechanisms.py docs/findings/dots_replay_study multirun/dots_replay_study_look3
 
-With several sweep directories (a study's looks) a run is named <directory>/<job>, as the pooled
-report names it, and the reach threshold is the baseline's mean over all of them.
+A directory is a sweep or a committed report that carries its runs (runs.jsonl.gz: every run's
+metrics.csv, read by ablate.stats' own loader). With several sweep directories (a study's looks) a
+run is named <directory>/<job>, as the pooled report names it, and the reach threshold is the
+baseline's mean over all of them.
 
 - effective_prompt_frac: mean over steps of train/effective_prompt_frac, the share of the batch's
   prompt groups with mixed rewards (some samples right, some wrong): the only groups with a gradient
@@ -27,15 +29,16 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 from scipy import stats
 
+from ablate.stats.load import load_sweep
+
 rows = []
-sweeps = [Path(a) for a in sys.argv[1:]]
-runs = [r for d in sweeps for r in sorted(d.glob("*/metrics.csv"), key=lambda p: int(p.parent.name))]
-for run in runs:
-    cfg = yaml.safe_load((run.parent / ".hydra" / "config.yaml").read_text())
-    m = pd.read_csv(run)
+sweep = load_sweep([Path(a) for a in sys.argv[1:]])
+for run in sorted((r for r in sweep.runs if r.metrics is not None),
+                  key=lambda r: (sweep.roots.index(r.path.parent), int(r.path.name))):
+    cfg = run.config
+    m = run.metrics.reset_index()
     train = m.dropna(subset=["train/reward_mean"]).sort_values("step")
     dynamic = cfg.get("dynamic_sampling", {}).get("enabled", False)
     condition = (cfg["curriculum"]["name"] + ("+replay" if cfg["replay"]["enabled"] else "")
@@ -43,8 +46,7 @@ for run in runs:
     elapsed = float(train["time/elapsed_s"].max())
     mean = lambda col: float(train[col].mean()) if col in train else float("nan")  # noqa: E731
     total = lambda col: float(train[col].sum()) if col in train else 0.0  # noqa: E731
-    name = f"{run.parent.parent.name}/{run.parent.name}" if len(sweeps) > 1 else run.parent.name
-    rows.append({"run": name, "condition": condition, "seed": cfg["seed"],
+    rows.append({"run": run.rel, "condition": condition, "seed": cfg["seed"],
                  "effective_prompt_frac": mean("train/effective_prompt_frac"),
                  "kept_frac": mean("dynamic/kept_frac"), "replayed_frac": mean("replay/replayed_frac"),
                  "dots_reference_pearson": mean("curriculum/dots_reference_pearson"),
