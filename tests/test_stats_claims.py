@@ -335,3 +335,28 @@ def test_next_look_quotes_grid_values_hydra_would_parse_as_bools_or_numbers():
     values = override.value()[0]
     assert values == {"k0": "True", "k1": "false", "k2": "5", "k3": "0.1", "k4": "none", "k5": "dots"}
     assert all(isinstance(v, str) for v in values.values())  # the grids are Dict[str, str]
+
+
+def test_a_claim_whose_precondition_reads_its_own_metric_counts_every_seed_once():
+    """000's forgetting claims read by_operands/N/pass@1 and so does their precondition: the metric was
+    listed twice and every run's value entered the table twice (n 6 for 3 seeds, intervals too narrow)."""
+    from pathlib import Path
+
+    from ablate.stats.engine import sweep_claims
+    from ablate.stats.runs import Run, Sweep
+
+    block = {"plan": {"looks": [3]}, "claims": [
+        {"id": "b_lower", "claim": "B forgets", "metric": "final:val/pass@1", "condition": "B", "baseline": "A",
+         "direction": "lower", "effect": 0.1,
+         "precondition": {"check": "A solves it", "metric": "final:val/pass@1", "condition": "A", "op": ">=",
+                          "threshold": 0.3}}]}
+    runs = []
+    for arm, level in (("A", 0.4), ("B", 0.38)):
+        for seed in range(3):
+            frame = pd.DataFrame({"val/pass@1": [0.2, level + 0.01 * seed]}, index=pd.Index([10, 20], name="step"))
+            runs.append(Run(Path(f"/s/{arm}{seed}"), f"{arm}{seed}", (f"arm={arm}", f"seed={seed}"), (f"arm={arm}",),
+                            str(seed), "completed", {}, {}, frame, outcome="ok", config={"study": block}))
+    labels = {(f"arm={a}",): a for a in "AB"}
+    row = sweep_claims(Sweep([Path("/s")], runs), parse_declared(block, []), labels, [], 0.03).table.iloc[0]
+    assert (row["n"], row["n_baseline"]) == (3, 3) and row["precondition_status"] == "held"
+    assert row["estimate"] == pytest.approx(-0.02)

@@ -250,7 +250,9 @@ def claim_metrics(declared: Declared) -> list[str]:
         wanted = [f"final:{parsed[0]}"] if parsed else components(c.metric)
         if c.precondition is not None and c.precondition.metric:
             wanted += components(c.precondition.metric)
-        out += [m for m in wanted if m not in out]
+        for m in wanted:  # once each: a precondition often reads its claim's own metric
+            if m not in out:
+                out.append(m)
     return out
 
 
