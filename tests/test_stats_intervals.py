@@ -402,3 +402,14 @@ def test_performance_profile_is_the_fraction_of_runs_above_tau():
     profile, low, high = performance_profile(scores, [0.0, 0.15, 0.5], n_resamples=1000, rng=np.random.default_rng(0))
     assert (low <= profile).all() and (profile <= high).all()
     assert low[0] == high[0] == 1.0 and low[2] == high[2] == 0.0  # every resample is above 0 and below 0.5
+
+
+def test_seed_test_with_one_constant_arm_is_quiet_and_stands_on_the_other_arm():
+    import warnings
+
+    from ablate.stats.intervals import seed_test
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # scipy's precision-loss warning reached the report's console
+        t = seed_test([0.0012, 0.0, 0.0025, 0.0012], [0.0, 0.0, 0.0, 0.0])
+    assert t.p_value > 0.05 and t.statistic > 0 and t.note == ""
