@@ -112,6 +112,10 @@ def test_a_probe_trains_the_condition_and_measures_its_precondition(tmp_path):
     assert main(["--eval", "ladder sft", "--upstream", *overrides, "--csv", str(csv)]) == 0
     start = json.loads((tmp_path / "evals" / "ladder_sft.json").read_text())
     assert set(start["summary"]["by_operands"]) == {"2", "3"} and "upstream SFT of" in start["overrides"]
+    # its weights' fingerprint is the one the probe's RLOO run started from (status.json init_sha256)
+    run_status = json.loads((tmp_path / "probes" / "curriculum_ladder_study" / "ladder23" / "RLOO_none" / "seed_0"
+                             / "status.json").read_text())
+    assert start["weights_sha256"] == run_status["init_sha256"] and len(start["commit"]) == 7
     with pytest.raises(SystemExit, match="train it first"):
         main(["--eval", "x", "--upstream", *overrides, "upstream.sft.max_steps=5", "--csv", str(csv)])
 

@@ -207,8 +207,16 @@ def upstream_summary(name: str, overrides: list[str], out_dir: Path) -> dict:
     if not path.is_file():
         raise SystemExit(f"error: no evaluated upstream SFT {key} in {models_dir()}; train it first: "
                          f"python -m ablate.train {' '.join(overrides)} (its first job trains it)")
-    record_ = {"name": name, "overrides": f"upstream SFT of {' '.join(overrides)} ({key})", "commit": commit(),
-               "summary": json.loads(path.read_text())}
+    from transformers import AutoModelForCausalLM
+
+    from ablate.models import weights_sha256
+
+    trained_at = (json.loads((path.parents[2] / "status.json").read_text()).get("git_sha") or "")[:7]
+    # the commit that trained it, and its weights' fingerprint: the same cache key can hold other
+    # weights on another machine (a re-trained upstream), which status.json's init_sha256 tells apart
+    record_ = {"name": name, "overrides": f"upstream SFT of {' '.join(overrides)} ({key})",
+               "commit": trained_at or commit(), "summary": json.loads(path.read_text()),
+               "weights_sha256": weights_sha256(AutoModelForCausalLM.from_pretrained(str(path.parents[2] / "model")))}
     write_text(out_dir / f"{slug(name)}.json", json.dumps(record_, indent=1, sort_keys=True) + "\n")
     return record_
 
