@@ -422,7 +422,7 @@ def test_cli_json_and_default_paths(planted, tmp_path, monkeypatch, capsys):
 
 
 def test_runs_that_name_one_upstream_but_got_other_weights_are_a_data_problem(tmp_path):
-    """A later look whose upstream SFT was re-trained by other code (same cache key, other weights)
+    """A later look whose upstream SFT was re-trained elsewhere (same cache key, other weights)
     is not more seeds of the first look's recipe: the report says so instead of pooling silently."""
     sweep = write_sweep(tmp_path / "sweep", {"none": 0.3, "static": 0.3}, seeds=(0, 1))
     for n, status_path in enumerate(sorted(sweep.glob("*/status.json"))):

@@ -53,8 +53,8 @@ def load_tokenizer(model_cfg: Mapping[str, Any]) -> PreTrainedTokenizerBase:
 
 def weights_sha256(model: torch.nn.Module) -> str:
     """A fingerprint of a model's weights (names, dtypes, bytes). Runs that name one starting point (an
-    upstream's cache key) but got different weights, e.g. an upstream re-trained on another machine by
-    other code, tell themselves apart by it: ablate.stats refuses to call their pool one recipe."""
+    upstream's cache key) but got different weights, e.g. an upstream re-trained by other code or on a CPU
+    whose kernels round otherwise, tell themselves apart by it: ablate.stats lists them as a data problem."""
     digest = hashlib.sha256()
     for name, tensor in sorted(model.state_dict().items()):
         digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())

@@ -120,8 +120,9 @@ class Sweep:
 def mixed_starts(runs: Sequence[Run]) -> list[str]:
     """One problem line per starting point that runs name alike (status.json `init`, by its last two path
     parts: an upstream's cache key and `model`, the same on every machine) but that gave them different
-    weights (`init_sha256`): an upstream re-trained by other code. Pooled, such runs are not seeds of one
-    recipe. Runs from before the fingerprint was recorded say nothing."""
+    weights (`init_sha256`): an upstream re-trained by other code, or on a CPU whose kernels round
+    otherwise (AVX2 vs AVX512). Pooled, such runs are not seeds of one recipe. Runs from before the
+    fingerprint was recorded say nothing."""
     seen: dict[str, dict[str, list[str]]] = {}
     for run in runs:
         status = run.status or {}
@@ -130,7 +131,7 @@ def mixed_starts(runs: Sequence[Run]) -> list[str]:
             seen.setdefault("/".join(Path(str(init)).parts[-2:]), {}).setdefault(sha, []).append(run.rel)
     return [f"runs that start from {name} started from {len(by_sha)} different weights (init_sha256 "
             + "; ".join(f"{sha[:12]}: {', '.join(rels[:4])}{' ...' if len(rels) > 4 else ''}" for sha, rels in by_sha.items())
-            + "): the upstream was re-trained by other code, so these runs are not seeds of one recipe; report them apart"
+            + "): the upstream was re-trained (other code, or another CPU's kernels), so these runs are not seeds of one recipe; report them apart"
             for name, by_sha in seen.items() if len(by_sha) > 1]
 
 
