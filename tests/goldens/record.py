@@ -1,6 +1,7 @@
 """Goldens for refactors that must not change numbers (issue 16's guard).
 
-    python tests/goldens/record.py            # (re)record tests/goldens/recorded/ with the current code
+    python tests/goldens/record.py            # (re)record this CPU's goldens with the current code
+                                              # (recorded/, or recorded/<capability>/ on another instruction set)
     python -m pytest -q tests/test_goldens.py # re-run the same runs and compare
 
 A fixed set of short runs (SFT smoke, RLOO 10 steps from the shipped SFT, DPO smoke, the annealed
@@ -22,6 +23,13 @@ import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "recorded"  # not "data/": .gitignore keeps data/ out of the repository
+
+
+def data_dir(capability: str) -> Path:
+    """The goldens recorded on a CPU with this instruction set (torch picks its kernels by it, and the
+    last bits follow): recorded/ for the first recording's, recorded/<capability>/ for each other."""
+    primary = json.loads((DATA / "recorded.json").read_text())["cpu_capability"] if (DATA / "recorded.json").is_file() else None
+    return DATA if capability in (primary, None) else DATA / capability.lower()
 SMALL_EVAL = ["eval.n=4", "eval.ks=[1,2,4]"]
 RUNS = {
     "sft_smoke": ["experiment=smoke"],
@@ -85,14 +93,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         os.environ.setdefault("ABLATE_CACHE", str(Path(tmp) / "cache"))
         results = produce(Path(tmp))
-    DATA.mkdir(parents=True, exist_ok=True)
+    out = data_dir(torch.backends.cpu.get_cpu_capability())
+    out.mkdir(parents=True, exist_ok=True)
     for name, numbers in results.items():
-        (DATA / f"{name}.json").write_text(json.dumps(numbers, sort_keys=True, allow_nan=True) + "\n")
+        (out / f"{name}.json").write_text(json.dumps(numbers, sort_keys=True, allow_nan=True) + "\n")
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=HERE, capture_output=True, text=True).stdout.strip()
-    (DATA / "recorded.json").write_text(json.dumps({"commit": commit, "torch": torch.__version__,
-                                                    "cpu_capability": torch.backends.cpu.get_cpu_capability()},
-                                                   indent=1) + "\n")
-    print(f"goldens written to {DATA}")
+    (out / "recorded.json").write_text(json.dumps({"commit": commit, "torch": torch.__version__,
+                                                   "cpu_capability": torch.backends.cpu.get_cpu_capability()},
+                                                  indent=1) + "\n")
+    print(f"goldens written to {out}")
 
 
 if __name__ == "__main__":
