@@ -27,6 +27,9 @@ def test_smoke_run_writes_the_run_directory_contract(tmp_path):
     assert yaml.safe_load((run_dir / ".hydra" / "config.yaml").read_text())["seed"] == 0
     status = json.loads((run_dir / "status.json").read_text())
     assert status["state"] == "completed" and status["error"] is None and status["versions"]["torch"]
+    import torch
+
+    assert status["versions"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()  # whose kernels ran
     assert set(status["timings"]) >= {"data_s", "train_s", "eval_no_tool_s"}
     metrics = pd.read_csv(run_dir / "metrics.csv")
     assert list(metrics["step"].dropna().astype(int).unique()) == list(range(6))

@@ -48,6 +48,12 @@ def versions() -> dict[str, str | None]:
             found[name] = metadata.version(DISTRIBUTIONS.get(name, name))
         except metadata.PackageNotFoundError:
             found[name] = None
+    try:  # torch picks its CPU kernels by the instruction set, and the last bits follow (AVX2 vs AVX512)
+        import torch
+
+        found["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
+    except ImportError:
+        found["cpu_capability"] = None
     return found
 
 
