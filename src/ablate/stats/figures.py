@@ -232,8 +232,11 @@ def curve_order(a, metrics: list[str]) -> list[str]:
     if a.claims is not None:
         for metric in a.claims.table["metric"]:
             wanted += re.findall(r"(?:final|mean|max|min|auc|slope|reach(?:_time)?):([^@<>=\s]+)", str(metric))
-    shown = [m for m in metrics
-             if m in wanted or moves(a.curves.loc[a.curves["metric"] == m, "mean"].to_numpy(float), m)]
+    shown = []
+    for m in metrics:
+        means = a.curves.loc[a.curves["metric"] == m, "mean"].to_numpy(float)
+        if (m in wanted and np.isfinite(means).any()) or moves(means, m):
+            shown.append(m)
     return sorted(shown, key=lambda m: (m not in wanted, not m.startswith("val/"), shown.index(m)))
 
 
