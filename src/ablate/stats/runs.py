@@ -129,10 +129,15 @@ def mixed_starts(runs: Sequence[Run]) -> list[str]:
         init, sha = status.get("init"), status.get("init_sha256")
         if init and sha:
             seen.setdefault("/".join(Path(str(init)).parts[-2:]), {}).setdefault(sha, []).append(run.rel)
-    return [f"runs that start from {name} started from {len(by_sha)} different weights (init_sha256 "
-            + "; ".join(f"{sha[:12]}: {', '.join(rels[:4])}{' ...' if len(rels) > 4 else ''}" for sha, rels in by_sha.items())
-            + "): the upstream was re-trained (other code, or another CPU's kernels), so these runs are not seeds of one recipe; report them apart"
-            for name, by_sha in seen.items() if len(by_sha) > 1]
+    problems = []
+    for name, by_sha in seen.items():
+        if len(by_sha) > 1:
+            groups = "; ".join(f"{sha[:12]}: {', '.join(rels[:4])}{' ...' if len(rels) > 4 else ''}"
+                               for sha, rels in by_sha.items())
+            problems.append(f"runs that start from {name} started from {len(by_sha)} different weights "
+                            f"(init_sha256 {groups}): the upstream was re-trained (other code, or another "
+                            f"CPU's kernels), so these runs are not seeds of one recipe; report them apart")
+    return problems
 
 
 def _seed_key(seed: str | None):
