@@ -360,3 +360,19 @@ def test_a_claim_whose_precondition_reads_its_own_metric_counts_every_seed_once(
     row = sweep_claims(Sweep([Path("/s")], runs), parse_declared(block, []), labels, [], 0.03).table.iloc[0]
     assert (row["n"], row["n_baseline"]) == (3, 3) and row["precondition_status"] == "held"
     assert row["estimate"] == pytest.approx(-0.02)
+
+
+def test_an_inconclusive_claim_says_how_many_whole_seeds_would_decide_it():
+    from ablate.stats.render_claims import claims_markdown
+
+    declared = parse_declared({**CLAIMS, "claims": CLAIMS["claims"][:1]}, [])
+    a = [0.30, 0.33, 0.27]
+    b = [0.31, 0.35, 0.28]  # a small noisy gain: holds both 0 and 0.03 at 3 seeds
+    result = evaluate(declared, _table({"A": a, "B": b}))
+    row = result.table.iloc[0]
+    assert row["verdict"] == "inconclusive" and np.isfinite(row["seeds_needed"])
+    line = next(s for s in claims_markdown(result) if s.startswith("- **up**"))
+    assert f"About {int(row['seeds_needed'])} seeds per arm" in line and ".000 seeds" not in line
+    result.table.loc[0, "seeds_needed"] = math.inf  # past power.MAX_SEEDS
+    line = next(s for s in claims_markdown(result) if s.startswith("- **up**"))
+    assert "More than 10,000 seeds per arm" in line

@@ -66,7 +66,7 @@ def claims_markdown(result) -> list[str]:
         if r["verdict"] == "inconclusive" and pd.notna(r["seeds_needed"]):
             nxt = f"; the plan's next look: {int(r['next_look'])} seeds per arm" if pd.notna(r["next_look"]) else \
                 "; the plan has no further look"
-            line += f" About {fmt(r['seeds_needed'])} seeds per arm would decide it at this level{nxt}."
+            line += f" {_seeds_needed(r['seeds_needed'])} seeds per arm would decide it at this level{nxt}."
         out.append(line)
     looks = result.looks
     if len(looks):
@@ -78,6 +78,13 @@ def claims_markdown(result) -> list[str]:
                               fmt_p(r["p_value"]), r["verdict"]] for r in looks.to_dict("records")]))
         out.append("\n</details>\n")
     return out
+
+
+def _seeds_needed(n: float) -> str:
+    """A seed count is a whole number; beyond power.MAX_SEEDS the search stops and says so."""
+    from ablate.stats.power import MAX_SEEDS
+
+    return f"More than {MAX_SEEDS:,}" if math.isinf(n) else f"About {int(n)}"
 
 
 def claims_console(result, console) -> None:
