@@ -243,7 +243,7 @@ def test_curves_and_steps_to_reach(planted_analysis, planted):
     assert row["op"] == "<=" and row["threshold"] == 0.1 and row["reached"] == 3
 
 
-def test_curve_panels_that_do_not_move_are_dropped_unless_a_claim_reads_them():
+def test_curve_panels_that_do_not_move_are_dropped_unless_a_claim_reads_them_and_twins_share_one():
     from types import SimpleNamespace
 
     from ablate.stats.figures import curve_order
@@ -253,14 +253,19 @@ def test_curve_panels_that_do_not_move_are_dropped_unless_a_claim_reads_them():
               "val/coverage": 1.0 - 0.003 * (steps % 2),             # a rate within 0.3 points of 1: flat
               "val/pass@1": 0.30 + 0.01 * steps,                     # moves: kept, val/ before training
               "train/response_length": 32.2 + 0.05 * (steps % 2),    # 0.15% of its size: flat
-              "val/no_answer_rate": np.zeros(10)}                    # constant, but a claim reads it
+              "val/no_answer_rate": np.zeros(10),                    # constant, but a claim reads it
+              "val/exact_pass@1": 0.30 + 0.01 * steps}               # val/pass@1's curve: one panel
     curves = pd.DataFrame([{"metric": m, "condition": "a", "step": int(s), "mean": float(v)}
                            for m, vals in series.items() for s, v in zip(steps, vals)])
     claims = SimpleNamespace(table=pd.DataFrame({"metric": ["max:val/no_answer_rate@50:99"]}))
     a = SimpleNamespace(curves=curves, claims=claims)
-    assert curve_order(a, list(series)) == ["val/no_answer_rate", "val/pass@1", "train/loss"]
+    panels = curve_order(a, list(series))
+    assert list(panels) == ["val/no_answer_rate", "val/pass@1", "train/loss"]
+    assert panels["val/pass@1"] == ["val/exact_pass@1"] and panels["train/loss"] == []
     a.claims = None
-    assert curve_order(a, list(series)) == ["val/pass@1", "train/loss"]
+    assert list(curve_order(a, list(series))) == ["val/pass@1", "train/loss"]
+    curves.loc[(curves["metric"] == "val/exact_pass@1") & (curves["step"] == 9), "mean"] -= 0.01
+    assert list(curve_order(a, list(series))) == ["val/pass@1", "val/exact_pass@1", "train/loss"]
 
 
 # ------------------------------------------------------------------------------ bad input

@@ -225,9 +225,10 @@ def moves(means: np.ndarray, metric: str) -> bool:
     return bool(np.ptp(means) > 0 and np.ptp(means) >= FLAT * scale)
 
 
-def curve_order(a, metrics: list[str]) -> list[str]:
-    """Deciding metrics first: the columns the study's claims read, then val/, then the rest. A panel
-    that does not move (`moves`) is dropped unless a claim reads it (a flat deciding curve is a finding)."""
+def curve_order(a, metrics: list[str]) -> dict[str, list[str]]:
+    """The panels to draw, deciding metrics first: the columns the study's claims read, then val/, then
+    the rest; each with the metrics its panel also stands for (`same_curves`). A panel that does not
+    move (`moves`) is dropped unless a claim reads it (a flat deciding curve is a finding)."""
     wanted = []
     if a.claims is not None:
         for metric in a.claims.table["metric"]:
@@ -237,24 +238,43 @@ def curve_order(a, metrics: list[str]) -> list[str]:
         means = a.curves.loc[a.curves["metric"] == m, "mean"].to_numpy(float)
         if (m in wanted and np.isfinite(means).any()) or moves(means, m):
             shown.append(m)
-    return sorted(shown, key=lambda m: (m not in wanted, not m.startswith("val/"), shown.index(m)))
+    # sorted, not list.sort: the key reads shown's order, which list.sort empties while it runs
+    return same_curves(a, sorted(shown, key=lambda m: (m not in wanted, not m.startswith("val/"), shown.index(m))))
+
+
+def same_curves(a, metrics: list[str]) -> dict[str, list[str]]:
+    """Each metric kept -> the later metrics whose curves are the same, point for point (pass@1,
+    exact_pass@1 and precision coincide when every answer is well formed): one panel, titled with all."""
+    kept: dict[str, list[str]] = {}
+    first_of: dict[tuple, str] = {}
+    for m in metrics:
+        sub = a.curves[a.curves["metric"] == m].sort_values(["condition", "step"])
+        key = tuple(zip(sub["condition"], sub["step"], sub["mean"].round(12)))
+        if key in first_of:
+            kept[first_of[key]].append(m)
+        else:
+            first_of[key] = m
+            kept[m] = []
+    return kept
 
 
 def _curve_figures(a, out: Path, plt, order: list[str]) -> list[tuple[str, str]]:
     if not len(a.curves):
         return []
-    metrics = curve_order(a, list(dict.fromkeys(a.curves["metric"])))
+    panels = curve_order(a, list(dict.fromkeys(a.curves["metric"])))
+    titles = {m: " = ".join([m, *same]) for m, same in panels.items()}
+    metrics = list(panels)
     held_out = [m for m in metrics if m.startswith("val/")]
     training = [m for m in metrics if not m.startswith("val/")]
     figures = []
     if held_out:
         figures.append(_curve_figure(a, out, plt, held_out[:CURVES_PER_FIGURE], "val_curves",
-                                     "held-out evaluation during training", order))
+                                     "held-out evaluation during training", order, titles))
     chunks = [training[i:i + CURVES_PER_FIGURE] for i in range(0, len(training), CURVES_PER_FIGURE)]
     for n, chunk in enumerate(chunks[:MAX_CURVE_FIGURES], 1):
         name = "curves" if len(chunks) == 1 else f"curves_{n}"
         title = "training curves" + ("" if len(chunks) == 1 else f" ({n})")
-        figures.append(_curve_figure(a, out, plt, chunk, name, title, order))
+        figures.append(_curve_figure(a, out, plt, chunk, name, title, order, titles))
     return figures
 
 
@@ -268,7 +288,7 @@ def band_limits(metric: str) -> tuple[float, float]:
 
 
 def _curve_figure(a, out: Path, plt, chunk: list[str], name: str, title: str,
-                  order: list[str]) -> tuple[str, str]:
+                  order: list[str], titles: dict[str, str]) -> tuple[str, str]:
     cols = min(3, len(chunk))
     nrows = math.ceil(len(chunk) / cols)
     fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 2.8 * nrows + 0.6), squeeze=False)
@@ -281,7 +301,7 @@ def _curve_figure(a, out: Path, plt, chunk: list[str], name: str, title: str,
             line, = ax.plot(r["step"], r["mean"], lw=1.2, label=label, marker="o" if sparse else None, ms=3)
             ax.fill_between(r["step"], r["ci_low"].clip(low_limit, high_limit), r["ci_high"].clip(low_limit, high_limit),
                             color=line.get_color(), alpha=0.2, lw=0)
-        ax.set_title("\n".join(textwrap.wrap(metric, 40)), fontsize=9)
+        ax.set_title("\n".join(textwrap.wrap(titles.get(metric, metric), 40)), fontsize=9)
         ax.set_xlabel("step", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
