@@ -228,6 +228,19 @@ def test_analysis_is_reproducible(planted):
     pd.testing.assert_frame_equal(a.comparisons, b.comparisons)
 
 
+def test_headline_columns_equal_in_every_run_share_one_column(planted_analysis):
+    from ablate.stats.report import headline_metrics, render_markdown, same_columns
+
+    a = planted_analysis
+    columns = same_columns(a, "default", headline_metrics(a, "default"))
+    # exact_pass@1 is pass@1 run for run here; precision differs wherever an answer is missing
+    assert columns["pass@1"] == ["exact_pass@1"] and "exact_pass@1" not in columns and "precision" in columns
+    runs = a.summary[(a.summary["level"] == "run") & (a.summary["regime"] == "default")].set_index(["run", "metric"])
+    assert (runs.xs("pass@1", level="metric")["value"] == runs.xs("exact_pass@1", level="metric")["value"]).all()
+    assert not (runs.xs("pass@1", level="metric")["value"] == runs.xs("precision", level="metric")["value"]).all()
+    assert "| pass@1 = exact_pass@1 |" in render_markdown(a, [])
+
+
 def test_curves_and_steps_to_reach(planted_analysis, planted):
     a = planted_analysis
     reward = a.curves[a.curves["metric"] == "train/reward_mean"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ablate.stats.formatting import slug
+from ablate.stats.formatting import slug, twins
 
 CURVES_PER_FIGURE = 12
 MAX_CURVE_FIGURES = 3
@@ -210,7 +210,7 @@ def _profile_figure(a, out: Path, plt, regime: str, order: list[str]) -> tuple[s
     axes.ravel()[0].legend(fontsize=7)
     fig.suptitle(f"performance profiles, {regime}\n(runs per condition; {pct(a)} bootstrap band)", fontsize=9)
     name = f"profile_{slug(regime)}.png"
-    _save(fig, out / name, plt, top=0.9)
+    _save(fig, out / name, plt)
     return f"performance profiles — {regime}", name
 
 
@@ -243,19 +243,12 @@ def curve_order(a, metrics: list[str]) -> dict[str, list[str]]:
 
 
 def same_curves(a, metrics: list[str]) -> dict[str, list[str]]:
-    """Each metric kept -> the later metrics whose curves are the same, point for point (pass@1,
-    exact_pass@1 and precision coincide when every answer is well formed): one panel, titled with all."""
-    kept: dict[str, list[str]] = {}
-    first_of: dict[tuple, str] = {}
+    """Each metric kept -> the later metrics whose curves are the same point for point (formatting.twins)."""
+    keys = {}
     for m in metrics:
         sub = a.curves[a.curves["metric"] == m].sort_values(["condition", "step"])
-        key = tuple(zip(sub["condition"], sub["step"], sub["mean"].round(12)))
-        if key in first_of:
-            kept[first_of[key]].append(m)
-        else:
-            first_of[key] = m
-            kept[m] = []
-    return kept
+        keys[m] = tuple(zip(sub["condition"], sub["step"], sub["mean"].round(12)))
+    return twins(keys)
 
 
 def _curve_figures(a, out: Path, plt, order: list[str]) -> list[tuple[str, str]]:
@@ -291,7 +284,8 @@ def _curve_figure(a, out: Path, plt, chunk: list[str], name: str, title: str,
                   order: list[str], titles: dict[str, str]) -> tuple[str, str]:
     cols = min(3, len(chunk))
     nrows = math.ceil(len(chunk) / cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 2.8 * nrows + 0.6), squeeze=False)
+    height = 2.8 * nrows + 0.3  # the panels, and a strip of fixed height for the one-line suptitle
+    fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, height), squeeze=False)
     for ax, metric in zip(axes.ravel(), chunk):
         sub = a.curves[a.curves["metric"] == metric]
         low_limit, high_limit = band_limits(metric)
@@ -308,8 +302,10 @@ def _curve_figure(a, out: Path, plt, chunk: list[str], name: str, title: str,
     for ax in axes.ravel()[len(chunk):]:
         ax.axis("off")
     axes.ravel()[0].legend(fontsize=7)
-    fig.suptitle(f"{title} (mean over seeds, {pct(a)} t-interval band, clipped to the metric's range)", fontsize=10)
-    _save(fig, out / f"{name}.png", plt, top=1 - 0.6 / (2.8 * nrows + 0.6))
+    # pinned in inches from the top edge: matplotlib's default y=0.98 is a share of the height
+    fig.suptitle(f"{title} (mean over seeds, {pct(a)} t-interval band, clipped to the metric's range)", fontsize=10,
+                 y=1 - 0.08 / height, va="top")
+    _save(fig, out / f"{name}.png", plt)
     return title, f"{name}.png"
 
 
@@ -321,7 +317,9 @@ def _yerr(r: pd.DataFrame) -> np.ndarray:
     return np.nan_to_num(np.clip(err, 0, None))
 
 
-def _save(fig, path: Path, plt, top: float = 1.0) -> None:
-    fig.tight_layout(rect=(0, 0, 1, top))  # leave the suptitle its room: titles are never cut off
+def _save(fig, path: Path, plt) -> None:
+    # tight_layout sets the panels below the suptitle's own extent, so titles are never cut off; a
+    # rect reserved for it as well left a second strip of white above every grid
+    fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

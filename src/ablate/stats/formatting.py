@@ -45,3 +45,18 @@ def md_table(header: list[str], rows: Iterable[list]) -> str:
     lines = ["| " + " | ".join(cell(h) for h in header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(cell(x) for x in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def twins(keys: dict) -> dict[str, list[str]]:
+    """Metric -> key (its values, in a fixed order) to: each metric kept -> the later metrics with the same
+    key. pass@1, exact_pass@1 and precision coincide when every answer is well formed: a report shows one
+    column or panel headed with all three rather than three identical ones."""
+    kept: dict[str, list[str]] = {}
+    first_of: dict = {}
+    for metric, key in keys.items():
+        if key and key in first_of:
+            kept[first_of[key]].append(metric)
+        else:
+            first_of.setdefault(key, metric)
+            kept[metric] = []
+    return kept

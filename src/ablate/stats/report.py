@@ -13,7 +13,7 @@ import pandas as pd
 
 from ablate.stats.analysis import Analysis
 from ablate.stats.archive import RUNS_FILE, root_of, write_runs
-from ablate.stats.formatting import fmt, fmt_ci, fmt_p, md_table, slug  # noqa: F401  (re-exported)
+from ablate.stats.formatting import fmt, fmt_ci, fmt_p, md_table, slug, twins  # noqa: F401  (re-exported)
 from ablate.stats.figures import make_figures, pct as _pct
 from ablate.stats.render_claims import claims_markdown
 from ablate.stats.render_console import print_summary, run_warnings  # noqa: F401  (print_summary re-exported)
@@ -27,6 +27,13 @@ def headline_metrics(a: Analysis, regime: str) -> list[str]:
     ks = sorted((int(m.split("@")[1]) for m in have if re.fullmatch(r"pass@\d+", m)))
     wanted = list(a.settings.metrics) + ["pass@1"] + ([f"pass@{ks[-1]}"] if ks else []) + HEADLINE[2:]
     return [m for m in dict.fromkeys(wanted) if m in have]
+
+
+def same_columns(a: Analysis, regime: str, metrics: list[str]) -> dict[str, list[str]]:
+    """Each headline metric kept -> the later ones equal to it in every run (formatting.twins)."""
+    runs = a.summary[(a.summary["level"] == "run") & (a.summary["regime"] == regime)]
+    return twins({m: tuple(runs[runs["metric"] == m].sort_values("run")[["run", "value"]].itertuples(index=False))
+                  for m in metrics})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -124,7 +131,8 @@ def _results_sections(a: Analysis) -> list[str]:
     cond_rows = a.summary[a.summary["level"] == "condition"]
     for regime in a.regimes:
         rows = cond_rows[cond_rows["regime"] == regime]
-        metrics = headline_metrics(a, regime)
+        columns = same_columns(a, regime, headline_metrics(a, regime))
+        metrics = list(columns)
         base_labels = {a.labels[b] for b in a.baselines_in(regime)}
         out.append(f"## Results — regime `{regime}`\n")
         out.append(f"Mean over seeds [{_pct(a)} CI: t-interval over seeds; one seed: bootstrap over prompts]. "
@@ -140,7 +148,7 @@ def _results_sections(a: Analysis) -> list[str]:
                 x = r[r["metric"] == m]
                 cells.append(fmt_ci(*x[["value", "ci_low", "ci_high"]].iloc[0]) if len(x) else "–")
             table.append(cells)
-        out.append(md_table(["condition", "seeds"] + metrics, table))
+        out.append(md_table(["condition", "seeds"] + [" = ".join([m, *columns[m]]) for m in metrics], table))
         out.append("")
         runs = a.summary[(a.summary["level"] == "run") & (a.summary["regime"] == regime)
                          & (a.summary["metric"].isin(s.metrics))]
