@@ -376,3 +376,40 @@ def test_an_inconclusive_claim_says_how_many_whole_seeds_would_decide_it():
     result.table.loc[0, "seeds_needed"] = math.inf  # past power.MAX_SEEDS
     line = next(s for s in claims_markdown(result) if s.startswith("- **up**"))
     assert "More than 10,000 seeds per arm" in line
+
+
+def test_the_directories_of_one_look_are_one_batch(tmp_path):
+    """next_look writes a look whose arms need different seed ranges into one directory per range
+    (`_look4_10`, `_look4_11`); counted as two batches they made a look nobody took (20 vs 11)."""
+    from ablate.stats.values import look_of
+
+    assert look_of("curriculum_study_look4_10") == "curriculum_study_look4" == look_of("curriculum_study_look4")
+    assert look_of("curriculum_study_seeds5_10") == "curriculum_study_seeds5_10"  # not a look's part
+    summary = pd.DataFrame([
+        {"level": "run", "regime": "no_tool", "condition": c, "seed": s, "run": f"{d}/{j}", "metric": "pass@1",
+         "value": 0.3}
+        for j, (d, c, s) in enumerate([("study", "A", 0), ("study", "B", 0), ("study_look2_1", "A", 1),
+                                        ("study_look2_2", "B", 2), ("study_look3", "A", 3)])])
+    assert list(summary_values(summary)["batch"]) == [0, 0, 1, 1, 2]
+    table = summary_values(summary)
+    x, y = table[table["condition"] == "A"], table[table["condition"] == "B"]
+    assert look_history(x, y) == [(0, 1, 1), (1, 2, 2), (2, 3, 2)]
+
+
+def test_run_directories_of_one_look_share_a_batch(tmp_path):
+    from ablate.stats.calibrate import Setting, _difficulty, plant, write_planted
+    from ablate.stats.load import load_sweep
+    from ablate.stats.values import run_batches
+
+    sweep = plant(Setting(6, 6, "large", 0.0, (3, 6)), np.random.default_rng(5), _difficulty())
+    dirs = write_planted(sweep, tmp_path)
+    first, second = sorted(dirs)
+    # the second look split in two, as next_look writes arms that need different seed ranges
+    parts = [tmp_path / f"{first.name}_look2_3", tmp_path / f"{first.name}_look2_4"]
+    for part in parts:
+        part.mkdir()
+    for i, run in enumerate(sorted(p for p in second.iterdir() if p.is_dir())):
+        run.rename(parts[i % 2] / run.name)
+    batches = run_batches(load_sweep([first, *parts]))
+    assert sorted(set(batches.values())) == [0, 1]
+    assert {batches[rel] for rel in batches if "_look2_" in rel} == {1}

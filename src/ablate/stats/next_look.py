@@ -9,7 +9,8 @@ own); decided claims add nothing. `--run` runs the command(s). Then report every
     python -m ablate.stats multirun/curriculum_study multirun/curriculum_study_look2
 
 The report then records the new look (planned, since the seeds reach the plan's count) and applies
-the plan's boundary to it.
+the plan's boundary to it. Arms that need different seed ranges get one command and one directory
+each, `<study>_look<N>_<first seed>`; the report counts those directories as one look.
 """
 
 from __future__ import annotations

@@ -114,21 +114,31 @@ def eval_values(prompts, metrics: Iterable[str]) -> dict[str, float]:
     return out
 
 
+_LOOK_PART = re.compile(r"^(.*_look\d+)_\d+$")
+
+
+def look_of(directory: str) -> str:
+    """The look a sweep directory belongs to: `next_look` writes one look whose arms need different
+    seed ranges into `<study>_look<N>_<first seed>` directories, one per range; they are one look."""
+    m = _LOOK_PART.match(directory)
+    return m.group(1) if m else directory
+
+
 def run_batches(sweep) -> dict[str, int]:
-    """run.rel -> the index of its batch: the sweep directory it came from, ordered by when that
-    directory's first run started (status.json), so a directory of added seeds is a later look
-    whatever order the directories are given in."""
+    """run.rel -> the index of its batch: the sweep directory it came from (the directories of one
+    look together, `look_of`), ordered by when its first run started (status.json), so a directory
+    of added seeds is a later look whatever order the directories are given in."""
     def started(run) -> str:
         status = run.status or {}
         times = [status.get("started_at")] + [h.get("started_at") for h in status.get("history") or []
                                                if isinstance(h, dict)]
         return min((t for t in times if isinstance(t, str)), default="~")
 
-    first: dict[int, str] = {}
-    root_of: dict[str, int] = {}
+    first: dict[str, str] = {}
+    root_of: dict[str, str] = {}
     for run in sweep.runs:
-        i = next((k for k, root in enumerate(sweep.roots) if _under(run.path, root)), 0)
-        root_of[run.rel] = i
+        root = next((root for root in sweep.roots if _under(run.path, root)), sweep.roots[0])
+        i = root_of[run.rel] = str(root.parent / look_of(root.name))
         first[i] = min(first.get(i, "~"), started(run))
     order = sorted(first, key=lambda i: (first[i], i))
     rank = {i: r for r, i in enumerate(order)}
@@ -182,13 +192,14 @@ def reach_values(sweep, labels: dict, metric: str, threshold: float) -> pd.DataF
 
 def summary_values(summary: pd.DataFrame, order: list[str] | None = None) -> pd.DataFrame:
     """The tidy table from a committed report's summary.csv (its level=run rows): a re-analysis of
-    a published study without its run directories. The batch is the sweep directory in `run`
+    a published study without its run directories. The batch is the sweep directory in `run` (one
+    look's directories together, `look_of`)
     (e.g. curriculum_study/3 vs curriculum_study_seeds5_10/0): in `order` (the directories as they
     were run) when given, else by the smallest seed each holds (added seeds continue the numbering)."""
     rows = summary[summary["level"] == "run"].copy()
-    rows["dir"] = rows["run"].astype(str).str.rpartition("/")[0]
+    rows["dir"] = rows["run"].astype(str).str.rpartition("/")[0].map(look_of)
     first_seed = pd.to_numeric(rows["seed"], errors="coerce").groupby(rows["dir"]).min()
-    known = list(order or [])
+    known = list(dict.fromkeys(map(look_of, order or [])))
     rest = sorted((d for d in first_seed.index if d not in known), key=lambda d: (first_seed[d], d))
     rows["batch"] = rows["dir"].map({d: i for i, d in enumerate(known + rest)})
     return rows[VALUE_COLUMNS].reset_index(drop=True)
