@@ -48,9 +48,9 @@ def md_table(header: list[str], rows: Iterable[list]) -> str:
 
 
 def twins(keys: dict) -> dict[str, list[str]]:
-    """Metric -> key (its values, in a fixed order) to: each metric kept -> the later metrics with the same
-    key. pass@1, exact_pass@1 and precision coincide when every answer is well formed: a report shows one
-    column or panel headed with all three rather than three identical ones."""
+    """From metric -> its values in a fixed order (a hashable key), to each metric kept -> the later metrics
+    with the same values. pass@1, exact_pass@1 and precision coincide when every answer is well formed: a
+    report shows one column or panel headed with all three rather than three identical ones."""
     kept: dict[str, list[str]] = {}
     first_of: dict = {}
     for metric, key in keys.items():
