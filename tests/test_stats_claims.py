@@ -378,7 +378,7 @@ def test_an_inconclusive_claim_says_how_many_whole_seeds_would_decide_it():
     assert "More than 10,000 seeds per arm" in line
 
 
-def test_the_directories_of_one_look_are_one_batch(tmp_path):
+def test_the_directories_of_one_look_are_one_batch():
     """next_look writes a look whose arms need different seed ranges into one directory per range
     (`_look4_10`, `_look4_11`); counted as two batches they made a look nobody took (20 vs 11)."""
     from ablate.stats.values import look_of
@@ -390,8 +390,8 @@ def test_the_directories_of_one_look_are_one_batch(tmp_path):
          "value": 0.3}
         for j, (d, c, s) in enumerate([("study", "A", 0), ("study", "B", 0), ("study_look2_1", "A", 1),
                                         ("study_look2_2", "B", 2), ("study_look3", "A", 3)])])
-    assert list(summary_values(summary)["batch"]) == [0, 0, 1, 1, 2]
     table = summary_values(summary)
+    assert list(table["batch"]) == [0, 0, 1, 1, 2]
     x, y = table[table["condition"] == "A"], table[table["condition"] == "B"]
     assert look_history(x, y) == [(0, 1, 1), (1, 2, 2), (2, 3, 2)]
 

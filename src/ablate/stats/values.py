@@ -192,10 +192,10 @@ def reach_values(sweep, labels: dict, metric: str, threshold: float) -> pd.DataF
 
 def summary_values(summary: pd.DataFrame, order: list[str] | None = None) -> pd.DataFrame:
     """The tidy table from a committed report's summary.csv (its level=run rows): a re-analysis of
-    a published study without its run directories. The batch is the sweep directory in `run` (one
-    look's directories together, `look_of`)
-    (e.g. curriculum_study/3 vs curriculum_study_seeds5_10/0): in `order` (the directories as they
-    were run) when given, else by the smallest seed each holds (added seeds continue the numbering)."""
+    a published study without its run directories. The batch is the sweep directory in `run` (e.g.
+    curriculum_study/3 vs curriculum_study_seeds5_10/0; one look's directories together, `look_of`):
+    in `order` (the directories as they were run) when given, else by the smallest seed each holds
+    (added seeds continue the numbering)."""
     rows = summary[summary["level"] == "run"].copy()
     rows["dir"] = rows["run"].astype(str).str.rpartition("/")[0].map(look_of)
     first_seed = pd.to_numeric(rows["seed"], errors="coerce").groupby(rows["dir"]).min()
