@@ -1,6 +1,15 @@
 import pytest
 
 
+def pytest_configure(config):
+    """The warnings `python -m ablate.train` keeps off its console (ablate.console) stay off this one:
+    tests that train in-process do not go through its console setup."""
+    from ablate.console import QUIET_WARNINGS
+
+    for message in QUIET_WARNINGS:
+        config.addinivalue_line("filterwarnings", f"ignore:{message}")
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _private_cache(tmp_path_factory):
     """Keep generated-pool caches out of the user's ~/.cache (subprocesses inherit the variable)."""

@@ -165,6 +165,13 @@ def test_test_size_from_the_config_bounds_coverage(tmp_path):
     config.write_text(yaml.safe_dump({**yaml.safe_load(config.read_text()), "task": {"test_size": 500}}))
     (run,) = load_sweep(root).runs
     assert run.outcome == "missing" and "covers 20 of 500" in run.reason
+    # eval.limit (smoke_study) evaluates the first prompts on purpose: a run that covers them is whole
+    config.write_text(yaml.safe_dump({**yaml.safe_load(config.read_text()), "eval": {"limit": 20}}))
+    (run,) = load_sweep(root).runs
+    assert run.outcome == "ok", run.reason
+    config.write_text(yaml.safe_dump({**yaml.safe_load(config.read_text()), "eval": {"limit": 64}}))
+    (run,) = load_sweep(root).runs
+    assert run.outcome == "missing" and "covers 20 of 64" in run.reason
 
 
 def test_lock_wait_is_announced(tmp_path, caplog):

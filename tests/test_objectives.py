@@ -274,8 +274,8 @@ def test_a_policy_loss_registers_in_one_place(monkeypatch):
     from hydra import compose, initialize_config_dir
 
     from ablate.config import CONF_DIR
-    from ablate.lit.rloo import check_stage
+    from ablate.stages.rloo import check_rloo
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=["stage=rloo", "stage.is_level=reinforce"])
-    check_stage(cfg)  # accepted: the check reads the registry
+    check_rloo(cfg)  # accepted: the check reads the registry

@@ -110,9 +110,13 @@ def test_interrupted_run_resumes_from_its_checkpoint(tmp_path, monkeypatch):
 ])
 def test_bad_config_is_refused_before_any_compute(tmp_path, override, message):
     run_dir = tmp_path / "run"
-    result = train("experiment=smoke", override, f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "ablate.train", "experiment=smoke", override,
+                             f"hydra.run.dir={run_dir}"], capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
     assert not (run_dir / "status.json").exists()
+    # ... and at once: not after the seconds of importing Lightning or transformers' modeling stack
+    imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")}
+    assert "torch" in imported and not imported & {"lightning", "transformers.modeling_utils"}
 
 
 def test_cfg_job_prints_the_composed_config(tmp_path):

@@ -116,7 +116,7 @@ def check_config(cfg: DictConfig) -> None:
     from ablate.curriculum.replay import check_replay
     from ablate.eval import check_eval
     from ablate.fit import check_compile, check_loggers
-    from ablate.lit.rloo import check_dynamic_sampling
+    from ablate.stages.rloo import check_dynamic_sampling
     from ablate.rollout.tools import check_tool
 
     require(cfg.resume in ("auto", "never"), f"resume={cfg.resume!r}: use resume=auto or resume=never")

@@ -22,21 +22,22 @@ from __future__ import annotations
 import logging
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import hydra
 import numpy as np
 import torch
 from omegaconf import DictConfig
 from tqdm.auto import tqdm
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ablate.config import CONF_DIR, torch_threads  # also registers the group schemas and resolvers before Hydra composes
 from ablate.metrics import REGIME_TOOL, REGIMES, prompt_ratios
 from ablate.rollout import SamplingParams
-from ablate.rollout.hf import HFEngine
 from ablate.rollout.tools import Tool, ToolPrompt, build_tool
 from ablate.tasks import CORRECT, NO_ANSWER, OPERANDS, Task
+
+if TYPE_CHECKING:  # the modeling stack takes seconds to import; a config check needs none of it
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,8 @@ def evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problem
     `tool` regime) and score them with the task's verifier: (summary, per-prompt rows). The run's `tool`
     config (`tool_cfg`) decorates the prompts given the regime (`ablate.rollout.tools.ToolPrompt`)."""
     n = int(eval_cfg["n"])
+    from ablate.rollout.hf import HFEngine
+
     engine = HFEngine(model, tokenizer, batch_size=int(eval_cfg["batch_size"]), tool=tool)
     prompt = ToolPrompt(tool_cfg, template, tokenizer, task)
     params = SamplingParams(temperature=float(eval_cfg["temperature"]), top_p=float(eval_cfg["top_p"]),
@@ -186,8 +189,8 @@ def main(cfg: DictConfig) -> None:
         task = build_task(cfg)
         splits = task.splits(pool_size=int(cfg.task.test_pool))
         tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if cfg.regime == REGIME_TOOL else None
-        summary, rows = evaluate(model, tokenizer, splits.test, cfg.model.template, task, cfg.eval, int(cfg.seed),
-                                 tool, tool_cfg=cfg.tool)
+        summary, rows = evaluate(model, tokenizer, splits.test[:cfg.eval.get("limit")], cfg.model.template, task,
+                                 cfg.eval, int(cfg.seed), tool, tool_cfg=cfg.tool)
         out = write_eval(run_dir, cfg.regime, summary, rows)
     print(f"eval [{cfg.regime}]: {format_summary(summary)}")
     print(f"written to {out}")
@@ -207,6 +210,8 @@ def check_eval(cfg) -> None:
     require(float(e.temperature) > 0, f"eval.temperature={e.temperature} must be > 0 (sampling)")
     require(0 < float(e.top_p) <= 1, f"eval.top_p={e.top_p} must be in (0, 1]")
     require(int(e.max_new_tokens) >= 1 and int(e.batch_size) >= 1, "eval.max_new_tokens and eval.batch_size must be >= 1")
+    require(e.get("limit") is None or int(e.limit) >= 1,
+            f"eval.limit={e.get('limit')} must be >= 1 (the first test prompts evaluated) or null (all of them)")
     if e.get("regimes") is not None:
         regimes = list(e.regimes)
         require(regimes and set(regimes) <= set(REGIMES) and len(set(regimes)) == len(regimes),

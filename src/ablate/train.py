@@ -106,8 +106,8 @@ def _run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any]) -> Path:
                 continue
             clock = time.monotonic()
             tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if regime == REGIME_TOOL else None
-            summary, rows = evaluate(model, tokenizer, splits.test, cfg.model.template, task, cfg.eval, int(cfg.seed),
-                                     tool, tool_cfg=cfg.tool)
+            summary, rows = evaluate(model, tokenizer, splits.test[:cfg.eval.get("limit")], cfg.model.template, task,
+                                     cfg.eval, int(cfg.seed), tool, tool_cfg=cfg.tool)
             write_eval(run_dir, regime, summary, rows)
             status.timing(f"eval_{regime}_s", time.monotonic() - clock)
             print(f"eval [{regime}]: {format_summary(summary)}")
@@ -150,7 +150,6 @@ def job(cfg: DictConfig, run_dir: Path, sweeping: bool) -> str | None:
 
     from hydra.core.hydra_config import HydraConfig
 
-    from ablate import console
     from ablate.config import local_sweep_worker
     from ablate.ownership import SKIPPED, RunOwned, owned
     from ablate.run_record import restore_hydra_files
@@ -166,7 +165,6 @@ def job(cfg: DictConfig, run_dir: Path, sweeping: bool) -> str | None:
                 if not sweeping:
                     sys.exit(2)
                 return SKIPPED
-        console.setup(console.interactive(sweeping))
         overrides = list(HydraConfig.get().overrides.task)
         log.info("run: %s -> %s", " ".join(overrides) or "(defaults)", run_dir)  # the composed run in one line
         checked_run(cfg, run_dir, sweeping, rank0)
@@ -175,7 +173,9 @@ def job(cfg: DictConfig, run_dir: Path, sweeping: bool) -> str | None:
 
 def checked_run(cfg: DictConfig, run_dir: Path, sweeping: bool, rank0: bool) -> None:
     """`run`, refused when the directory holds another config; errors end a single launch (exit 2
-    for a config error) and are recorded and logged in a sweep, which goes on."""
+    for a config error) and are recorded and logged in a sweep, which goes on. The config is checked
+    before the console is set up: that imports Lightning (seconds), which a refusal does not need."""
+    from ablate import console
     from ablate.run_dir import RunStatus
     from ablate.run_record import check_run_dir
 
@@ -186,6 +186,8 @@ def checked_run(cfg: DictConfig, run_dir: Path, sweeping: bool, rank0: bool) -> 
             if not sweeping:
                 sys.exit(2)
             return  # the directory is another run's: no status of this job goes there
+        check_config(cfg)
+        console.setup(console.interactive(sweeping))
         run(cfg, run_dir)
     except ConfigError as err:
         print(f"config error: {err}", file=sys.stderr)

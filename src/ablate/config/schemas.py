@@ -38,6 +38,7 @@ class EvalConfig:
     ks: List[int] = field(default_factory=lambda: [1, 2, 4, 8, 16])
     save_completions: int = 4
     regimes: Optional[List[str]] = None
+    limit: Optional[int] = None
     every: Optional[int] = None
     val_size: int = 200
     val_n: int = 4

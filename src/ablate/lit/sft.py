@@ -45,17 +45,3 @@ class SFTModule(CompilableLearner, L.LightningModule):
         schedule = torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda step: warmup_cosine(step, h.warmup_steps, h.total_steps, h.min_lr_ratio))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
-
-
-def check_stage(cfg) -> None:
-    """`stage=sft` config: ConfigError naming the key and the fix."""
-    from ablate.config import require
-    from ablate.tasks import task_class
-
-    s = cfg.stage
-    styles = task_class(cfg.task.name).trace_styles  # the task makes the traces
-    require(s.trace in styles, f"stage.trace={s.trace!r}: expected one of {styles} (the traces task={cfg.task.name} offers)")
-    for key in ("batch_size", "max_steps", "max_length", "pool_size", "checkpoint_every"):
-        require(s[key] >= 1, f"stage.{key}={s[key]} must be >= 1")
-    require(0 <= s.warmup_steps < s.max_steps,
-            f"stage.warmup_steps={s.warmup_steps} must be in [0, stage.max_steps={s.max_steps})")

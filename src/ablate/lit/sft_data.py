@@ -118,18 +118,3 @@ class SFTDataModule(L.LightningDataModule):
         return DataLoader(self.dataset, batch_size=self.batch_size, shuffle=True, generator=generator,
                           collate_fn=lambda items: pad_batch(items, self.pad_id), num_workers=0, drop_last=True)
 
-
-def sft_tool_inputs(stage: Mapping[str, Any], tool: Mapping[str, Any]) -> dict[str, Any]:
-    """What an SFT run's training reads from `tool`: whether its prompts carry the calculator
-    preamble (calculator traces are rollouts in which the calculator answered, so `tool.prompt`
-    decides as it does for RL rollouts and evaluation) and, for oracle traces, how they are made.
-    Empty when nothing applies, so plain SFT is one model whatever the tool condition (its cache key,
-    ablate.upstream, includes this and nothing else of `tool`)."""
-    from ablate.rollout.schedules import show_preamble
-
-    inputs: dict[str, Any] = {}
-    if stage.trace != "oracle" and show_preamble(tool.prompt, available=stage.trace in ("calc", "mixed")):
-        inputs["preamble"] = True
-    if stage.trace == "oracle":
-        inputs.update(mistake_rate=float(tool.get("mistake_rate", 0.05)), max_messages=int(tool.get("max_messages", 20)))
-    return inputs

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import torch
-from transformers import (AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase,
-                          PreTrainedTokenizerFast)
+from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from ablate.padding import attention_mask, right_pad
 
 from .tokenizer import load_tiny_tokenizer
+
+if TYPE_CHECKING:  # the modeling stack takes seconds to import; a config check needs none of it
+    from transformers import PreTrainedModel
 
 MODEL_KINDS = ("tiny", "hf")
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -63,6 +65,8 @@ def weights_sha256(model: torch.nn.Module) -> str:
 
 
 def load_model(model_cfg: Mapping[str, Any], tokenizer: PreTrainedTokenizerBase) -> PreTrainedModel:
+    from transformers import AutoModelForCausalLM
+
     path = resolve_path(model_cfg.get("name_or_path"))
     if path:
         return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)

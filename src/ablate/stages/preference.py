@@ -132,9 +132,49 @@ def pair_stages(curriculum: dict, problems, task) -> list[dict]:
 
 
 def check_preference(cfg: DictConfig) -> None:
-    from ablate.lit.dpo import check_stage
+    """`stage=dpo|ipo` config and its pairs: ConfigError naming the key and the fix."""
+    from ablate.config import ConfigError, require
+    from ablate.lit.pairs import ORDERS, SOURCES, check_stages
+    from ablate.tasks import task_class
 
-    check_stage(cfg)
+    s, p = cfg.stage, cfg.stage.pairs
+    require(s.beta > 0, f"stage.beta={s.beta} must be > 0")
+    require(0 <= s.label_smoothing < 0.5, f"stage.label_smoothing={s.label_smoothing} must be in [0, 0.5)")
+    for key in ("batch_size", "max_steps", "max_length", "pool_size", "checkpoint_every"):
+        require(s[key] >= 1, f"stage.{key}={s[key]} must be >= 1")
+    require(0 <= s.warmup_steps < s.max_steps,
+            f"stage.warmup_steps={s.warmup_steps} must be in [0, stage.max_steps={s.max_steps})")
+    require(p.source in SOURCES, f"stage.pairs.source={p.source!r}: expected one of {SOURCES}")
+    require(p.order in ORDERS, f"stage.pairs.order={p.order!r}: expected one of {ORDERS}")
+    require(p.n_prompts >= 1, f"stage.pairs.n_prompts={p.n_prompts} must be >= 1")
+    if p.order == "static":
+        try:
+            check_stages(OmegaConf.to_container(p.stages, resolve=True))
+        except (ValueError, KeyError, TypeError) as err:
+            raise ConfigError(f"stage.pairs.stages: {err}") from None
+    if p.source == "solver":  # the task's own pairs, from its solver (Task.solver_pairs)
+        task = task_class(cfg.task.name)
+        kinds = getattr(task, "pair_kinds", ())
+        require(bool(kinds), f"stage.pairs.source=solver: task={cfg.task.name} has no solver to make pairs; "
+                             "use stage.pairs.source=sampled (or file)")
+        styles = getattr(task, "pair_trace_styles", task.trace_styles)  # one style for every pair
+        require(p.solver.trace in styles, f"stage.pairs.solver.trace={p.solver.trace!r}: expected one of {styles}")
+        mix = dict(p.solver.mix)
+        require(set(mix) <= set(kinds) and all(float(v) >= 0 for v in mix.values()) and sum(mix.values()) > 0,
+                f"stage.pairs.solver.mix={mix}: fractions >= 0, not all 0, of the kinds {list(kinds)}")
+    elif p.source == "sampled":
+        q = p.sampled
+        require(q.n >= 2, f"stage.pairs.sampled.n={q.n}: pairs need at least 2 responses per prompt")
+        require(q.margin > 0, f"stage.pairs.sampled.margin={q.margin} must be > 0")
+        require(q.max_pairs_per_prompt >= 1,
+                f"stage.pairs.sampled.max_pairs_per_prompt={q.max_pairs_per_prompt} must be >= 1")
+        require(q.temperature > 0 and 0 < q.top_p <= 1,
+                "stage.pairs.sampled.temperature must be > 0 and stage.pairs.sampled.top_p in (0, 1]")
+        require(cfg.rollout.batch_size >= 1, f"rollout.batch_size={cfg.rollout.batch_size} must be >= 1")
+    else:
+        require(p.file.path and Path(str(p.file.path)).is_file(),
+                f"stage.pairs.file.path={p.file.path!r}: stage.pairs.source=file needs an existing .jsonl of "
+                f"prompt/chosen/rejected")
 
 
 def check_curriculum(cfg: DictConfig) -> None:

@@ -91,9 +91,47 @@ def record_engagement(cfg: DictConfig, run_dir: Path, status) -> None:
 
 
 def check_rloo(cfg: DictConfig) -> None:
-    from ablate.lit.rloo import check_stage
+    """`stage=rloo` config, with its rollout engine: ConfigError naming the key and the fix."""
+    from ablate.config import require
+    from ablate.objectives import ADVANTAGES, AGGREGATIONS, IS_MODES, KL_ESTIMATORS, POLICY_LOSSES
+    from ablate.rollout import check_rollout
 
-    check_stage(cfg)
+    s = cfg.stage
+    for key in ("batch_prompts", "max_steps", "micro_batch", "pool_size", "checkpoint_every"):
+        require(s[key] >= 1, f"stage.{key}={s[key]} must be >= 1")
+    require(s.k >= 2, f"stage.k={s.k}: RLOO needs at least 2 samples per prompt")
+    require(0 <= s.warmup_steps < s.max_steps,
+            f"stage.warmup_steps={s.warmup_steps} must be in [0, stage.max_steps={s.max_steps})")
+    require(s.advantage in ADVANTAGES, f"stage.advantage={s.advantage!r}: expected one of {tuple(ADVANTAGES)}")
+    require(s.is_level in POLICY_LOSSES, f"stage.is_level={s.is_level!r}: expected one of {tuple(POLICY_LOSSES)}")
+    require(s.is_mode in IS_MODES, f"stage.is_mode={s.is_mode!r}: expected one of {IS_MODES}")
+    require(0 <= s.is_low < s.is_clip,
+            f"stage.is_low={s.is_low} must be in [0, stage.is_clip={s.is_clip}) (the importance weights kept or "
+            "truncated lie in [is_low, is_clip])")
+    if s.dual_clip is not None:
+        require(s.is_level == "token", f"stage.dual_clip={s.dual_clip} caps token-level PPO's loss on negative "
+                                       f"advantages; it needs stage.is_level=token, not {s.is_level}")
+        require(s.dual_clip > 1, f"stage.dual_clip={s.dual_clip} must be > 1 (3.0 in Ye et al. and verl)")
+    require(s.aggregation in AGGREGATIONS, f"stage.aggregation={s.aggregation!r}: expected one of {AGGREGATIONS}")
+    require(s.kl_estimator in KL_ESTIMATORS, f"stage.kl_estimator={s.kl_estimator!r}: expected one of {tuple(KL_ESTIMATORS)}")
+    require(s.reference_dtype in ("float32", "bfloat16", "auto"),
+            f"stage.reference_dtype={s.reference_dtype!r}: expected float32, bfloat16 or auto (bfloat16 where the "
+            "hardware multiplies it natively)")
+    require(s.sampling.temperature > 0 and 0 < s.sampling.top_p <= 1,
+            "stage.sampling.temperature must be > 0 and stage.sampling.top_p in (0, 1]")
+    check_rollout(cfg.rollout, cfg.model)
+
+
+def check_dynamic_sampling(cfg: DictConfig) -> None:
+    """`dynamic_sampling=` config: it filters RL rollout groups."""
+    from ablate.config import require
+
+    d = cfg.dynamic_sampling
+    if d.enabled:
+        require(cfg.stage.name == "rloo", f"dynamic_sampling.enabled=true filters RL rollout groups; it needs "
+                                          f"stage=rloo, not stage={cfg.stage.name}")
+        require(int(d.max_gen_batches) >= 1, f"dynamic_sampling.max_gen_batches={d.max_gen_batches} must be >= 1 "
+                                             "(generation batches per step, the first included)")
 
 
 STAGE = register(Stage("rloo", fit_rloo, check=check_rloo, schema=RLOOStageConfig,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -14,7 +14,7 @@ from ablate.stages.registry import Stage, register
 
 def fit_sft(cfg: DictConfig, model, tokenizer, splits, task, run_dir: Path, status=None, callbacks=()) -> None:
     from ablate.lit.sft import SFTModule
-    from ablate.lit.sft_data import SFTDataModule, sft_tool_inputs
+    from ablate.lit.sft_data import SFTDataModule
 
     s = cfg.stage
     inputs = sft_tool_inputs(s, cfg.tool)
@@ -27,11 +27,18 @@ def fit_sft(cfg: DictConfig, model, tokenizer, splits, task, run_dir: Path, stat
 
 
 def check_sft(cfg: DictConfig) -> None:
-    """The SFT module's checks, and that oracle traces go with tool=oracle and only with it."""
+    """`stage=sft` config (ConfigError naming the key and the fix), and that oracle traces go with
+    tool=oracle and only with it."""
     from ablate.config import require
-    from ablate.lit.sft import check_stage
+    from ablate.tasks import task_class
 
-    check_stage(cfg)
+    s = cfg.stage
+    styles = task_class(cfg.task.name).trace_styles  # the task makes the traces
+    require(s.trace in styles, f"stage.trace={s.trace!r}: expected one of {styles} (the traces task={cfg.task.name} offers)")
+    for key in ("batch_size", "max_steps", "max_length", "pool_size", "checkpoint_every"):
+        require(s[key] >= 1, f"stage.{key}={s[key]} must be >= 1")
+    require(0 <= s.warmup_steps < s.max_steps,
+            f"stage.warmup_steps={s.warmup_steps} must be in [0, stage.max_steps={s.max_steps})")
     s, t = cfg.stage, cfg.tool
     require((s.trace == "oracle") == (t.kind == "oracle"),
             f"stage.trace={s.trace} with tool={t.name}: oracle traces go with tool=oracle and only with it "
@@ -44,13 +51,27 @@ def check_sft(cfg: DictConfig) -> None:
 def sft_upstream(up: DictConfig) -> dict[str, Any]:
     """What an SFT model depends on: model, task and, of `tool`, only what its traces read (the calculator
     preamble, oracle traces; nothing for plain SFT, which is one model whatever the tool condition)."""
-    from ablate.lit.sft_data import sft_tool_inputs
-
     spec = {key: OmegaConf.to_container(up[key], resolve=True) for key in ("model", "task")}
     tool = sft_tool_inputs(up.stage, up.tool)
     if tool:
         spec["tool"] = tool
     return spec
+
+
+def sft_tool_inputs(stage: Mapping[str, Any], tool: Mapping[str, Any]) -> dict[str, Any]:
+    """What an SFT run's training reads from `tool`: whether its prompts carry the calculator
+    preamble (calculator traces are rollouts in which the calculator answered, so `tool.prompt`
+    decides as it does for RL rollouts and evaluation) and, for oracle traces, how they are made.
+    Empty when nothing applies, so plain SFT is one model whatever the tool condition (its cache key,
+    ablate.upstream, includes this and nothing else of `tool`)."""
+    from ablate.rollout.schedules import show_preamble
+
+    inputs: dict[str, Any] = {}
+    if stage.trace != "oracle" and show_preamble(tool.prompt, available=stage.trace in ("calc", "mixed")):
+        inputs["preamble"] = True
+    if stage.trace == "oracle":
+        inputs.update(mistake_rate=float(tool.get("mistake_rate", 0.05)), max_messages=int(tool.get("max_messages", 20)))
+    return inputs
 
 
 STAGE = register(Stage("sft", fit_sft, check=check_sft, schema=SFTStageConfig, upstream=sft_upstream, init=False))

@@ -225,7 +225,7 @@ def _status_warnings(status: dict | None, issues: list[str]) -> list[str]:
 
 def _coverage_gap(run: "Run", expected: int | None) -> str | None:
     """Why a run's evaluation does not cover its test prompts: fewer usable samples.jsonl lines than
-    its summary.json declares, or than the run's config holds out (`task.test_size`)."""
+    its summary.json declares, or than the run's config evaluates (`_expected_prompts`)."""
     for name, regime in sorted(run.evals.items()):
         if not regime.usable:
             continue
@@ -330,9 +330,16 @@ def _outcome(run: Run, overrides_read: bool, has_eval_dir: bool) -> tuple[str, s
     if not any(r.usable for r in run.evals.values()):
         return "missing", "eval/ has no regime directories" if not run.evals else "no readable eval/<regime>/samples.jsonl"
     reason = "no readable status.json; counted as completed because eval/ exists" if state == "unknown" else ""
-    task = (run.config or {}).get("task")
-    gap = _coverage_gap(run, _whole(task.get("test_size")) if isinstance(task, dict) else None)
+    gap = _coverage_gap(run, _expected_prompts(run.config or {}))
     return ("missing", gap) if gap else ("ok", reason)
+
+
+def _expected_prompts(config: dict) -> int | None:
+    """The test prompts a run's config evaluates: `task.test_size`, or the first `eval.limit` of them."""
+    task, ev = config.get("task"), config.get("eval")
+    size = _whole(task.get("test_size")) if isinstance(task, dict) else None
+    limit = _whole(ev.get("limit")) if isinstance(ev, dict) else None
+    return min(size, limit) if size is not None and limit is not None else size
 
 
 def _interrupted(status: dict | None) -> str | None:
