@@ -2,6 +2,8 @@
 
     python docs/findings/dots_replay_study/mechanisms.py multirun/dots_replay_study > mechanisms.csv
     python docs/findings/dots_replay_study/mechanisms.py docs/findings/dots_replay_study multirun/dots_replay_study_look3
+    python docs/findings/dots_replay_study/mechanisms.py --threshold-from=1 docs/findings/dots_replay_study \
+        multirun/dots_replay_study_look3    # the reach bar as the earlier looks set it (see reach_step)
 
 A directory is a sweep or a committed report that carries its runs (runs.jsonl.gz: every run's
 metrics.csv, read by ablate.stats' own loader). With several sweep directories (a study's looks) a
@@ -21,7 +23,9 @@ baseline's mean over all of them.
   without the held-out evaluations (time/val_s), the paper's "per-step time"
 - reach_step / reach_s: first step (and elapsed seconds) at which val/pass@1 reaches the baseline's
   final val/pass@1 (mean over its seeds), as the report's reach.csv; a run that never reaches it is
-  counted at 100 steps and its whole time (a lower bound, in the method's favour)
+  counted at 100 steps and its whole time (a lower bound, in the method's favour). With
+  --threshold-from=K the bar is the baseline's mean over the first K directories only: a later look's
+  runs are then measured against the bar the earlier looks were decided with, which stay as made
 Then, per condition, the paired (same seed) differences with the baseline, mean [95% t-interval]."""
 
 import sys
@@ -34,7 +38,9 @@ from scipy import stats
 from ablate.stats.load import load_sweep
 
 rows = []
-sweep = load_sweep([Path(a) for a in sys.argv[1:]])
+args = sys.argv[1:]
+first = int(args.pop(0).split("=", 1)[1]) if args and args[0].startswith("--threshold-from=") else len(args)
+sweep = load_sweep([Path(a) for a in args])
 for run in sorted((r for r in sweep.runs if r.metrics is not None),
                   key=lambda r: (sweep.roots.index(r.path.parent), int(r.path.name))):
     cfg = run.config
@@ -54,9 +60,10 @@ for run in sorted((r for r in sweep.runs if r.metrics is not None),
                  "reference_share": total("time/reference_s") / elapsed,
                  "extra_generate_share": total("dynamic/extra_generate_s") / elapsed,
                  "elapsed_s": elapsed, "step_s": (elapsed - total("time/val_s")) / len(train),
-                 "final_val_pass@1": float(m["val/pass@1"].dropna().iloc[-1]), "_val": m.dropna(subset=["val/pass@1"])})
+                 "final_val_pass@1": float(m["val/pass@1"].dropna().iloc[-1]), "_val": m.dropna(subset=["val/pass@1"]),
+                 "_look": sweep.roots.index(run.path.parent)})
 table = pd.DataFrame(rows)
-threshold = table.loc[table.condition == "none", "final_val_pass@1"].mean()
+threshold = table.loc[(table.condition == "none") & (table.pop("_look") < first), "final_val_pass@1"].mean()
 for i, val in table.pop("_val").items():
     hit = val[val["val/pass@1"] >= threshold]
     table.loc[i, "reached"] = not hit.empty
