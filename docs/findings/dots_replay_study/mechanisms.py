@@ -2,8 +2,8 @@
 
     python docs/findings/dots_replay_study/mechanisms.py multirun/dots_replay_study > mechanisms.csv
     python docs/findings/dots_replay_study/mechanisms.py docs/findings/dots_replay_study multirun/dots_replay_study_look3
-    python docs/findings/dots_replay_study/mechanisms.py --threshold-from=1 docs/findings/dots_replay_study \
-        multirun/dots_replay_study_look3    # the reach bar as the earlier looks set it (see reach_step)
+    python docs/findings/dots_replay_study/mechanisms.py --threshold-from=2 docs/findings/dots_replay_study \
+        multirun/dots_replay_study_look3    # the reach bar as looks 1-2 set it (see reach_step)
 
 A directory is a sweep or a committed report that carries its runs (runs.jsonl.gz: every run's
 metrics.csv, read by ablate.stats' own loader). With several sweep directories (a study's looks) a
@@ -24,7 +24,8 @@ baseline's mean over all of them.
 - reach_step / reach_s: first step (and elapsed seconds) at which val/pass@1 reaches the baseline's
   final val/pass@1 (mean over its seeds), as the report's reach.csv; a run that never reaches it is
   counted at 100 steps and its whole time (a lower bound, in the method's favour). With
-  --threshold-from=K the bar is the baseline's mean over the first K directories only: a later look's
+  --threshold-from=K the bar is the baseline's mean over the first K looks only (a committed report
+  carrying several looks counts as several, one per sweep directory it was made from): a later look's
   runs are then measured against the bar the earlier looks were decided with, which stay as made
 Then, per condition, the paired (same seed) differences with the baseline, mean [95% t-interval]."""
 
@@ -39,7 +40,7 @@ from ablate.stats.load import load_sweep
 
 rows = []
 args = sys.argv[1:]
-first = int(args.pop(0).split("=", 1)[1]) if args and args[0].startswith("--threshold-from=") else len(args)
+first = int(args.pop(0).split("=", 1)[1]) if args and args[0].startswith("--threshold-from=") else None
 sweep = load_sweep([Path(a) for a in args])
 for run in sorted((r for r in sweep.runs if r.metrics is not None),
                   key=lambda r: (sweep.roots.index(r.path.parent), int(r.path.name))):
@@ -63,7 +64,8 @@ for run in sorted((r for r in sweep.runs if r.metrics is not None),
                  "final_val_pass@1": float(m["val/pass@1"].dropna().iloc[-1]), "_val": m.dropna(subset=["val/pass@1"]),
                  "_look": sweep.roots.index(run.path.parent)})
 table = pd.DataFrame(rows)
-threshold = table.loc[(table.condition == "none") & (table.pop("_look") < first), "final_val_pass@1"].mean()
+looks = table.pop("_look")  # a report carrying several looks holds one sweep directory per look
+threshold = table.loc[(table.condition == "none") & (looks < (first or len(sweep.roots))), "final_val_pass@1"].mean()
 for i, val in table.pop("_val").items():
     hit = val[val["val/pass@1"] >= threshold]
     table.loc[i, "reached"] = not hit.empty
