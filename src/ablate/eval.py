@@ -92,9 +92,9 @@ def evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problem
     """Sample `eval.n` completions per problem of `task` (with `tool` answering when one is given: the
     `tool` regime) and score them with the task's verifier: (summary, per-prompt rows). The run's `tool`
     config (`tool_cfg`) decorates the prompts given the regime (`ablate.rollout.tools.ToolPrompt`)."""
-    n = int(eval_cfg["n"])
     from ablate.rollout.hf import HFEngine
 
+    n = int(eval_cfg["n"])
     engine = HFEngine(model, tokenizer, batch_size=int(eval_cfg["batch_size"]), tool=tool)
     prompt = ToolPrompt(tool_cfg, template, tokenizer, task)
     params = SamplingParams(temperature=float(eval_cfg["temperature"]), top_p=float(eval_cfg["top_p"]),
