@@ -11,7 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 from ablate.device import device, precision
 from ablate.fit import fit, global_rank
 from ablate.config.schemas import PreferenceStageConfig
-from ablate.stages.registry import Stage, groups, register
+from ablate.stages.registry import Stage, check_schedule, groups, register
 
 
 def preference_stages() -> tuple[str, ...]:
@@ -140,10 +140,7 @@ def check_preference(cfg: DictConfig) -> None:
     s, p = cfg.stage, cfg.stage.pairs
     require(s.beta > 0, f"stage.beta={s.beta} must be > 0")
     require(0 <= s.label_smoothing < 0.5, f"stage.label_smoothing={s.label_smoothing} must be in [0, 0.5)")
-    for key in ("batch_size", "max_steps", "max_length", "pool_size", "checkpoint_every"):
-        require(s[key] >= 1, f"stage.{key}={s[key]} must be >= 1")
-    require(0 <= s.warmup_steps < s.max_steps,
-            f"stage.warmup_steps={s.warmup_steps} must be in [0, stage.max_steps={s.max_steps})")
+    check_schedule(s, ("batch_size", "max_steps", "max_length", "pool_size", "checkpoint_every"))
     require(p.source in SOURCES, f"stage.pairs.source={p.source!r}: expected one of {SOURCES}")
     require(p.order in ORDERS, f"stage.pairs.order={p.order!r}: expected one of {ORDERS}")
     require(p.n_prompts >= 1, f"stage.pairs.n_prompts={p.n_prompts} must be >= 1")

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from ablate.config import ConfigError
+from ablate.config import ConfigError, require
 
 # fit(cfg, model, tokenizer, splits, task, run_dir, status, callbacks): train `model` in place on the run's
 # task (`ablate.tasks.Task`: its splits, prompts, scoring and traces).
@@ -88,3 +88,12 @@ def upstream_names() -> tuple[str, ...]:
 def groups(*names: str) -> Callable[[DictConfig], dict[str, Any]]:
     """An `upstream` spec of the config groups a stage's training reads besides its stage config."""
     return lambda up: {key: OmegaConf.to_container(up[key], resolve=True) for key in names}
+
+
+def check_schedule(stage: DictConfig, counts: Iterable[str]) -> None:
+    """What every stage's config shares: each of `counts` (batch sizes, steps, pool) >= 1 and a warmup
+    shorter than the run. ConfigError naming the key."""
+    for key in counts:
+        require(stage[key] >= 1, f"stage.{key}={stage[key]} must be >= 1")
+    require(0 <= stage.warmup_steps < stage.max_steps,
+            f"stage.warmup_steps={stage.warmup_steps} must be in [0, stage.max_steps={stage.max_steps})")

@@ -9,7 +9,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ablate.fit import fit, global_rank
 from ablate.config.schemas import RLOOStageConfig
-from ablate.stages.registry import Stage, register
+from ablate.stages.registry import Stage, check_schedule, register
 
 log = logging.getLogger("ablate.train")
 
@@ -97,11 +97,8 @@ def check_rloo(cfg: DictConfig) -> None:
     from ablate.rollout import check_rollout
 
     s = cfg.stage
-    for key in ("batch_prompts", "max_steps", "micro_batch", "pool_size", "checkpoint_every"):
-        require(s[key] >= 1, f"stage.{key}={s[key]} must be >= 1")
+    check_schedule(s, ("batch_prompts", "max_steps", "micro_batch", "pool_size", "checkpoint_every"))
     require(s.k >= 2, f"stage.k={s.k}: RLOO needs at least 2 samples per prompt")
-    require(0 <= s.warmup_steps < s.max_steps,
-            f"stage.warmup_steps={s.warmup_steps} must be in [0, stage.max_steps={s.max_steps})")
     require(s.advantage in ADVANTAGES, f"stage.advantage={s.advantage!r}: expected one of {tuple(ADVANTAGES)}")
     require(s.is_level in POLICY_LOSSES, f"stage.is_level={s.is_level!r}: expected one of {tuple(POLICY_LOSSES)}")
     require(s.is_mode in IS_MODES, f"stage.is_mode={s.is_mode!r}: expected one of {IS_MODES}")

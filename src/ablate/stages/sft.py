@@ -9,7 +9,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ablate.fit import fit
 from ablate.config.schemas import SFTStageConfig
-from ablate.stages.registry import Stage, register
+from ablate.stages.registry import Stage, check_schedule, register
 
 
 def fit_sft(cfg: DictConfig, model, tokenizer, splits, task, run_dir: Path, status=None, callbacks=()) -> None:
@@ -35,10 +35,7 @@ def check_sft(cfg: DictConfig) -> None:
     s = cfg.stage
     styles = task_class(cfg.task.name).trace_styles  # the task makes the traces
     require(s.trace in styles, f"stage.trace={s.trace!r}: expected one of {styles} (the traces task={cfg.task.name} offers)")
-    for key in ("batch_size", "max_steps", "max_length", "pool_size", "checkpoint_every"):
-        require(s[key] >= 1, f"stage.{key}={s[key]} must be >= 1")
-    require(0 <= s.warmup_steps < s.max_steps,
-            f"stage.warmup_steps={s.warmup_steps} must be in [0, stage.max_steps={s.max_steps})")
+    check_schedule(s, ("batch_size", "max_steps", "max_length", "pool_size", "checkpoint_every"))
     s, t = cfg.stage, cfg.tool
     require((s.trace == "oracle") == (t.kind == "oracle"),
             f"stage.trace={s.trace} with tool={t.name}: oracle traces go with tool=oracle and only with it "
