@@ -2,6 +2,8 @@
 
 import json
 import math
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -109,7 +111,10 @@ def test_a_probe_trains_the_condition_and_measures_its_precondition(tmp_path):
     assert row.status == ("held" if row.value >= 0.8 else "failed") and row.claims == "frontier_forgets replay_recovers"
     assert (tmp_path / "probes" / "curriculum_ladder_study" / "ladder23" / "RLOO_none" / "seed_0" / "status.json").is_file()
     # the testbed's own starting point: the upstream SFT that run trained, as evaluated when it was cached
-    assert main(["--eval", "ladder sft", "--upstream", *overrides, "--csv", str(csv)]) == 0
+    # as a user runs it (a fresh process: this one's training turned every bar off), with a quiet console
+    out = subprocess.run([sys.executable, "-m", "ablate.probe", "--eval", "ladder sft", "--upstream", *overrides,
+                          "--csv", str(csv)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout == "" and out.stderr == "", out.stderr[-2000:]
     start = json.loads((tmp_path / "evals" / "ladder_sft.json").read_text())
     assert set(start["summary"]["by_operands"]) == {"2", "3"} and "upstream SFT of" in start["overrides"]
     # its weights' fingerprint is the one the probe's RLOO run started from (status.json init_sha256)

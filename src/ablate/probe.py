@@ -208,8 +208,11 @@ def upstream_summary(name: str, overrides: list[str], out_dir: Path) -> dict:
         raise SystemExit(f"error: no evaluated upstream SFT {key} in {models_dir()}; train it first: "
                          f"python -m ablate.train {' '.join(overrides)} (its first job trains it)")
     from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
 
     from ablate.models import weights_sha256
+
+    hf_logging.disable_progress_bar()  # a record, not a run: no per-file "Loading weights" bar
 
     trained_at = (json.loads((path.parents[2] / "status.json").read_text()).get("git_sha") or "")[:7]
     # the commit that trained it, and its weights' fingerprint: the same cache key can hold other
