@@ -102,7 +102,7 @@ def test_the_cli_names_what_is_missing(capsys):
 def test_a_probe_trains_the_condition_and_measures_its_precondition(tmp_path):
     csv = tmp_path / "probes.csv"
     overrides = ["experiment=[curriculum_ladder_study,smoke_study]", "upstream.sft.max_steps=4",
-                 "upstream.sft.warmup_steps=1", "trainer.num_threads=1"]
+                 "upstream.sft.warmup_steps=1", "upstream.sft.pool_size=300", "trainer.num_threads=1"]
     assert main([*overrides, "--claim", "frontier_forgets", "--root", str(tmp_path / "probes"),
                  "--csv", str(csv)]) == 0
     row = pd.read_csv(csv).iloc[0]

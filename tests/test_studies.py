@@ -32,9 +32,10 @@ STUDIES = {  # preset -> the jobs of one seed (overrides besides experiment= and
 # (the arm is the one whose mechanism the testbed exists for); what is new is the testbed's upstream SFT
 SMOKE_ARM = {"curriculum_ladder_study": "curriculum=frontier", "tool_annealing_mixed_study": "tool=anneal_linear"}
 # what a study's smoke run needs besides smoke_study (its preset header says so too)
-SMOKE_EXTRA = {"tool_annealing_study": ["upstream.sft.max_steps=4", "upstream.sft.warmup_steps=1"],
-               "tool_annealing_mixed_study": ["upstream.sft.max_steps=4", "upstream.sft.warmup_steps=1"],
-               "curriculum_ladder_study": ["upstream.sft.max_steps=4", "upstream.sft.warmup_steps=1"],
+# (a testbed's own SFT at smoke scale: 4 steps on a 300-problem pool; its default 50,000-problem pool
+# takes ~80 s to generate on a fresh cache, which every xdist worker of the suite has)
+SMOKE_SFT = ["upstream.sft.max_steps=4", "upstream.sft.warmup_steps=1", "upstream.sft.pool_size=300"]
+SMOKE_EXTRA = {"tool_annealing_study": SMOKE_SFT, "tool_annealing_mixed_study": SMOKE_SFT, "curriculum_ladder_study": SMOKE_SFT,
                "oracle_tool_study": ["eval.max_new_tokens=48"]}
 
 
