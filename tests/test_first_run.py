@@ -176,3 +176,29 @@ assert os.environ["TQDM_DISABLE"] == "1" and not console.progress_bars()
     assert out.count("a real warning") == 1
     for noise in ("Tip", "GPU available", "exists and is not empty", "bar", "\r"):
         assert noise not in out, noise
+
+
+def test_a_run_written_to_a_file_says_something_every_30_s(monkeypatch, caplog):
+    """Not interactive (a log file, a sweep job): long loops before training (the SFT pool, evaluation) and
+    the training steps between the tenth-of-the-run lines log at least every LOG_EVERY_S seconds."""
+    from types import SimpleNamespace
+
+    from ablate import console
+
+    clock = iter(range(0, 10_000, 7))  # each look at the clock is 7 s later
+    monkeypatch.setattr(console.time, "monotonic", lambda: next(clock))
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    with caplog.at_level("INFO", logger="ablate.train"):
+        assert list(console.tracked(range(20), "generating problems", total=20, unit="problems")) == list(range(20))
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines and all(line.startswith("generating problems: ") and "/20 problems" in line for line in lines)
+    assert 4 <= len(lines) <= 5  # 20 items x 7 s = 140 s: one line per 30 s, never one per item
+    caplog.clear()
+    progress = console.progress_log()
+    trainer = SimpleNamespace(global_step=0, max_steps=1000, callback_metrics={})
+    with caplog.at_level("INFO", logger="ablate.train"):
+        for step in range(1, 21):  # steps 1-20 of 1,000: no tenth reached, 7 s each
+            trainer.global_step = step
+            progress.on_train_batch_end(trainer, None, None, None, step)
+    steps = [r.getMessage() for r in caplog.records]
+    assert 4 <= len(steps) <= 5 and all(line.startswith("step ") for line in steps)

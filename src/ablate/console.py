@@ -14,7 +14,9 @@ person watches them.
   its data order and sampler state itself; the resume tests check it).
 * transformers' per-file bars (loading weights, writing shards) are off. When the run is not
   interactive (stderr is not a terminal, or a `-m` sweep job), every tqdm bar is off (`TQDM_DISABLE`)
-  and so is Lightning's; `ProgressLog` writes a log line every tenth of the steps instead.
+  and so is Lightning's; `ProgressLog` writes a log line every tenth of the steps, and at least every
+  `LOG_EVERY_S` seconds, instead; `tracked` does the same for the long loops before training (generating
+  and solving a problem pool, evaluation), so a run written to a file never goes quiet for minutes.
 """
 
 from __future__ import annotations
@@ -24,8 +26,14 @@ import os
 import sys
 import time
 import warnings
+from typing import Iterable, Iterator, TypeVar
+
+T = TypeVar("T")
 
 log = logging.getLogger("ablate.train")
+
+# a run written to a file (a cluster job) says something at least this often, whatever it is doing
+LOG_EVERY_S = 30.0
 
 QUIET_WARNINGS = (
     r"Experiment logs directory .* exists and is not empty",
@@ -120,6 +128,27 @@ def progress_bars() -> bool:
     return os.environ.get("TQDM_DISABLE", "") not in ("1", "true", "True")
 
 
+def tracked(iterable: Iterable[T], desc: str, total: int, unit: str = "it", enabled: bool = True,
+            every_s: float = LOG_EVERY_S) -> Iterator[T]:
+    """`iterable` with a tqdm bar where bars are on, else with a log line `desc: i/total unit (s)` at least
+    every `every_s` seconds (tqdm cannot write to a logger, and a bar in a log file is one endless line)."""
+    if not enabled:
+        yield from iterable
+        return
+    if progress_bars():
+        from tqdm import tqdm
+
+        yield from tqdm(iterable, desc=desc, total=total, unit=unit)
+        return
+    start = last = time.monotonic()
+    for i, item in enumerate(iterable):
+        now = time.monotonic()
+        if now - last >= every_s:
+            log.info("%s: %d/%d %s (%.0f s)", desc, i, total, unit, now - start)
+            last = now
+        yield item
+
+
 # shown first in the progress line, when the stage logs them
 PROGRESS_KEYS = ("train/loss", "train/reward_mean", "train/verdict/correct", "train/kl", "train/reward_accuracy",
                  "train/margin", "train/lr")
@@ -127,18 +156,20 @@ PROGRESS_KEYS = ("train/loss", "train/reward_mean", "train/verdict/correct", "tr
 
 def progress_log(every: int | None = None):
     """A Lightning callback that logs `step s/N` and the step's train/* metrics every `every` steps
-    (a tenth of the run by default) and at the end: the periodic line that replaces the bar."""
+    (a tenth of the run by default), at least every `LOG_EVERY_S` seconds, and at the end: the periodic
+    line that replaces the bar."""
     from lightning.pytorch.callbacks import Callback
 
     class ProgressLog(Callback):
         def __init__(self):
-            self.start = time.monotonic()
+            self.start = self.last = time.monotonic()
 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
             step, total = trainer.global_step, trainer.max_steps
             period = every or max(1, total // 10)
-            if step % period and step != total:
+            if step % period and step != total and time.monotonic() - self.last < LOG_EVERY_S:
                 return
+            self.last = time.monotonic()
             metrics = {k: float(v) for k, v in trainer.callback_metrics.items()
                        if k.startswith("train/") and getattr(v, "numel", lambda: 1)() == 1}
             first = [k for k in PROGRESS_KEYS if k in metrics]

@@ -28,8 +28,8 @@ import hydra
 import numpy as np
 import torch
 from omegaconf import DictConfig
-from tqdm.auto import tqdm
 
+from ablate.console import tracked
 from ablate.config import CONF_DIR, torch_threads  # also registers the group schemas and resolvers before Hydra composes
 from ablate.metrics import REGIME_TOOL, REGIMES, prompt_ratios
 from ablate.rollout import SamplingParams
@@ -103,7 +103,8 @@ def evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problem
     prompts_per_call = max(1, int(eval_cfg["batch_size"]) // n)
     keep = int(eval_cfg.get("save_completions", 4))
     rows = []
-    for start in tqdm(range(0, len(problems), prompts_per_call), desc="evaluating", unit="batch", disable=not progress):
+    starts = range(0, len(problems), prompts_per_call)
+    for start in tracked(starts, desc="evaluating", total=len(starts), unit="batches", enabled=progress):
         chunk = problems[start:start + prompts_per_call]
         prompts = [prompt.ids(p, available=tool is not None) for p in chunk]
         rollouts = engine.generate(prompts, n, params, generator)

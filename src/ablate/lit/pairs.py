@@ -24,6 +24,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ablate.console import tracked
+
 SOURCES = ("solver", "sampled", "file")
 ORDERS = ("none", "static")
 
@@ -85,10 +87,9 @@ def sampled_pairs(problems: Sequence[Any], prompts: Sequence[str], prompt_ids: S
                   chunk: int = 64, progress: bool = False) -> list[Pair]:
     """Sample n responses per prompt with `engine`, score them with the task's reward (`task.score`), keep
     max-distance pairs (a pair's `n_numbers` is the prompt's report level, `task.level`)."""
-    from tqdm.auto import tqdm
-
     pairs = []
-    for start in tqdm(range(0, len(problems), chunk), desc="sampling pairs", disable=not progress):
+    starts = range(0, len(problems), chunk)
+    for start in tracked(starts, desc="sampling pairs", total=len(starts), unit="chunks", enabled=progress):
         part = slice(start, start + chunk)
         rollouts = engine.generate(prompt_ids[part], n, params, generator)
         for p, (problem, prompt) in enumerate(zip(problems[part], prompts[part])):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Sequence
 
-from tqdm.auto import tqdm
+from ablate.console import tracked
 
 from .problem import Problem
 from .solver import reachable_integers
@@ -42,7 +42,7 @@ def generate(n: int, seed: int = 0, counts: Sequence[int] = (3, 4), min_number: 
     check_generator_args(counts, min_number, max_number, min_target, max_target)
     rng = random.Random(seed)
     problems: list[Problem] = []
-    for _ in tqdm(range(n), desc="generating", unit="problem", disable=not progress):
+    for _ in tracked(range(n), desc="generating problems", total=n, unit="problems", enabled=progress):
         for _attempt in range(MAX_ATTEMPTS):
             count = rng.choice(counts)
             numbers = tuple(rng.randint(min_number, max_number) for _ in range(count))
