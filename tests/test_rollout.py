@@ -148,3 +148,49 @@ def test_decoding_passes_the_kv_cache_by_the_installed_transformers_name(tiny_po
         warnings.simplefilter("error", FutureWarning)
         engine.generate([encode_prompt("1 2 -> 3\n", tokenizer)], 2, SamplingParams(max_new_tokens=4),
                         torch.Generator().manual_seed(0))
+
+
+@pytest.mark.parametrize("top_k,top_p", [(0, 1.0), (3, 1.0), (0, 0.7), (3, 0.6), (50, 0.95)])
+def test_sampling_on_the_device_draws_from_the_filtered_distribution(top_k, top_p):
+    """The large-vocabulary / GPU sampler: each row's draws follow softmax(filter_logits(...)) (a chi-square
+    test over 40,000 draws, and never a token the filter removed); its log-prob is log_softmax's, unfiltered."""
+    from scipy.stats import chisquare
+
+    from ablate.rollout.hf import sample_on_device
+
+    scaled = torch.log(torch.tensor([[0.4, 0.25, 0.15, 0.1, 0.06, 0.04], [0.05, 0.05, 0.1, 0.2, 0.3, 0.3]]))
+    expected = torch.softmax(filter_logits(scaled, top_k, top_p), dim=-1)
+    draws = 40_000
+    rows = scaled.repeat_interleave(draws, 0)
+    token, logp = sample_on_device(rows, top_k, top_p, torch.Generator().manual_seed(0))
+    assert torch.allclose(logp, torch.log_softmax(rows, -1).gather(-1, token[:, None]).squeeze(-1), atol=1e-6)
+    for r in range(2):
+        counts = torch.bincount(token[r * draws:(r + 1) * draws], minlength=6).double()
+        assert (counts[expected[r] == 0] == 0).all()
+        kept = expected[r] > 0
+        if int(kept.sum()) > 1:
+            shares = expected[r][kept].double()
+            assert chisquare(counts[kept].numpy(), (shares / shares.sum() * counts.sum()).numpy()).pvalue > 1e-4
+    again, _ = sample_on_device(rows, top_k, top_p, torch.Generator().manual_seed(0))
+    assert torch.equal(token, again)  # same seed, same tokens
+
+
+def test_a_large_vocabulary_samples_on_the_device_seeded_with_true_behaviour_logprobs(tiny_policy, monkeypatch):
+    """With the vocabulary over LARGE_VOCAB (here: the threshold lowered) the engine takes the device path:
+    same seed, same completions; behaviour log-probs still equal a teacher-forced forward's."""
+    import ablate.rollout.hf as hf
+
+    monkeypatch.setattr(hf, "LARGE_VOCAB", 16)
+    model, tokenizer = tiny_policy
+    engine = HFEngine(model, tokenizer, batch_size=4)
+    prompts = [encode_prompt(t, tokenizer) for t in ("1 2 -> 3\n", "44 19 35 -> 98\n")]
+    params = SamplingParams(temperature=0.8, max_new_tokens=10, top_k=20, top_p=0.95)
+    out = engine.generate(prompts, 3, params, torch.Generator().manual_seed(1))
+    assert out.completion_ids == engine.generate(prompts, 3, params, torch.Generator().manual_seed(1)).completion_ids
+    assert out.completion_ids != engine.generate(prompts, 3, params, torch.Generator().manual_seed(2)).completion_ids
+    for prompt, completion, behaviour in zip(out.prompt_ids, out.completion_ids, out.behaviour_logprobs):
+        ids = torch.tensor([prompt + completion])
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits / params.temperature
+        forced = token_logprobs(logits[:, len(prompt) - 1:-1], ids[:, len(prompt):])[0]
+        assert torch.allclose(forced, torch.tensor(behaviour), atol=1e-4)

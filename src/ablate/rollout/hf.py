@@ -21,6 +21,48 @@ from . import Rollouts, SamplingParams
 from .tools import Tool
 
 
+# Above this vocabulary size (the 0.5B model's is 151,936), or on a GPU, a decode step samples on the logits'
+# own device by inverse CDF: torch.multinomial on the host copied the (rows x vocab) matrix to the CPU and
+# cost 0.85 s a step for 256 rows there. The tiny model's 108-token vocabulary on the CPU keeps
+# torch.multinomial, so its numbers (tests/goldens) stay bit-identical.
+LARGE_VOCAB = 4096
+
+
+def sample_on_device(scaled: torch.Tensor, top_k: int, top_p: float,
+                     generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """One token per row of `scaled` (rows x vocab, logits / temperature) and its behaviour log-prob under
+    the tempered, unfiltered distribution (as `log_softmax(scaled)` gives it), without a second full pass.
+
+    Top-k keeps the k largest (`topk`, no full sort) and the nucleus is taken over those k; a full sort
+    only for top-p alone. The draw is one uniform per row from `generator` (on `scaled`'s device)
+    against the kept tokens' cumulative probabilities: exact sampling, like torch.multinomial."""
+    lse = torch.logsumexp(scaled, dim=-1, keepdim=True)
+    if top_k and top_k < scaled.size(-1):
+        values, index = torch.topk(scaled, top_k, dim=-1)  # sorted, largest first
+    elif top_p < 1.0:
+        values, index = torch.sort(scaled, descending=True, dim=-1)
+    else:
+        values, index = scaled, None
+    probs = torch.softmax(values, dim=-1)
+    if top_p < 1.0:  # the top token always stays: the mass before it is 0
+        probs = probs.masked_fill(probs.cumsum(-1) - probs >= top_p, 0.0)
+    cdf = probs.cumsum(-1)
+    u = torch.rand((scaled.size(0), 1), generator=generator, device=scaled.device) * cdf[:, -1:]
+    # right=True: the first index whose cdf exceeds u, never a token of zero probability
+    choice = torch.searchsorted(cdf, u, right=True).clamp_(max=values.size(-1) - 1)
+    token = choice if index is None else index.gather(-1, choice)
+    return token.squeeze(-1), (scaled.gather(-1, token) - lse).squeeze(-1)
+
+
+def device_generator(generator: torch.Generator, device: torch.device) -> torch.Generator:
+    """A generator on `device` seeded by one draw from the run's (CPU) `generator`: the same run seed gives
+    the same stream on the same GPU, and a resumed run continues it (the CPU generator is checkpointed)."""
+    if device.type == "cpu":
+        return generator
+    seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+    return torch.Generator(device=device).manual_seed(seed)
+
+
 def filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
     """Mask (to -inf) what top-k and nucleus (top-p) sampling exclude; the top token always stays."""
     if top_k and top_k < logits.size(-1):
@@ -117,14 +159,22 @@ class HFEngine:
         sessions = [tool.session(p) if tool is not None and on else None for p, on in zip(prompts, tool_on)]
         step_input, step_positions, steps = ids, positions, 0
         cache_name = cache_kwarg(model)
+        on_device = device.type != "cpu" or getattr(getattr(model, "config", None), "vocab_size", 0) > LARGE_VOCAB
+        # on the device path the prompt's forward computes the last position's logits only (not width x vocab)
+        last_only = {"logits_to_keep": 1} if on_device else {}
+        draw = device_generator(generator, device) if on_device else generator
         for step in range(params.max_new_tokens):
             steps = step + 1
             logits = model(input_ids=step_input, attention_mask=attention, position_ids=step_positions,
-                           use_cache=True, **{cache_name: cache}).logits[:, -1].float()
+                           use_cache=True, **{cache_name: cache}, **last_only).logits[:, -1].float()
             scaled = logits / params.temperature
-            logp = torch.log_softmax(scaled, dim=-1)
-            probs = torch.softmax(filter_logits(scaled, params.top_k, params.top_p), dim=-1)
-            token = torch.multinomial(probs.cpu(), 1, generator=generator).squeeze(-1).to(device)
+            if on_device:
+                token, token_logp = sample_on_device(scaled, params.top_k, params.top_p, draw)
+            else:
+                logp = torch.log_softmax(scaled, dim=-1)
+                probs = torch.softmax(filter_logits(scaled, params.top_k, params.top_p), dim=-1)
+                token = torch.multinomial(probs.cpu(), 1, generator=generator).squeeze(-1).to(device)
+                token_logp = logp.gather(-1, token.unsqueeze(-1)).squeeze(-1)
             forced = torch.zeros_like(token, dtype=torch.bool)
             if tool is not None:  # tool output waiting to be spliced in replaces the sample
                 live = rows.tolist()
@@ -136,7 +186,7 @@ class HFEngine:
                     del queues[i][:1]
             tokens[rows, step] = token
             forced_steps[rows, step] = forced
-            logprobs[rows, step] = torch.where(forced, 0.0, logp.gather(-1, token.unsqueeze(-1)).squeeze(-1))
+            logprobs[rows, step] = torch.where(forced, 0.0, token_logp)
             if tool is not None:
                 for row, (i, t) in enumerate(zip(live, token.tolist())):
                     generated[i].append(t)
