@@ -13,6 +13,15 @@ On a shared machine wall times move with the load, so only the ratio of interlea
 the load average is printed before and after. The ratio of median process CPU seconds is printed too (with
 one torch thread it leaves out time spent waiting for a core, though not a contended memory bus).
 `--profile`: a cProfile of the new loop on the rloo batch (4 calls).
+
+    PYTHONPATH=src python bench/bench_decode.py --vocab 151936 --sequences 256,1024
+
+`--vocab V`: the sampling cost of one decode step at a large vocabulary (the 0.5B model's 151,936), random
+logits for each `--sequences` count: the old sampler (log_softmax, softmax of the filtered logits,
+torch.multinomial on the host) against `ablate.rollout.hf.sample_on_device`, at RL sampling (T=1) and the
+papers' evaluation sampling (T=0.6, top-k 20, top-p 0.95); medians of `--rounds`. Beside them, the forward of
+one decode step of the 0.5B shape (random weights, a 64-token KV cache) at the smallest sequence count,
+scaled by rows for the others, to give sampling's share of a step.
 """
 
 from __future__ import annotations
@@ -23,6 +32,8 @@ import statistics
 import sys
 import time
 from pathlib import Path
+
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -55,9 +66,66 @@ def batches():
 TOKENIZER = None
 
 
-def main() -> None:
-    import torch
+def old_sampler(scaled, top_k, top_p, generator):
+    """The sampler before issue 40 (hf.py at fff0a5b): three full passes and the matrix copied to the host."""
+    from ablate.rollout.hf import filter_logits
 
+    logp = torch.log_softmax(scaled, dim=-1)
+    probs = torch.softmax(filter_logits(scaled, top_k, top_p), dim=-1)
+    token = torch.multinomial(probs.cpu(), 1, generator=generator).squeeze(-1)
+    return token, logp.gather(-1, token.unsqueeze(-1)).squeeze(-1)
+
+
+def decode_forward_s(rows: int) -> float:
+    """Seconds of one decode step's forward of the 0.5B shape for `rows` sequences (a 64-token KV cache)."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from transformers.cache_utils import DynamicCache
+
+    from ablate.config import load_group_config
+
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(Qwen2Config(**load_group_config("model", "qwen2.5-0.5b-shape")["arch"])).eval()
+    cache = DynamicCache()
+    with torch.no_grad():
+        model(input_ids=torch.randint(0, 100, (rows, 64)), past_key_values=cache, use_cache=True, logits_to_keep=1)
+        start = time.perf_counter()
+        model(input_ids=torch.randint(0, 100, (rows, 1)), past_key_values=cache, use_cache=True)
+    return time.perf_counter() - start
+
+
+def vocab_bench(vocab: int, sequences: list[int], rounds: int, threads: int) -> None:
+    from ablate.rollout.hf import sample_on_device
+
+    print(f"machine: {machine()}\nload average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}\n")
+    forward = decode_forward_s(min(sequences)) / min(sequences)  # seconds per row
+    rows = []
+    for n in sequences:
+        scaled = torch.randn(n, vocab, generator=torch.Generator().manual_seed(0)) * 3
+        for label, (top_k, top_p, temperature) in {"RL (T=1)": (0, 1.0, 1.0),
+                                                   "eval (T=0.6, k 20, p 0.95)": (20, 0.95, 0.6)}.items():
+            x = scaled / temperature
+            medians = {}
+            for name, sampler in (("old", old_sampler), ("new", sample_on_device)):
+                times = []
+                for r in range(rounds + 1):
+                    y = x.clone()  # sample_on_device overwrites its input
+                    start = time.perf_counter()
+                    sampler(y, top_k, top_p, torch.Generator().manual_seed(r))
+                    times.append(time.perf_counter() - start)
+                medians[name] = statistics.median(times[1:])
+            step = forward * n
+            rows.append([n, label, fmt(medians["old"] * 1000, 0), fmt(medians["new"] * 1000, 1),
+                         fmt(medians["old"] / medians["new"], 1), fmt(step, 2),
+                         f"{100 * medians['old'] / (step + medians['old']):.1f}%",
+                         f"{100 * medians['new'] / (step + medians['new']):.1f}%"])
+    print(markdown_table(["sequences", "sampling", "old ms", "new ms", "old/new", "forward s (0.5B shape)",
+                          "old share of step", "new share of step"], rows))
+    print(f"\nvocabulary {vocab:,}; medians of {rounds} rounds after a warm-up; {threads} torch thread(s); forward "
+          f"measured once at {min(sequences)} sequences and scaled by rows; load average after: "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+def main() -> None:
     from hf_baseline import BaselineHFEngine
     from ablate.models import load_model, load_tokenizer
     from ablate.rollout.hf import HFEngine
@@ -68,8 +136,12 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--batches", default="rloo,eval")
     p.add_argument("--profile", action="store_true")
+    p.add_argument("--vocab", type=int, default=0, help="time the sampling of one decode step at this vocabulary")
+    p.add_argument("--sequences", default="256,1024", help="with --vocab: sequence counts, comma-separated")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
+    if args.vocab:
+        return vocab_bench(args.vocab, [int(n) for n in args.sequences.split(",")], args.rounds, args.threads)
     TOKENIZER = load_tokenizer({"kind": "tiny", "name_or_path": "builtin:tiny-sft"})
     model = load_model({"kind": "tiny", "name_or_path": "builtin:tiny-sft"}, TOKENIZER).eval()
     engines = {"old": BaselineHFEngine(model, TOKENIZER, batch_size=512), "new": HFEngine(model, TOKENIZER, batch_size=512)}

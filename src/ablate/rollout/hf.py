@@ -31,27 +31,48 @@ LARGE_VOCAB = 4096
 def sample_on_device(scaled: torch.Tensor, top_k: int, top_p: float,
                      generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """One token per row of `scaled` (rows x vocab, logits / temperature) and its behaviour log-prob under
-    the tempered, unfiltered distribution (as `log_softmax(scaled)` gives it), without a second full pass.
+    the tempered, unfiltered distribution (what `log_softmax(scaled)` gives). `scaled` is overwritten: a
+    fresh rows x 151,936 matrix costs a CPU more than the whole draw (page faults on every allocation).
 
     Top-k keeps the k largest (`topk`, no full sort) and the nucleus is taken over those k; a full sort
     only for top-p alone. The draw is one uniform per row from `generator` (on `scaled`'s device)
-    against the kept tokens' cumulative probabilities: exact sampling, like torch.multinomial."""
-    lse = torch.logsumexp(scaled, dim=-1, keepdim=True)
+    against the kept tokens' cumulative weights (`inverse_cdf`): exact sampling, like torch.multinomial."""
+    top = scaled.amax(dim=-1, keepdim=True)
     if top_k and top_k < scaled.size(-1):
         values, index = torch.topk(scaled, top_k, dim=-1)  # sorted, largest first
     elif top_p < 1.0:
         values, index = torch.sort(scaled, descending=True, dim=-1)
     else:
-        values, index = scaled, None
-    probs = torch.softmax(values, dim=-1)
-    if top_p < 1.0:  # the top token always stays: the mass before it is 0
-        probs = probs.masked_fill(probs.cumsum(-1) - probs >= top_p, 0.0)
-    cdf = probs.cumsum(-1)
-    u = torch.rand((scaled.size(0), 1), generator=generator, device=scaled.device) * cdf[:, -1:]
-    # right=True: the first index whose cdf exceeds u, never a token of zero probability
-    choice = torch.searchsorted(cdf, u, right=True).clamp_(max=values.size(-1) - 1)
+        values, index = None, None
+    full = scaled.sub_(top).exp_()  # the whole row's unnormalised probabilities, in place
+    weights = full if values is None else values.sub_(top).exp_()
+    if top_p < 1.0:  # the nucleus: drop a token once the mass before it reaches top_p; the top token stays
+        mass = weights.cumsum(-1)
+        weights = weights.masked_fill(mass - weights >= top_p * mass[:, -1:], 0.0)
+    u = torch.rand((scaled.size(0), 1), generator=generator, device=scaled.device)
+    choice, total = inverse_cdf(weights, u)
+    norm = total if values is None else full.sum(-1, keepdim=True)  # unfiltered: the draw's total is the norm
     token = choice if index is None else index.gather(-1, choice)
-    return token.squeeze(-1), (scaled.gather(-1, token) - lse).squeeze(-1)
+    return token.squeeze(-1), (torch.log(full.gather(-1, token)) - torch.log(norm)).squeeze(-1)
+
+
+def inverse_cdf(weights: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows x 1 indices drawn from `weights` (rows x m, non-negative) by `u` (rows x 1, uniform on [0, 1)),
+    and each row's total weight (rows x 1).
+
+    Two levels where m has a divisor in 256..4096 (151,936 = 64 x 2,374): block totals pick a block, and only
+    that block is scanned, instead of a cumulative sum over the whole row (the slow part on a CPU)."""
+    m = weights.size(-1)
+    block = next((b for b in range(4096, 255, -1) if m % b == 0), m) if m > 4096 else m
+    blocks = weights.view(weights.size(0), m // block, block)
+    totals = blocks.sum(-1).cumsum(-1)  # rows x blocks
+    target = u * totals[:, -1:]
+    # right=True: the first place whose running total exceeds the target, never a weight of zero
+    which = torch.searchsorted(totals, target, right=True).clamp_(max=totals.size(-1) - 1)
+    before = torch.where(which > 0, totals.gather(-1, (which - 1).clamp(min=0)), torch.zeros_like(target))
+    inside = blocks.gather(1, which.unsqueeze(-1).expand(-1, 1, block)).squeeze(1).cumsum(-1)
+    offset = torch.searchsorted(inside, target - before, right=True).clamp_(max=block - 1)
+    return which * block + offset, totals[:, -1:]
 
 
 def device_generator(generator: torch.Generator, device: torch.device) -> torch.Generator:
