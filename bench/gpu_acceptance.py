@@ -38,6 +38,8 @@ CONFIGS = {
     "sft_bf16": [*SMALL_QWEN2, "stage=sft", *TWO_STEPS],
     # weights pushed in place after each step; validation after each step runs on the GPU too
     "rloo_vllm": [*SMALL_QWEN2, "stage=rloo", *TWO_STEPS, "rollout=vllm", "rollout.dtype=bfloat16", "eval.every=1"],
+    # the default engine on the GPU: sampling on the device, token-budget micro-batches
+    "rloo_hf": [*SMALL_QWEN2, "stage=rloo", *TWO_STEPS, "rollout=hf", "stage.micro_batch_tokens=4096", "eval.every=1"],
     "dpo_bf16": [*SMALL_QWEN2, "stage=dpo", *TWO_STEPS],
     # every visible GPU (devices=-1): one process each, re-launched by Lightning
     "sft_ddp": [*SMALL_QWEN2, "trainer=ddp", "stage=sft", *TWO_STEPS],
@@ -46,7 +48,18 @@ TIMING = ["stage=rloo", "stage.init=scratch", "model=qwen2.5-0.5b-shape", "rollo
           "rollout.enforce_eager=false", "rollout.kv_cache_memory_bytes=null", "rollout.gpu_memory_utilization=0.35",
           "stage.batch_prompts=128", "stage.k=8", "stage.sampling.max_new_tokens=1024", "stage.micro_batch=8",
           "stage.reference_dtype=bfloat16", "trainer.accelerator=gpu", "trainer.precision=bf16-mixed"]
-ALL = {**CONFIGS, "timing_0.5b": TIMING}
+# rollout=hf (the default engine, and the one an offline GPU node has) at three sizes of the 0.5B shape; the
+# papers' setting is B=128 x k=8, 1,024 new tokens. One chunk of sequences decodes at once (rollout.batch_size).
+HF_BASE = ["stage=rloo", "stage.init=scratch", "model=qwen2.5-0.5b-shape", "rollout=hf",
+           "stage.reference_dtype=bfloat16", "trainer.accelerator=gpu", "trainer.precision=bf16-mixed",
+           "stage.micro_batch_tokens=16384", "eval.limit=1", "eval.n=1", "eval.ks=[1]"]
+HF_STAGES = {
+    "small": [*HF_BASE, "stage.batch_prompts=16", "stage.k=8", "stage.sampling.max_new_tokens=256", "rollout.batch_size=128"],
+    "medium": [*HF_BASE, "stage.batch_prompts=64", "stage.k=8", "stage.sampling.max_new_tokens=512", "rollout.batch_size=512"],
+    "papers": [*HF_BASE, "stage.batch_prompts=128", "stage.k=8", "stage.sampling.max_new_tokens=1024",
+               "rollout.batch_size=1024"],
+}
+ALL = {**CONFIGS, "timing_0.5b": TIMING, **{f"hf_{name}": o for name, o in HF_STAGES.items()}}
 VLLM_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
 
 
@@ -153,6 +166,46 @@ def time_step(steps: int, warmup: int, extra: list[str]) -> int:
     return 0
 
 
+def step_printer(stage: str, out: Path | None):
+    """A Lightning callback that prints each step's figures the moment the step ends (and appends them to
+    `out`, one JSON line each), so a stage cut short by its timeout still reports the steps it finished."""
+    import json
+    import time
+
+    import lightning as L
+
+    class PrintStep(L.Callback):
+        def __init__(self):
+            self.start = time.monotonic()
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            m = {k: float(v) for k, v in trainer.callback_metrics.items() if getattr(v, "numel", lambda: 1)() == 1}
+            row = {"stage": stage, "step": trainer.global_step, "wall_s": round(time.monotonic() - self.start, 1),
+                   **{k: m.get(f"time/{k}") for k in ("generate_s", "learn_s", "generate_tokens_per_s",
+                                                         "learner_tokens_per_s", "learner_mfu", "peak_gpu_memory_gib")},
+                   "response_length": m.get("train/response_length")}
+            print(json.dumps(row), flush=True)
+            if out is not None:
+                with out.open("a") as f:
+                    f.write(json.dumps(row) + "\n")
+            self.start = time.monotonic()
+
+    return PrintStep()
+
+
+def time_hf_stage(stage: str, steps: int, out: Path | None, extra: list[str]) -> int:
+    """RLOO of the 0.5B shape with rollout=hf at HF_STAGES[stage], `steps` steps, each step's figures printed."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise SystemExit("--stage needs a CUDA GPU (torch sees none); on a CPU machine use --dry-run")
+    overrides = [*HF_STAGES[stage], f"stage.max_steps={steps}", "stage.checkpoint_every=1000", *extra]
+    print(f"stage {stage}: python -m ablate.train " + " ".join(overrides), flush=True)
+    with tempfile.TemporaryDirectory(prefix="gpu-stage-") as tmp:
+        run_ablate(overrides, Path(tmp) / "run", callbacks=[step_printer(stage, out)])
+    return 0
+
+
 def report(rows: list[dict], peaks: list[float], warmup: int, used_gib: float, total_gib: float) -> str:
     """The figures of the steps after `warmup` (medians), as docs/gpu.md reads them."""
     steps = step_seconds(rows)[warmup:]
@@ -176,12 +229,16 @@ def main(argv: list[str] | None = None) -> int:
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--dry-run", action="store_true", help="compose and check every GPU config; report the environment")
     mode.add_argument("--time", action="store_true", help="time the RLOO step of the 0.5B shape (a GPU)")
+    mode.add_argument("--stage", choices=tuple(HF_STAGES), help="RLOO of the 0.5B shape with rollout=hf at this size")
+    parser.add_argument("--out", type=Path, help="with --stage: append each step's figures here (JSON lines)")
     parser.add_argument("--steps", type=int, default=2, help="measured steps")
     parser.add_argument("--warmup", type=int, default=1, help="first steps left out (vLLM's CUDA graphs, allocator)")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for the timing run (after --)")
     args = parser.parse_args(argv)
     if args.dry_run:
         return dry_run()
+    if args.stage:
+        return time_hf_stage(args.stage, args.steps, args.out, args.overrides)
     return time_step(args.steps, args.warmup, args.overrides)
 
 

@@ -108,6 +108,36 @@ def test_rloo_with_colocated_vllm_pushes_weights_in_place(tmp_path, monkeypatch)
 
 
 @on_gpu
+def test_rloo_with_rollout_hf_two_steps_in_bf16(tmp_path):
+    """The default engine on the GPU: two RLOO steps in bf16, sampled on the device; throughput logged."""
+    metrics = train("rloo_hf", tmp_path / "run")
+    assert metrics["train/is_weight_mean"].tolist() == pytest.approx([1.0, 1.0], abs=0.05)
+    for column in ("time/generate_tokens_per_s", "time/learner_tokens_per_s", "time/peak_gpu_memory_gib"):
+        assert metrics[column].gt(0).all(), column
+    assert metrics["val/pass@1"].notna().all()
+
+
+@on_gpu
+def test_sampling_on_the_gpu_is_seeded(tmp_path):
+    """Same GPU, same run seed: the same tokens; another seed: others (rollout=hf draws on the device)."""
+    from ablate.models import encode_prompt, load_model, load_tokenizer
+    from ablate.rollout import SamplingParams
+    from ablate.rollout.hf import HFEngine
+
+    cfg = cfg_of("rloo_hf").model
+    tokenizer = load_tokenizer(cfg)
+    torch.manual_seed(0)
+    model = load_model(cfg, tokenizer).cuda()
+    engine = HFEngine(model, tokenizer, batch_size=64)
+    prompts = [encode_prompt(t, tokenizer) for t in ("1 2 -> 3\n", "44 19 35 -> 98\n")]
+    params = SamplingParams(temperature=1.0, max_new_tokens=32)
+    draw = lambda seed: engine.generate(prompts, 16, params, torch.Generator().manual_seed(seed))  # noqa: E731
+    first = draw(0)
+    assert first.completion_ids == draw(0).completion_ids and first.behaviour_logprobs == draw(0).behaviour_logprobs
+    assert first.completion_ids != draw(1).completion_ids
+
+
+@on_gpu
 def test_dpo_two_steps_in_bf16(tmp_path):
     metrics = train("dpo_bf16", tmp_path / "run")
     assert metrics[["train/margin", "train/reward_accuracy"]].notna().all().all()

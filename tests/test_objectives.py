@@ -279,3 +279,46 @@ def test_a_policy_loss_registers_in_one_place(monkeypatch):
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=["stage=rloo", "stage.is_level=reinforce"])
     check_rloo(cfg)  # accepted: the check reads the registry
+
+
+def test_chunked_logprobs_match_the_whole_logits_and_their_gradients():
+    """The learner's large-vocabulary path: log-probs and entropies from hidden states in chunks (checkpointed)
+    equal token_logprobs / entropy_from_logits over the whole logits, and so do the gradients."""
+    from ablate.objectives import chunked_logprobs, entropy_from_logits, token_logprobs
+
+    torch.manual_seed(0)
+    head = torch.nn.Linear(16, 50, bias=False)
+    hidden = torch.randn(3, 7, 16, requires_grad=True)
+    tokens = torch.randint(0, 50, (3, 7))
+    logits = head(hidden)
+    whole_logp, whole_entropy = token_logprobs(logits, tokens), entropy_from_logits(logits)
+    (whole_logp.sum() + whole_entropy.sum()).backward()
+    grads = hidden.grad.clone(), head.weight.grad.clone()
+    hidden.grad, head.weight.grad = None, None
+    logp, entropy = chunked_logprobs(hidden, tokens, head, chunk=5)  # 21 positions: chunks of 5, 5, 5, 5, 1
+    assert logp.shape == entropy.shape == (3, 7)
+    assert torch.allclose(logp, whole_logp, atol=1e-5) and torch.allclose(entropy, whole_entropy, atol=1e-5)
+    (logp.sum() + entropy.sum()).backward()
+    assert torch.allclose(hidden.grad, grads[0], atol=1e-5) and torch.allclose(head.weight.grad, grads[1], atol=1e-5)
+    with torch.no_grad():  # the reference's path: no checkpointing, the same numbers
+        assert torch.allclose(chunked_logprobs(hidden, tokens, head, chunk=4)[0], whole_logp, atol=1e-5)
+
+
+def test_micro_batches_by_token_budget():
+    from ablate.lit.rloo import micro_batches
+
+    lengths = torch.tensor([10, 40, 20, 40, 5, 20])
+    order = torch.argsort(lengths, descending=True, stable=True)  # 1, 3, 2, 5, 0, 4
+    assert [p.tolist() for p in micro_batches(order, lengths, 4, None)] == [[1, 3, 2, 5], [0, 4]]
+    # 80 padded tokens: two rows of 40, then four of 20 (two 20s, then 10 and 5 at width 10)
+    assert [p.tolist() for p in micro_batches(order, lengths, 4, 80)] == [[1, 3], [2, 5, 0, 4]]
+    assert [p.tolist() for p in micro_batches(order, lengths, 4, 30)] == [[1], [3], [2], [5], [0, 4]]  # >= 1 row
+    assert torch.equal(torch.cat(micro_batches(order, lengths, 4, 7)), order)  # every sequence, once, in order
+
+
+def test_step_throughput_on_a_cpu_has_rates_and_no_mfu():
+    from ablate.perf import peak_flops, step_throughput
+
+    metrics = step_throughput(2.0, 4.0, 1000, 3000, 10_000, True, torch.device("cpu"))
+    assert metrics == {"time/generate_tokens_per_s": 500.0, "time/learner_tokens_per_s": 750.0}
+    assert peak_flops(torch.device("cpu")) is None

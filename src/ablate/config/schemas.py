@@ -162,6 +162,7 @@ class RLOOStageConfig:
     weight_decay: float = 0.0
     grad_clip: float = 1.0
     micro_batch: int = 64
+    micro_batch_tokens: Optional[int] = None  # micro-batches by padded-token budget (null: micro_batch sequences)
     advantage: str = "rloo"
     is_level: str = "sequence"
     is_mode: str = "truncate"

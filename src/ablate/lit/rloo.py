@@ -26,9 +26,10 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ablate.lit import CompilableLearner
-from ablate.objectives import (ADVANTAGES, aggregate, entropy_from_logits, kl_penalty, policy_gradient_loss,
+from ablate.objectives import (ADVANTAGES, aggregate, chunked_logprobs, entropy_from_logits, kl_penalty, policy_gradient_loss,
                                token_level, token_logprobs)
 from ablate.padding import attention_mask, right_pad
+from ablate.perf import step_throughput
 from ablate.rollout import Rollouts, SamplingParams
 from ablate.rollout.schedules import ToolAvailability, p_tool
 from ablate.rollout.tools import TOOL_OFF, ToolPrompt
@@ -161,6 +162,26 @@ def micro_batch_shares(rows: int, n: int, tokens: torch.Tensor, tokens_total: to
     return Shares(loss, loss, float(tokens / tokens_total))
 
 
+# Above this vocabulary the learner computes log-probs and entropies from the hidden states in chunks of
+# LOGIT_CHUNK positions (`chunked_logprobs`); the tiny model keeps the whole-logits path (goldens).
+CHUNKED_VOCAB = 4096
+LOGIT_CHUNK = 2048
+
+
+def micro_batches(order: torch.Tensor, lengths: torch.Tensor, size: int, token_budget: int | None) -> list[torch.Tensor]:
+    """`order` (sequence indices, longest first) cut into micro-batches: `size` sequences each, or with
+    `token_budget` as many as fit in that many padded tokens (rows x the micro-batch's longest, at least
+    one row), so short batches fill the device and long ones do not run out of memory."""
+    if not token_budget:
+        return [order[start:start + size] for start in range(0, len(order), size)]
+    parts, start = [], 0
+    while start < len(order):
+        rows = max(1, token_budget // max(int(lengths[order[start]]), 1))  # the first row is the longest
+        parts.append(order[start:start + rows])
+        start += rows
+    return parts
+
+
 @dataclasses.dataclass
 class Collected:
     """What `collect` hands on: the groups freshly generated (`seen`, which the reward, verdict and tool
@@ -209,6 +230,9 @@ class RLOOModule(CompilableLearner, L.LightningModule):
         self.timer = PhaseTimer()  # a new one each step
         self.p_available = 0.0
         self.collected: Collected | None = None
+        self.learner_tokens = 0  # the last learn()'s tokens, for the throughput metrics
+        self.parameter_count = sum(p.numel() for p in policy.parameters())
+        self.vocab_size = getattr(getattr(policy, "config", None), "vocab_size", 0)
 
     @property
     def reference(self) -> PreTrainedModel | None:
@@ -345,27 +369,25 @@ class RLOOModule(CompilableLearner, L.LightningModule):
         lengths = batch["attention_mask"].sum(-1)
         order = torch.argsort(lengths, descending=True, stable=True)
         tokens_total = batch["loss_mask"].sum().clamp(min=1)
-        for start in range(0, n, s.micro_batch):
-            part = order[start:start + s.micro_batch]
+        self.learner_tokens = int(lengths.sum())
+        for part in micro_batches(order, lengths, s.micro_batch, s.micro_batch_tokens):
             width = int(lengths[part].max())
             ids = batch["input_ids"][part, :width].to(self.device)
             mask = batch["loss_mask"][part, :width - 1].to(self.device)
             # Right padding under causal attention: no real token sees a pad, so no attention mask is
             # needed, and without one SDPA takes its faster causal path (the same logits).
             with self.timer("policy_forward"):
-                logits = self.learner(input_ids=ids).logits[:, :-1]
-            logprobs = token_logprobs(logits, ids[:, 1:])
+                logprobs, token_entropy = self._logprobs(self.learner, ids)
             pg, info = policy_gradient_loss(logprobs, batch["behaviour"][part, :width - 1].to(self.device),
                                             advantages[part].to(self.device), mask, level=s.is_level, clip=s.is_clip,
                                             clip_eps=s.clip_eps, aggregation=s.aggregation, mode=s.is_mode,
                                             low=s.is_low, dual_clip=s.dual_clip)
-            entropy = aggregate(entropy_from_logits(logits), mask, s.aggregation)
+            entropy = aggregate(token_entropy, mask, s.aggregation)
             if self.reference is None:
                 kl, loss = None, pg - s.entropy_coef * entropy
             else:
                 with torch.no_grad(), self.timer("reference_forward"):
-                    ref_logits = self._frozen[-1](input_ids=ids).logits[:, :-1]  # compiled, if it is
-                    ref_logprobs = token_logprobs(ref_logits.float(), ids[:, 1:])
+                    ref_logprobs = self._logprobs(self._frozen[-1], ids, entropy=False)[0]  # compiled, if it is
                 kl = aggregate(kl_penalty(logprobs, ref_logprobs, s.kl_estimator), mask, s.aggregation)
                 loss = pg + s.kl_coef * kl - s.entropy_coef * entropy
             share = micro_batch_shares(len(part), n, mask.sum(), tokens_total, s.aggregation, s.is_level)
@@ -389,6 +411,16 @@ class RLOOModule(CompilableLearner, L.LightningModule):
         metrics = {f"train/{key}": value for key, value in totals.items()}
         metrics.update({"train/is_weight_max": is_weight_max, "train/grad_norm": float(grad_norm), "train/lr": lr})
         return metrics
+
+    def _logprobs(self, model: torch.nn.Module, ids: torch.Tensor,
+                  entropy: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Token log-probs and entropies [rows, width - 1] of `ids` under `model`: from the whole logits for a
+        small vocabulary, else from the hidden states, LOGIT_CHUNK positions at a time."""
+        if self.vocab_size <= CHUNKED_VOCAB:
+            logits = model(input_ids=ids).logits[:, :-1]
+            return token_logprobs(logits, ids[:, 1:]), entropy_from_logits(logits) if entropy else None
+        hidden = model.get_decoder()(input_ids=ids).last_hidden_state[:, :-1]
+        return chunked_logprobs(hidden, ids[:, 1:], model.get_output_embeddings(), LOGIT_CHUNK)
 
     def training_step(self, batch: Any, batch_idx: int) -> None:
         """collect -> learn -> sync -> log, each phase timed into `time/<phase>_s`."""
@@ -430,7 +462,9 @@ class RLOOModule(CompilableLearner, L.LightningModule):
                                      self.task.level_block))
         generated = sum(len(c) for c in seen.rollouts.completion_ids)
         metrics.update(self.timer.metrics())
-        metrics["time/generate_tokens_per_s"] = generated / max(self.timer.seconds["generate"], 1e-9)
+        metrics.update(step_throughput(self.timer.seconds["generate"], self.timer.seconds["learn"], generated,
+                                       self.learner_tokens, self.parameter_count, self.reference is not None,
+                                       self.device))
         self.log_dict(metrics, prog_bar=False, on_step=True)
         self.log("reward", metrics["train/reward_mean"], prog_bar=True, logger=False)
 

@@ -99,6 +99,9 @@ def check_rloo(cfg: DictConfig) -> None:
     s = cfg.stage
     check_schedule(s, ("batch_prompts", "max_steps", "micro_batch", "pool_size", "checkpoint_every"))
     require(s.k >= 2, f"stage.k={s.k}: RLOO needs at least 2 samples per prompt")
+    require(s.micro_batch_tokens is None or s.micro_batch_tokens >= 1,
+            f"stage.micro_batch_tokens={s.micro_batch_tokens} must be >= 1 (padded tokens per micro-batch), or "
+            "null for stage.micro_batch sequences each")
     require(s.advantage in ADVANTAGES, f"stage.advantage={s.advantage!r}: expected one of {tuple(ADVANTAGES)}")
     require(s.is_level in POLICY_LOSSES, f"stage.is_level={s.is_level!r}: expected one of {tuple(POLICY_LOSSES)}")
     require(s.is_mode in IS_MODES, f"stage.is_mode={s.is_mode!r}: expected one of {IS_MODES}")

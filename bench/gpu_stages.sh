@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The GPU tier in stages for a short slot on an offline GPU node (docs/gpu.md): each stage under its own
+# `timeout -s KILL`, each printing its figures the moment they exist (a step's line as the step ends), so a
+# stage cut short still reports what it finished. At most 9 min 10 s on one H100 (the stages' limits); docs/gpu.md has the measured times.
+#
+#   bash bench/gpu_stages.sh --wheels DIR [--out DIR]
+#
+# --wheels DIR: wheels the image lacks (bench/prepare_wheels.sh makes them where there is network), installed
+# with pip --no-index --no-deps --target into a temporary folder put on PYTHONPATH; nothing else is installed.
+# --out DIR: where the log and each stage's step figures (JSON lines) are written (default: gpu-stages/).
+# Stages: env | rloo_small | tests | rloo_medium | rloo_papers (B=128 x k=8, 1,024 new tokens) | sigterm.
+# Seconds per stage: STAGE_S_<NAME> (e.g. STAGE_S_RLOO_PAPERS=300).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+wheels="" out="gpu-stages"
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --wheels) wheels=$2; shift ;;
+        --out) out=$2; shift ;;
+        *) echo "gpu_stages.sh: unknown argument $1 (--wheels DIR, --out DIR)" >&2; exit 2 ;;
+    esac
+    shift
+done
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+if [ -n "$wheels" ]; then
+    site=$(mktemp -d)/site
+    "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "$wheels"/*.whl \
+        || { echo "gpu_stages.sh: installing $wheels failed" >&2; exit 2; }
+    export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+fi
+export PYTHONPATH="$PWD/src:$PYTHONPATH"   # this checkout's ablate
+failed=()
+stage() {  # stage NAME SECONDS COMMAND...: run under timeout -s KILL, say how it ended and how long it took
+    local name=$1 seconds=$2; shift 2
+    local var="STAGE_S_${name^^}"; seconds=${!var:-$seconds}
+    echo "== stage $name (at most ${seconds} s): $*"
+    local start=$SECONDS
+    timeout -s KILL "$seconds" "$@"
+    local rc=$?
+    echo "== stage $name: exit $rc after $((SECONDS - start)) s$([ $rc = 137 ] && echo ' (killed at its limit)')"
+    [ $rc = 0 ] || failed+=("$name")
+}
+stage env 30 bash -c "nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; \
+    $PYTHON -c 'import torch, transformers, lightning, hydra; print(\"torch\", torch.__version__, \"cuda\", torch.version.cuda, \
+\"transformers\", transformers.__version__, \"lightning\", lightning.__version__, \"hydra\", hydra.__version__)'; \
+    $PYTHON -c 'import vllm' 2>/dev/null && echo 'vllm: installed' || echo 'vllm: not installed (rollout=vllm parts are skipped)'"
+stage rloo_small 60 "$PYTHON" bench/gpu_acceptance.py --stage small --steps 2 --out "$out/steps.jsonl"
+vllm_filter=$("$PYTHON" -c 'import vllm' 2>/dev/null && echo "" || echo "not vllm")
+stage tests 120 "$PYTHON" -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py ${vllm_filter:+-k "$vllm_filter"}
+stage rloo_medium 70 "$PYTHON" bench/gpu_acceptance.py --stage medium --steps 2 --out "$out/steps.jsonl"
+stage rloo_papers 200 "$PYTHON" bench/gpu_acceptance.py --stage papers --steps 2 --out "$out/steps.jsonl"
+# SIGTERM to the training process itself (not to a shell around it) mid-generation at the papers' setting:
+# it must end within 30 s, marked interrupted. `timeout -s TERM` signals its child, python, directly.
+HF_PAPERS_OVERRIDES=$("$PYTHON" -c "import sys; sys.path.insert(0, 'bench'); from gpu_acceptance import HF_STAGES; print(' '.join(HF_STAGES['papers']))")
+stage sigterm 70 bash -c "run=\$(mktemp -d)/run; start=\$SECONDS; \
+    timeout --preserve-status -s TERM -k 60 25 $PYTHON -m ablate.train ${HF_PAPERS_OVERRIDES:-} hydra.run.dir=\$run >/dev/null 2>&1; rc=\$?; \
+    echo \"sigterm at 25 s: exit \$rc, \$((SECONDS - start - 25)) s after the signal; status: \$($PYTHON -c \
+\"import json,sys; s=json.load(open(sys.argv[1])); print(s['state'], 'after', s['attempts'], 'attempt(s)')\" \$run/status.json)\"; \
+    [ \$rc = 143 ]"
+echo "figures: $out/steps.jsonl"
+if [ ${#failed[@]} -gt 0 ]; then
+    echo "gpu_stages.sh: FAILED: ${failed[*]}" >&2
+    exit 1
+fi
+echo "gpu_stages.sh: all stages passed"
