@@ -20,7 +20,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from gpu_acceptance import CONFIGS  # noqa: E402
+from gpu_acceptance import ALL, CONFIGS  # noqa: E402
 
 
 
@@ -164,8 +164,8 @@ def test_gpu_acceptance_dry_run_composes_and_checks_every_gpu_config():
     done = subprocess.run(["bash", str(ROOT / "bench" / "gpu_acceptance.sh"), "--dry-run"], capture_output=True,
                           text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    for name in [*CONFIGS, "timing_0.5b"]:
+    for name in ALL:  # the gpu tests' configs, the vLLM timing and the rollout=hf stages of gpu_stages.sh
         assert f"  {name} " in done.stdout and "FAILED" not in done.stdout, done.stdout
-    assert f"{len(CONFIGS) + 1}/{len(CONFIGS) + 1} configs ok" in done.stdout
+    assert f"{len(ALL)}/{len(ALL)} configs ok" in done.stdout
     if not torch.cuda.is_available():
         assert "CUDA GPUs" in done.stdout and "a GPU run here would lack: CUDA GPUs" in done.stdout
