@@ -42,6 +42,17 @@ def run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any] = ()) -> Path:
         return _run(cfg, run_dir, callbacks)
 
 
+def study_fingerprint(cfg: DictConfig) -> str | None:
+    """The sha256 of the study block this run runs under: ablate.stats checks it against the registration."""
+    if cfg.get("study") is None:
+        return None
+    from omegaconf import OmegaConf
+
+    from ablate.stats.registration import fingerprint
+
+    return fingerprint(OmegaConf.to_container(cfg.study, resolve=True))
+
+
 def _run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any]) -> Path:
     import lightning as L
     import torch
@@ -74,7 +85,7 @@ def _run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any]) -> Path:
     worker = global_rank() > 0  # a DDP worker trains; rank 0 writes the run directory and evaluates
     with RunStatus(run_dir, writer=not worker).running(stage=cfg.stage.name) as status:
         torch.set_num_threads(torch_threads(cfg.trainer.num_threads))
-        status.update(threads=torch.get_num_threads())
+        status.update(threads=torch.get_num_threads(), study_sha256=study_fingerprint(cfg))
         clock = time.monotonic()
         start = starting_model_config(cfg, run)  # may train an upstream stage: before seeding, which it would disturb
         status.timing("upstream_s", time.monotonic() - clock)

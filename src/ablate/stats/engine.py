@@ -40,6 +40,7 @@ class ClaimsResult:
     plan: Plan
     alpha: float
     problems: list[str] = field(default_factory=list)
+    note: str = ""  # which registration decided, and the claims' standing (ablate.stats.standing)
 
 
 def components(metric: str) -> list[str]:
