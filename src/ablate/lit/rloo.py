@@ -26,8 +26,8 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ablate.lit import CompilableLearner
-from ablate.objectives import (ADVANTAGES, aggregate, chunked_logprobs, entropy_from_logits, kl_penalty, policy_gradient_loss,
-                               token_level, token_logprobs)
+from ablate.objectives import (ADVANTAGES, aggregate, chunked_logprobs, entropy_from_logits, kl_penalty,
+                               policy_gradient_loss, token_level, token_logprobs)
 from ablate.padding import attention_mask, right_pad
 from ablate.perf import step_throughput
 from ablate.rollout import Rollouts, SamplingParams
