@@ -105,3 +105,25 @@ def test_a_full_disk_ends_a_run_with_exit_3_and_one_line(tmp_path, monkeypatch, 
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error: No space left on device writing ") and ".ckpt" in err[-1]
     assert json.loads((tmp_path / "run" / "status.json").read_text())["state"] == "failed"
+
+
+def test_a_damaged_last_checkpoint_resumes_from_the_newest_step_checkpoint_that_reads(tmp_path, caplog):
+    import torch
+
+    from ablate.fit import resume_checkpoint
+
+    for step in (2, 4):
+        torch.save({"global_step": step}, tmp_path / f"epoch=0-step={step}.ckpt")
+    torch.save({"global_step": 4}, tmp_path / "last.ckpt")
+    assert resume_checkpoint(tmp_path) == str(tmp_path / "last.ckpt")
+    (tmp_path / "last.ckpt").write_bytes((tmp_path / "last.ckpt").read_bytes()[:200])  # a copy cut short
+    with caplog.at_level("WARNING", logger="ablate.train"):
+        assert resume_checkpoint(tmp_path) == str(tmp_path / "epoch=0-step=4.ckpt")
+    assert "last.ckpt did not read" in caplog.text
+    (tmp_path / "epoch=0-step=4.ckpt").write_bytes(os.urandom(300))
+    assert resume_checkpoint(tmp_path) == str(tmp_path / "epoch=0-step=2.ckpt")
+    (tmp_path / "epoch=0-step=2.ckpt").unlink()
+    with caplog.at_level("WARNING", logger="ablate.train"):
+        assert resume_checkpoint(tmp_path) is None
+    assert "starting the run again from step 0" in caplog.text
+    assert resume_checkpoint(tmp_path / "absent") is None
