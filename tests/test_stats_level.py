@@ -172,3 +172,20 @@ def test_calibration_at_the_studies_levels_ci_sized():
         rows = {(r["test"], r["alpha"]): r for r in run_cell(regime, "5/10/20", 3000, seed=7)}
         assert rows["randomization", 0.008]["ratio"] <= 1.9, regime
         assert rows["randomization", 0.05]["ratio"] <= 1.45, regime
+
+
+def test_the_level_table_in_stats_md_is_rendered_from_the_saved_run():
+    import re
+    from pathlib import Path
+
+    from ablate.stats.calibrate_level import markdown
+
+    root = Path(__file__).resolve().parent.parent
+    table = pd.concat([pd.read_csv(p, dtype={"plan": str}) for p in sorted((root / "docs" / "calibration" / "level")
+                                                                          .glob("*.csv"))], ignore_index=True)
+    doc = (root / "docs" / "stats.md").read_text()
+    (have,) = re.findall(r"<!-- calibration:level -->\n(.*?)<!-- /calibration:level -->", doc, re.S)
+    assert have == markdown(table), ("run: python -m ablate.stats.calibrate_level --render "
+                                     "docs/calibration/level/*.csv --doc docs/stats.md")
+    # the saved run is the one the docs describe: every regime and plan, each level at its +-30% count
+    assert len(table) == 9 * 2 * 4 * 2 and (table.groupby("alpha")["sweeps"].min() >= [42642, 14186, 5293, 812]).all()

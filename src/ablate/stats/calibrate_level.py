@@ -2,7 +2,7 @@
 
 calibrate.py plants whole sweeps (per-prompt counts) and runs `engine.claims_of` on each: exact, but a
 few ms a sweep. The studies decide at per-claim levels of 0.001-0.008, where knowing a rate to +-30%
-(95%) takes N = (1.96 / 0.3)^2 (1 - alpha) / alpha sweeps: 42,640 at 0.001, 14,200 at 0.003, 5,300 at
+(95%) takes N = (1.96 / 0.3)^2 (1 - alpha) / alpha sweeps: 42,642 at 0.001, 14,186 at 0.003, 5,293 at
 0.008 (`sweeps_for`). So this harness plants the per-seed values table (what `sweep_values` makes of a
 sweep) and decides each sweep with `plan_rejections`, the engine's look rule vectorised over sweeps:
 at each look of the plan Welch's test at the look's Pocock level (`sequential.nominal_levels`, as the
