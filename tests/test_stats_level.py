@@ -189,3 +189,15 @@ def test_the_level_table_in_stats_md_is_rendered_from_the_saved_run():
                                      "docs/calibration/level/*.csv --doc docs/stats.md")
     # the saved run is the one the docs describe: every regime and plan, each level at its +-30% count
     assert len(table) == 9 * 2 * 4 * 2 and (table.groupby("alpha")["sweeps"].min() >= [42642, 14186, 5293, 812]).all()
+
+
+def test_re_runs_share_the_claims_error_budget():
+    rng = np.random.default_rng(5)
+    table = _table({"base": rng.normal(0.30, 0.01, 5), "a": rng.normal(0.33, 0.01, 5)})
+    claim = {"id": "c", "claim": "a", "metric": "pass@1", "condition": "a", "baseline": "base"}
+    once = evaluate(parse_declared({"claims": [claim], "plan": {"looks": [5]}}, []), table).table.iloc[0]
+    twice = evaluate(parse_declared({"claims": [claim], "plan": {"looks": [5]}, "realisations": 2}, []),
+                     table).table.iloc[0]
+    assert once["alpha_nominal"] == pytest.approx(0.05) and twice["alpha_nominal"] == pytest.approx(0.025)
+    assert twice["ci_high"] - twice["ci_low"] > once["ci_high"] - once["ci_low"]
+    assert "realisations must be" in check_study_block({"claims": [claim], "realisations": 0})[0]
