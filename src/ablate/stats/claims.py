@@ -89,13 +89,19 @@ class Declared:
     alpha: float = 0.05
     test: str = "welch"  # welch | randomization: what decides a two-sample look (level.py)
     multiplicity: Graph | None = None  # None: Bonferroni over the family (multiplicity.py)
+    realisations: int = 1  # the claims are decided this many times (re-runs): each at alpha / realisations
+
+    @property
+    def budget(self) -> float:
+        """The family's alpha for this realisation: re-runs of one claim share its error budget."""
+        return self.alpha / self.realisations
 
     def shares(self) -> dict[str, float]:
         """Each family claim's initial alpha: the graph's weight, else an equal (Bonferroni) share."""
         family = [c.id for c in self.claims if c.in_family]
         if self.multiplicity is None:
-            return {c: self.alpha / max(1, len(family)) for c in family}
-        return {c: float(w) * self.alpha for c, w in zip(self.multiplicity.ids, self.multiplicity.weights)}
+            return {c: self.budget / max(1, len(family)) for c in family}
+        return {c: float(w) * self.budget for c, w in zip(self.multiplicity.ids, self.multiplicity.weights)}
 
 
 def _float(value: Any, where: str, problems: list[str], *, positive: bool = False) -> float:
@@ -241,7 +247,12 @@ def parse_declared(block: Mapping | None, problems: list[str]) -> Declared:
         problems.append(f"test must be one of {', '.join(TESTS)}, got {test!r}")
         test = "welch"
     graph = parse_multiplicity(block.get("multiplicity"), [c for c in claims if c.in_family], problems)
-    return Declared(claims, parse_plan(block.get("plan"), problems), alpha, test, graph)
+    realisations = block.get("realisations", 1)
+    if not isinstance(realisations, int) or isinstance(realisations, bool) or realisations < 1:
+        problems.append(f"realisations must be a whole number >= 1 (how many times these claims are decided, "
+                        f"re-runs included), got {realisations!r}")
+        realisations = 1
+    return Declared(claims, parse_plan(block.get("plan"), problems), alpha, test, graph, realisations)
 
 
 def check_study_block(block: Mapping | None) -> list[str]:

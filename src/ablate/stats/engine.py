@@ -171,13 +171,13 @@ def family_levels(declared: Declared, family: list[Claim], table: pd.DataFrame,
     level the declared graph leaves it once the claims it can reject have passed theirs on."""
     graph = declared.multiplicity
     if graph is None:
-        return {c.id: declared.alpha / max(1, len(family)) for c in family}
+        return {c.id: declared.budget / max(1, len(family)) for c in family}
 
     def replicated(i: int, level: float) -> bool:
         row, _ = _evaluate_one(family[i], table, declared.plan, level, effect_default, [], declared.test)
         return row["verdict"] == "replicated"
 
-    _, levels = sequentially_rejective(replicated, graph.weights, graph.transitions, declared.alpha)
+    _, levels = sequentially_rejective(replicated, graph.weights, graph.transitions, declared.budget)
     return {c.id: float(a) for c, a in zip(family, levels)}
 
 
