@@ -75,7 +75,7 @@ def test_a_removed_claim_stays_in_the_family_and_an_added_one_is_exploratory(tmp
     reg = read_registration(_registered(tmp_path))
     current = copy.deepcopy(BLOCK)
     current["claims"] = [current["claims"][1], {"id": "new", "claim": "B beats A", "metric": "pass@1",
-                                                "condition": "B", "baseline": "A"}]
+                                                "condition": "B", "baseline": "A", "effect": 0.03}]
     t = _decide(current, reg).table.set_index("id")
     assert t.loc["kept", "standing"] == REMOVED and t.loc["kept", "family_size"] == 2
     assert "still decided and counted in the family" in t.loc["kept", "amendment"]
