@@ -7,16 +7,11 @@ one-sample t-interval for a claim about one condition; its level is the claim's 
 current look (Bonferroni over the study's claims, then the seed plan's spending). The test and the
 interval are one object, so a verdict can never disagree with the p-value beside it.
 
-Verdicts are a partition, decided in this order (d = the claimed direction, D = d x difference):
-  not testable   the claim's precondition (a mechanism check) failed or could not be measured;
-  superiority    replicated if low(D) > 0; not replicated if high(D) < the effect of interest
-                 (which includes a significant effect in the other direction); else inconclusive;
-  non_inferiority  replicated if low(D) > -margin; not replicated if high(D) < -margin; else inconclusive;
-  equivalence    replicated if -margin < low and high < margin; not replicated if the interval lies
-                 wholly outside [-margin, margin]; else inconclusive;
-  descriptive    no verdict: the estimate and its unadjusted interval, outside the family.
-Equivalence and non-inferiority read the same (1 - alpha) interval, i.e. one-sided tests at alpha/2
-each (TOST at alpha/2: the usual regulatory reading of a 95% interval).
+Verdicts are a partition: not testable (a precondition failed, or a required claim did not
+replicate), else the claim type's rule (ablate.stats.claim_types: superiority, non_inferiority,
+keeps_gain, equivalence, bounded, descriptive), which also says what the interval excluded; the rules
+are tabled in docs/stats.md. Equivalence and non-inferiority read the same (1 - alpha) interval, i.e.
+one-sided tests at alpha/2 each (TOST at alpha/2: the usual regulatory reading of a 95% interval).
 """
 
 from __future__ import annotations
