@@ -246,6 +246,13 @@ def _cell(r: dict) -> str:
     return f"**{r['verdict']}** {est}{pre}"
 
 
+def _deciding(table: pd.DataFrame) -> list[dict]:
+    """The rows that decide (the registered version of a claim, not its later amendment)."""
+    from ablate.stats.standing import ADDED, AMENDED
+
+    return [r for r in table.to_dict("records") if r.get("standing") not in (AMENDED, ADDED)]
+
+
 def testbeds_block(findings_dir: Path, results: dict) -> str:
     """Each claim a study re-ran on another testbed (committed.yaml `base:`), beside its verdict on the
     base study's testbed: does the verdict depend on the model's strength relative to the task?"""
@@ -257,9 +264,9 @@ def testbeds_block(findings_dir: Path, results: dict) -> str:
         base = bridge.get("base")
         if not base or base not in by_name:
             continue
-        before = {r["id"]: r for r in by_name[base].table.to_dict("records")}
+        before = {r["id"]: r for r in _deciding(by_name[base].table)}
         base_testbed = (yaml.safe_load((findings_dir / base / BRIDGE).read_text()) or {}).get("testbed", "tiny")
-        for r in result.table.to_dict("records"):
+        for r in _deciding(result.table):
             if r["id"] in before:
                 b = before[r["id"]]
                 rows.append(f"| {r['id']}: {r['claim']} | {base} ({base_testbed}) | {_cell(b)} | "
