@@ -108,8 +108,11 @@ def test_a_probe_trains_the_condition_and_measures_its_precondition(tmp_path):
     rows = pd.read_csv(csv)
     row = rows[rows["check"].str.startswith("frontier drops")].iloc[0]  # frontier_forgets' second gate
     assert row.study == "curriculum_ladder_study" and row.testbed == "ladder23" and row.condition == "RLOO frontier"
-    assert row.metric == "mean:curriculum/frac_n2@50:" and 0.0 <= row.value <= 1.0
-    assert row.status == ("held" if row.value < 0.4 else "failed")
+    assert row.metric == "mean:curriculum/frac_n2@50:"
+    if pd.isna(row.value):  # a smoke run logs 2 steps: nothing at step 50 and after to average
+        assert row.status == "not measured"
+    else:
+        assert 0.0 <= row.value <= 1.0 and row.status == ("held" if row.value < 0.4 else "failed")
     assert row.claims == "frontier_hurts frontier_forgets replay_recovers"
     assert (tmp_path / "probes" / "curriculum_ladder_study" / "ladder23" / "RLOO_frontier" / "seed_0" / "status.json").is_file()
     # the testbed's own starting point: the upstream SFT that run trained, as evaluated when it was cached
