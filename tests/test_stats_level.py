@@ -51,7 +51,7 @@ def test_the_guard_makes_a_look_that_cannot_reach_its_level_undecidable_and_keep
 
 
 def _block(n_claims: int, **extra) -> dict:
-    claims = [{"id": f"c{i}", "claim": "x beats y", "metric": "pass@1", "condition": "x", "baseline": "y",
+    claims = [{"id": f"c{i}", "claim": "x beats y", "metric": "pass@1", "condition": "x", "baseline": "y", "effect": 0.01,
                **({"role": "primary"} if i == 0 else {"role": "secondary"})} for i in range(n_claims)]
     return {"plan": {"looks": [5, 10, 20], "spending": "pocock"}, "claims": claims, **extra}
 
@@ -108,11 +108,11 @@ def test_gatekeeping_passes_the_primarys_alpha_to_the_secondary_and_the_default_
     table = _table({"base": rng.normal(0.30, 0.01, 5), "a": rng.normal(0.36, 0.01, 5),
                     "b": 0.30 + 0.5 * (rng.normal(0.36, 0.01, 5) - 0.30)})
     claims = [{"id": "primary", "claim": "a", "metric": "pass@1", "condition": "a", "baseline": "base",
-               "role": "primary"},
+               "effect": 0.01, "role": "primary"},
               {"id": "secondary", "claim": "b", "metric": "pass@1", "condition": "b", "baseline": "base",
-               "role": "secondary"}] + [
+               "effect": 0.01, "role": "secondary"}] + [
               {"id": f"other{i}", "claim": "o", "metric": "pass@1", "condition": "base", "baseline": "a",
-               "role": "secondary"} for i in range(4)]
+               "effect": 0.01, "role": "secondary"} for i in range(4)]
     plan = {"looks": [5], "spending": "pocock"}
     bonf = evaluate(parse_declared({"claims": claims, "plan": plan}, []), table).table.set_index("id")
     gate = evaluate(parse_declared({"claims": claims, "plan": plan, "multiplicity": "gatekeeping"}, []),
@@ -194,7 +194,7 @@ def test_the_level_table_in_stats_md_is_rendered_from_the_saved_run():
 def test_re_runs_share_the_claims_error_budget():
     rng = np.random.default_rng(5)
     table = _table({"base": rng.normal(0.30, 0.01, 5), "a": rng.normal(0.33, 0.01, 5)})
-    claim = {"id": "c", "claim": "a", "metric": "pass@1", "condition": "a", "baseline": "base"}
+    claim = {"id": "c", "claim": "a", "metric": "pass@1", "condition": "a", "baseline": "base", "effect": 0.01}
     once = evaluate(parse_declared({"claims": [claim], "plan": {"looks": [5]}}, []), table).table.iloc[0]
     twice = evaluate(parse_declared({"claims": [claim], "plan": {"looks": [5]}, "realisations": 2}, []),
                      table).table.iloc[0]
