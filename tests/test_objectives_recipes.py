@@ -101,14 +101,16 @@ def test_aggregations_agree_with_verl_agg_loss_and_trl_dr_grpo():
     loss_mask = (torch.rand(5, 7, generator=g) > 0.3).float()
     max_completion_length = 16
     # verl agg_loss
-    assert aggregate(loss_mat, loss_mask, "token_mean") == pytest.approx(masked_mean(loss_mat, loss_mask).item(), rel=1e-6)
+    token_mean = masked_mean(loss_mat, loss_mask)
+    assert aggregate(loss_mat, loss_mask, "token_mean") == pytest.approx(token_mean.item(), rel=1e-6)
     seq_token_sum = torch.mean(torch.sum(loss_mat * loss_mask, dim=-1))
     assert aggregate(loss_mat, loss_mask, "sum") == pytest.approx(seq_token_sum.item(), rel=1e-6)
     seq_token_mean = torch.mean(torch.sum(loss_mat * loss_mask, dim=-1) / torch.sum(loss_mask, dim=-1))
     assert aggregate(loss_mat, loss_mask, "sequence_mean") == pytest.approx(seq_token_mean.item(), rel=1e-6)
     # TRL loss_type="dr_grpo"
     dr_grpo = (loss_mat * loss_mask).sum() / (loss_mat.size(0) * max_completion_length)
-    assert aggregate(loss_mat, loss_mask, "token_sum_norm", max_completion_length) == pytest.approx(dr_grpo.item(), rel=1e-6)
+    ours = aggregate(loss_mat, loss_mask, "token_sum_norm", max_completion_length)
+    assert ours == pytest.approx(dr_grpo.item(), rel=1e-6)
 
 
 # --- advantage scaling --------------------------------------------------------------------------------------

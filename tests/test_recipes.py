@@ -81,7 +81,7 @@ def test_every_recipe_trains_two_steps(tmp_path):
         if name in ("grpo", "dr_grpo", "dapo", "gspo", "cispo"):
             assert {"train/is_clip_frac_low", "train/is_clip_frac_high"} <= set(metrics.columns), name
         if name == "dapo":
-            assert {"dynamic/gen_batches", "train/truncated_frac", "train/overlong_penalty_mean"} <= set(metrics.columns)
+            assert {"dynamic/gen_batches", "train/truncated_frac", "train/overlong_penalty_mean"} <= set(metrics)
 
 
 # --- the learner: truncation and the overlong penalty -------------------------------------------------------

@@ -23,6 +23,10 @@ STUDIES = {  # preset -> the jobs of one seed (overrides besides experiment= and
                           {"curriculum=dots", "replay.enabled=false"}, {"curriculum=dots", "replay.enabled=true"},
                           {"curriculum=none", "replay.enabled=false", "dynamic_sampling.enabled=true"}],
     "tool_annealing_study": [{f"tool={t}"} for t in ("off", "on", "anneal_linear", "anneal_step", "anneal_log")],
+    "dapo_components_study": [{"recipe=dapo", "stage.clip_eps_high=0.28"}, {"recipe=dapo", "stage.clip_eps_high=0.2"},
+                              {"recipe=dapo", "dynamic_sampling.enabled=false"},
+                              {"recipe=dapo", "stage.aggregation=sequence_mean"},
+                              {"recipe=dapo", "stage.overlong_buffer=0"}, {"recipe=grpo"}, {"recipe=dr_grpo"}],
     "oracle_tool_study": [
         {"stage=sft"}, {"stage=dpo"},
         {"stage=sft", "stage.trace=oracle", "tool=oracle", "stage.max_length=480",

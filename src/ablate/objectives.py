@@ -64,7 +64,8 @@ ADVANTAGE_SCALES: dict[str, Callable[[torch.Tensor, torch.Tensor, float], torch.
 }
 
 
-def scaled_advantages(rewards: torch.Tensor, estimator: str = "rloo", scale: str = "none", eps: float = 1e-6) -> torch.Tensor:
+def scaled_advantages(rewards: torch.Tensor, estimator: str = "rloo", scale: str = "none",
+                      eps: float = 1e-6) -> torch.Tensor:
     """Advantages [prompts, k] from group rewards [prompts, k]: the baseline of `estimator` (rloo: leave-one-out;
     group_mean; grpo: group mean over group std, one key for GRPO's eq. 3), then the division `scale`."""
     return ADVANTAGE_SCALES[scale](ADVANTAGES[estimator](rewards), rewards, eps)

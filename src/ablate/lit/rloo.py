@@ -348,7 +348,8 @@ class RLOOModule(CompilableLearner, L.LightningModule):
         if overlong.engaged(self.stage):  # DAPO's overlong shaping: on what is learnt from, after the filter
             rewards, shaping = overlong.shaped_rewards(rollouts, rewards, self.stage)
             metrics.update(shaping)
-            metrics["train/truncated_frac"] = overlong.truncated(seen.rollouts, self.tokenizer.eos_token_id).float().mean().item()
+            cut = overlong.truncated(seen.rollouts, self.tokenizer.eos_token_id)
+            metrics["train/truncated_frac"] = cut.float().mean().item()
         return Collected(seen, rollouts, rewards, self.p_available, metrics)
 
     def learn(self, rollouts: Rollouts, rewards: torch.Tensor) -> dict[str, float]:

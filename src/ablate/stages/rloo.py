@@ -119,7 +119,8 @@ def check_rloo(cfg: DictConfig) -> None:
         require(s.is_level == "token", f"stage.dual_clip={s.dual_clip} caps token-level PPO's loss on negative "
                                        f"advantages; it needs stage.is_level=token, not {s.is_level}")
         require(s.dual_clip > 1, f"stage.dual_clip={s.dual_clip} must be > 1 (3.0 in Ye et al. and verl)")
-    require(s.aggregation in AGGREGATIONS, f"stage.aggregation={s.aggregation!r}: expected one of {tuple(AGGREGATIONS)}")
+    require(s.aggregation in AGGREGATIONS,
+            f"stage.aggregation={s.aggregation!r}: expected one of {tuple(AGGREGATIONS)}")
     require(s.kl_estimator in KL_ESTIMATORS, f"stage.kl_estimator={s.kl_estimator!r}: expected one of {tuple(KL_ESTIMATORS)}")
     require(s.reference_dtype in ("float32", "bfloat16", "auto"),
             f"stage.reference_dtype={s.reference_dtype!r}: expected float32, bfloat16 or auto (bfloat16 where the "
@@ -138,8 +139,9 @@ def check_clip(s: DictConfig, clipped: tuple[str, ...]) -> None:
             require(s[key] > 0, f"stage.{key}={s[key]} must be > 0")
             require(key == "clip_eps" or s.is_level in clipped,
                     f"stage.{key}={s[key]} clips the ratio of stage.is_level in {clipped}, not {s.is_level}")
-    low = s.clip_eps if s.clip_eps_low is None else s.clip_eps_low
-    require(low <= 1, f"stage.clip_eps_low={low} must be <= 1 (the ratio's lower bound 1 - eps is >= 0)")
+    if s.is_level in clipped:
+        key = "clip_eps" if s.clip_eps_low is None else "clip_eps_low"
+        require(s[key] <= 1, f"stage.{key}={s[key]} must be <= 1 (the ratio's lower bound 1 - eps is >= 0)")
     if s.is_level == "cispo":
         require(s.is_mode == "truncate", f"stage.is_level=cispo clips its weights; stage.is_mode={s.is_mode} "
                                          "is for the other losses: set stage.is_mode=truncate")
