@@ -25,10 +25,8 @@ done
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 if [ -n "$wheels" ]; then
-    site=$(mktemp -d)/site
-    "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "$wheels"/*.whl \
-        || { echo "gpu_stages.sh: installing $wheels failed" >&2; exit 2; }
-    export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+    source bench/_wheels.sh
+    install_wheels "$wheels" || exit 2
 fi
 export PYTHONPATH="$PWD/src:$PYTHONPATH"   # this checkout's ablate
 failed=()
