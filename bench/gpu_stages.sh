@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU tier in stages for a short slot on an offline GPU node (docs/gpu.md): each stage under its own
 # `timeout -s KILL`, each printing its figures the moment they exist (a step's line as the step ends), so a
-# stage cut short still reports what it finished. At most 9 min 10 s on one H100 (the stages' limits); docs/gpu.md has the measured times.
+# stage cut short still reports what it finished. At most 13 min 10 s by the stages' limits; docs/gpu.md has the measured times.
 #
 #   bash bench/gpu_stages.sh --wheels DIR [--out DIR]
 #
@@ -44,11 +44,11 @@ stage env 30 bash -c "nvidia-smi --query-gpu=name,memory.total,driver_version --
     $PYTHON -c 'import torch, transformers, lightning, hydra; print(\"torch\", torch.__version__, \"cuda\", torch.version.cuda, \
 \"transformers\", transformers.__version__, \"lightning\", lightning.__version__, \"hydra\", hydra.__version__)'; \
     $PYTHON -c 'import vllm' 2>/dev/null && echo 'vllm: installed' || echo 'vllm: not installed (rollout=vllm parts are skipped)'"
-stage rloo_small 60 "$PYTHON" bench/gpu_acceptance.py --stage small --steps 2 --out "$out/steps.jsonl"
+stage rloo_small 120 "$PYTHON" bench/gpu_acceptance.py --stage small --steps 2 --out "$out/steps.jsonl"
 vllm_filter=$("$PYTHON" -c 'import vllm' 2>/dev/null && echo "" || echo "not vllm")
 stage tests 120 "$PYTHON" -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py ${vllm_filter:+-k "$vllm_filter"}
-stage rloo_medium 70 "$PYTHON" bench/gpu_acceptance.py --stage medium --steps 2 --out "$out/steps.jsonl"
-stage rloo_papers 200 "$PYTHON" bench/gpu_acceptance.py --stage papers --steps 2 --out "$out/steps.jsonl"
+stage rloo_medium 150 "$PYTHON" bench/gpu_acceptance.py --stage medium --steps 2 --out "$out/steps.jsonl"
+stage rloo_papers 300 "$PYTHON" bench/gpu_acceptance.py --stage papers --steps 2 --out "$out/steps.jsonl"
 # SIGTERM to the training process itself (not to a shell around it) mid-generation at the papers' setting:
 # it must end within 30 s, marked interrupted. `timeout -s TERM` signals its child, python, directly.
 HF_PAPERS_OVERRIDES=$("$PYTHON" -c "import sys; sys.path.insert(0, 'bench'); from gpu_acceptance import HF_STAGES; print(' '.join(HF_STAGES['papers']))")

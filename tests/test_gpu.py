@@ -192,7 +192,7 @@ def test_gpu_acceptance_dry_run_composes_and_checks_every_gpu_config():
     done = subprocess.run(["bash", str(ROOT / "bench" / "gpu_acceptance.sh"), "--dry-run"], capture_output=True,
                           text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    for name in ALL:  # the gpu tests' configs, the vLLM timing and rollout=hf's timed stages
+    for name in ALL:  # the gpu tests' configs, the vLLM timing and the rollout=hf stages of gpu_stages.sh
         assert f"  {name} " in done.stdout and "FAILED" not in done.stdout, done.stdout
     assert f"{len(ALL)}/{len(ALL)} configs ok" in done.stdout
     if not torch.cuda.is_available():

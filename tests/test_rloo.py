@@ -315,14 +315,14 @@ def test_informative_groups_reads_correctness_not_reward():
 
 
 def test_dynamic_sampling_refills_a_batch_with_degenerate_groups_to_b_informative_ones(tiny_policy, monkeypatch):
-    import ablate.lit.rloo as rloo
+    import ablate.objectives as objectives
 
     # 0: informative, 1: all correct, 2: all wrong with unequal shaped rewards
     script = [[1, 0, 2, 1], [2, 0, 1, 2], [0, 1, 1, 2], [0, 1, 1, 1]]
     module, sampler, engine, logged = dynamic_module(tiny_policy, script, max_gen_batches=5)
     trained = []
-    real_rloo = rloo.ADVANTAGES["rloo"]
-    monkeypatch.setitem(rloo.ADVANTAGES, "rloo", lambda r: (trained.append(r.clone()), real_rloo(r))[1])
+    real_rloo = objectives.ADVANTAGES["rloo"]
+    monkeypatch.setitem(objectives.ADVANTAGES, "rloo", lambda r: (trained.append(r.clone()), real_rloo(r))[1])
     module.training_step(None, 0)
     # one informative group per batch: four batches
     assert engine.batches == 4 and len(sampler.updates) == 4  # the sampler saw every generated group

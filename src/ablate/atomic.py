@@ -48,6 +48,12 @@ def write_with(path: str | Path, write: Callable[[Any], None], mode: str = "w") 
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        if err.filename is None:  # a failed write names no file: name the one being written (disk full)
+            raise OSError(err.errno, err.strerror, str(path)) from err
+        raise
     except BaseException:
         with contextlib.suppress(OSError):
             tmp.unlink()

@@ -74,8 +74,7 @@ def fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=None
     # holds the post-step state a resume needs (the resume tests check it), so Lightning's warning about
     # manual optimization and step-based checkpoints, a page of sample code per run, is noise here.
     warnings.filterwarnings("ignore", message="Using ModelCheckpoint with manual optimization")
-    last = checkpoints / "last.ckpt"
-    resume_from = str(last) if cfg.resume == "auto" and last.is_file() else None
+    resume_from = resume_checkpoint(checkpoints) if cfg.resume == "auto" else None
     if resume_from and global_rank() == 0:
         log.info("resuming from %s", resume_from)
         stash_metrics(run_dir)
@@ -90,6 +89,35 @@ def fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=None
     finally:
         if global_rank() == 0:
             merge_metrics(run_dir)
+
+
+def resume_checkpoint(checkpoints: Path) -> str | None:
+    """The checkpoint a resume starts from: `last.ckpt`, or where it does not read (a copy cut short, a
+    damaged disk) the newest step checkpoint that does, with a warning naming what was passed over. A torch
+    checkpoint is a zip file whose directory sits at its end, so a truncated one fails to open cheaply."""
+    import zipfile
+
+    def step(path: Path) -> int:
+        return int(path.stem.rsplit("step=", 1)[1].split("-")[0])
+
+    steps = sorted(checkpoints.glob("epoch=*-step=*.ckpt"), key=step, reverse=True) if checkpoints.is_dir() else []
+    passed_over = []
+    for path in [checkpoints / "last.ckpt", *steps]:
+        if not path.is_file():
+            continue
+        try:
+            with zipfile.ZipFile(path) as archive:
+                archive.namelist()
+        except (OSError, zipfile.BadZipFile):
+            passed_over.append(path.name)
+            continue
+        if passed_over:
+            log.warning("resuming from %s: %s did not read (damaged or cut short)", path.name, ", ".join(passed_over))
+        return str(path)
+    if passed_over:
+        log.warning("no checkpoint in %s reads (%s): starting the run again from step 0", checkpoints,
+                    ", ".join(passed_over))
+    return None
 
 
 def mlflow_name(key: str) -> str:

@@ -41,31 +41,63 @@ def grpo_advantages(rewards: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     return centered / (rewards.std(dim=-1, keepdim=True, unbiased=True) + eps)
 
 
+def group_mean_advantages(rewards: torch.Tensor) -> torch.Tensor:
+    """R_i - mean of the group (GRPO's baseline without its std division: Dr. GRPO, Liu et al. 2025, eq. 3;
+    scale it with `stage.advantage_scale`)."""
+    return rewards - rewards.mean(dim=-1, keepdim=True)
+
+
 # `stage.advantage` -> group rewards [prompts, k] -> advantages [prompts, k]. Add an estimator here
 # and `stage.advantage=<its key>` selects it; the config check reads these keys.
-ADVANTAGES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"rloo": rloo_advantages, "grpo": grpo_advantages}
+ADVANTAGES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "rloo": rloo_advantages, "grpo": grpo_advantages, "group_mean": group_mean_advantages}
+
+# `stage.advantage_scale` -> (advantages [prompts, k], rewards [prompts, k], eps) -> scaled advantages: a
+# division independent of the baseline (TRL's `scale_rewards`: "group" / "batch" / "none", trl/trainer/
+# grpo_trainer.py). group_std: each group's sample std; batch_std: the std of every reward of the batch
+# (Hu et al.'s REINFORCE++ argument, TRL's "batch"); none: unscaled (Dr. GRPO). A group or batch of
+# equal rewards keeps advantages of exactly 0.
+ADVANTAGE_SCALES: dict[str, Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]] = {
+    "none": lambda adv, rewards, eps: adv,
+    "group_std": lambda adv, rewards, eps: adv / (rewards.std(dim=-1, keepdim=True, unbiased=True) + eps),
+    "batch_std": lambda adv, rewards, eps: adv / (rewards.std(unbiased=True) + eps),
+}
 
 
-AGGREGATIONS = ("token_mean", "sequence_mean", "sum")
+def scaled_advantages(rewards: torch.Tensor, estimator: str = "rloo", scale: str = "none", eps: float = 1e-6) -> torch.Tensor:
+    """Advantages [prompts, k] from group rewards [prompts, k]: the baseline of `estimator` (rloo: leave-one-out;
+    group_mean; grpo: group mean over group std, one key for GRPO's eq. 3), then the division `scale`."""
+    return ADVANTAGE_SCALES[scale](ADVANTAGES[estimator](rewards), rewards, eps)
 
 
-def aggregate(values: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
+# `stage.aggregation` -> (per-token values [N, T], mask [N, T], fixed length L or None) -> scalar. verl's names
+# (verl/trainer/ppo/core_algos.py `agg_loss`): token_mean = "token-mean", sequence_mean = "seq-mean-token-mean",
+# sum = "seq-mean-token-sum"; token_sum_norm = Dr. GRPO's constant normaliser (TRL's loss_type="dr_grpo": sum
+# over the tokens / (N * max_completion_length); verl's "seq-mean-token-sum-norm").
+AGGREGATIONS: dict[str, Callable[[torch.Tensor, torch.Tensor, Any], torch.Tensor]] = {
+    "token_mean": lambda values, mask, length: (values * mask).sum() / mask.sum().clamp(min=1),
+    "sequence_mean": lambda values, mask, length: ((values * mask).sum(-1) / mask.sum(-1).clamp(min=1)).mean(),
+    "sum": lambda values, mask, length: (values * mask).sum(-1).mean(),
+    "token_sum_norm": lambda values, mask, length: (values * mask).sum(-1).mean() / length,
+}
+# aggregations whose normaliser is a fixed length (`aggregate(..., length=)`), not the batch's tokens
+FIXED_LENGTH = ("token_sum_norm",)
+
+
+def aggregate(values: torch.Tensor, mask: torch.Tensor, how: str, length: int | None = None) -> torch.Tensor:
     """Reduce per-token values [N, T] to a scalar.
 
     token_mean: mean over all unmasked tokens of the batch (long answers weigh more);
     sequence_mean: mean over tokens within each sequence, then over sequences (each answer
     weighs the same); sum: sum over tokens, mean over sequences (the REINFORCE estimator of the
-    sequence log-probability gradient).
+    sequence log-probability gradient); token_sum_norm: sum over tokens divided by a fixed `length`
+    (the generation budget), mean over sequences (Dr. GRPO: no length bias, a constant scale).
     """
-    mask = mask.to(values.dtype)
-    if how == "token_mean":
-        return (values * mask).sum() / mask.sum().clamp(min=1)
-    per_sequence = (values * mask).sum(-1)
-    if how == "sequence_mean":
-        return (per_sequence / mask.sum(-1).clamp(min=1)).mean()
-    if how == "sum":
-        return per_sequence.mean()
-    raise ValueError(f"unknown aggregation {how!r}; expected one of {AGGREGATIONS}")
+    if how not in AGGREGATIONS:
+        raise ValueError(f"unknown aggregation {how!r}; expected one of {tuple(AGGREGATIONS)}")
+    if how in FIXED_LENGTH and not length:
+        raise ValueError(f"aggregation {how!r} divides by a fixed length: pass length= (the generation budget)")
+    return AGGREGATIONS[how](values, mask.to(values.dtype), length)
 
 
 IS_MODES = ("truncate", "mask")
@@ -91,15 +123,27 @@ def _sequence_weighted(logprobs, delta, adv, mask, *, geometric: bool, clip, low
     return per_token, ratio.mean(), ratio.max(), (ratio > clip).float().mean(), extra
 
 
-def _token_clipped(logprobs, delta, adv, mask, *, clip, clip_eps, low, mode, dual_clip, **_):
-    """PPO's per-token clipped objective, with the dual clip and token masking options."""
+def _bounds_fractions(ratio, adv, mask, tokens, eps_low, eps_high, *, signed: bool) -> dict[str, torch.Tensor]:
+    """Fractions of response tokens below 1 - eps_low and above 1 + eps_high. signed (PPO): only where the clip
+    binds, below with A < 0 and above with A > 0 (TRL's clip_ratio/low_mean, high_mean); else wherever it moves
+    the ratio (CISPO's weight is clipped whatever the advantage's sign)."""
+    low, high = ratio < 1 - eps_low, ratio > 1 + eps_high
+    if signed:
+        low, high = low & (adv < 0), high & (adv > 0)
+    return {"clip_low_fraction": (low.float() * mask).sum() / tokens,
+            "clip_high_fraction": (high.float() * mask).sum() / tokens}
+
+
+def _ppo_clipped(ratio, adv, mask, *, eps_low, eps_high, clip, low, mode, dual_clip):
+    """PPO's per-token clipped objective on per-token ratios [N, T] (asymmetric: [1 - eps_low, 1 + eps_high],
+    DAPO's clip-higher), with the dual clip and token masking options."""
     extra: dict[str, torch.Tensor] = {}
-    ratio = delta.exp()
     unclipped = ratio * adv
-    clipped_term = ratio.clamp(1 - clip_eps, 1 + clip_eps) * adv
+    clipped_term = ratio.clamp(1 - eps_low, 1 + eps_high) * adv
     per_token = -torch.minimum(unclipped, clipped_term)
     tokens = mask.sum().clamp(min=1)
     clipped = ((clipped_term < unclipped).float() * mask).sum() / tokens
+    extra.update(_bounds_fractions(ratio.detach(), adv, mask, tokens, eps_low, eps_high, signed=True))
     if dual_clip is not None:
         capped = (adv < 0) & (per_token > -dual_clip * adv)
         per_token = torch.where(adv < 0, torch.minimum(per_token, -dual_clip * adv), per_token)
@@ -111,7 +155,40 @@ def _token_clipped(logprobs, delta, adv, mask, *, clip, clip_eps, low, mode, dua
     return per_token, (ratio * mask).sum() / tokens, (ratio * mask).max(), clipped, extra
 
 
-_token_clipped.token_level = True  # type: ignore[attr-defined]
+def _token_clipped(logprobs, delta, adv, mask, **options):
+    """PPO: r_t = exp(log pi_t - log mu_t) per token."""
+    return _ppo_clipped(delta.exp(), adv, mask, **_clip_options(options))
+
+
+def _gspo(logprobs, delta, adv, mask, **options):
+    """GSPO (Zheng et al. 2025, eqs. 5-7): PPO's clipped objective on the sequence ratio
+    s_i = exp(mean_t log pi/mu). Per token its value is s_i and its gradient s_i * grad log pi_t (verl's
+    `compute_policy_loss_gspo`, verl/trainer/ppo/core_algos.py; TRL's importance_sampling_level="sequence"), so
+    with `sequence_mean` aggregation a sequence's gradient is s_i * A * mean_t grad log pi_t, and zero once s_i is
+    clipped in the direction of A."""
+    log_s = delta.sum(-1, keepdim=True) / mask.sum(-1, keepdim=True).clamp(min=1)
+    ratio = (logprobs - logprobs.detach() + log_s.detach()).exp()
+    return _ppo_clipped(ratio, adv, mask, **_clip_options(options))
+
+
+def _cispo(logprobs, delta, adv, mask, *, eps_low, eps_high, **_):
+    """CISPO (MiniMax-M1, Chen et al. 2025, eqs. 4-5): REINFORCE weighted by the clipped ratio under a stop
+    gradient, -sg(clip(r_t, 1 - eps_low, 1 + eps_high)) * A * log pi_t: a clipped token keeps its gradient
+    (verl's `compute_policy_loss_cispo`; TRL's loss_type="cispo" writes the cap as the ratio itself)."""
+    ratio = delta.exp().detach()
+    per_token = -(ratio.clamp(1 - eps_low, 1 + eps_high) * adv * logprobs)
+    tokens = mask.sum().clamp(min=1)
+    extra = _bounds_fractions(ratio, adv, mask, tokens, eps_low, eps_high, signed=False)
+    clipped = extra["clip_low_fraction"] + extra["clip_high_fraction"]
+    return per_token, (ratio * mask).sum() / tokens, (ratio * mask).max(), clipped, extra
+
+
+def _clip_options(options: dict) -> dict:
+    return {key: options[key] for key in ("eps_low", "eps_high", "clip", "low", "mode", "dual_clip")}
+
+
+for _loss in (_token_clipped, _gspo, _cispo):
+    _loss.token_level = True  # type: ignore[attr-defined]
 
 # `stage.is_level` -> (logprobs, delta = (log pi - log mu) * mask, advantages [N, 1], mask, **options)
 # -> (per-token loss, mean ratio, max ratio, clipped fraction, extra diagnostics). Add a policy loss
@@ -121,7 +198,11 @@ POLICY_LOSSES: dict[str, Callable[..., tuple]] = {
     "sequence": lambda *a, **k: _sequence_weighted(*a, geometric=False, **k),
     "token": _token_clipped,
     "geometric": lambda *a, **k: _sequence_weighted(*a, geometric=True, **k),
+    "gspo": _gspo,
+    "cispo": _cispo,
 }
+# policy losses that clip the ratio to [1 - clip_eps_low, 1 + clip_eps_high] (and report the low / high fractions)
+CLIPPED_LOSSES = ("token", "gspo", "cispo")
 
 
 def token_level(level: str) -> bool:
@@ -133,7 +214,9 @@ def token_level(level: str) -> bool:
 def policy_gradient_loss(logprobs: torch.Tensor, behaviour_logprobs: torch.Tensor, advantages: torch.Tensor,
                          mask: torch.Tensor, level: str = "sequence", clip: float = 2.0, clip_eps: float = 0.2,
                          aggregation: str = "token_mean", mode: str = "truncate", low: float = 0.0,
-                         dual_clip: float | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+                         dual_clip: float | None = None, clip_eps_low: float | None = None,
+                         clip_eps_high: float | None = None,
+                         length: int | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Importance-weighted policy gradient against the behaviour policy that sampled the tokens.
 
     logprobs [N, T] of the policy being trained, behaviour_logprobs [N, T] from the rollout
@@ -149,13 +232,18 @@ def policy_gradient_loss(logprobs: torch.Tensor, behaviour_logprobs: torch.Tenso
     -min(r_t * A, clip(r_t, 1 - eps, 1 + eps) * A); with `dual_clip` c > 1 the loss of a token with
     A < 0 is at most -c * A (Ye et al. 2020, verl's `clip_ratio_c`), so a huge ratio on a bad sample
     cannot blow the step up. mode="mask" also drops the tokens whose r_t leaves [low, clip] (TRL's
-    `token_mask`); mode="truncate" is PPO clipping alone.
+    `token_mask`); mode="truncate" is PPO clipping alone. `clip_eps_low` / `clip_eps_high` (None: `clip_eps`)
+    make the clip asymmetric, [1 - eps_low, 1 + eps_high] (DAPO's clip-higher, eq. 10: 0.2 / 0.28).
+    level="gspo": the same clipped objective on GSPO's sequence ratio; level="cispo": -sg(clip(r_t)) * A * log pi_t.
+    `length`: the fixed normaliser of aggregation="token_sum_norm".
     A masked sequence or token keeps its place in the aggregation's denominator (as TRL, unlike
     verl, which also drops it from the denominator): the loss of the others is unchanged and a
     micro-batch's share of the batch does not depend on what was masked.
     Returns the aggregated loss and diagnostics: mean and max ratio, clipped fraction (sequences
     above `clip`, or tokens PPO clipped), and with mode="mask" the masked fraction (sequences or
-    tokens), with `dual_clip` the fraction of tokens it capped.
+    tokens), with `dual_clip` the fraction of tokens it capped, and for the clipped losses (token, gspo,
+    cispo) the fractions of tokens below 1 - eps_low and above 1 + eps_high (clip_low_fraction,
+    clip_high_fraction).
     """
     if mode not in IS_MODES:
         raise ValueError(f"unknown importance-sampling mode {mode!r}; expected one of {IS_MODES}")
@@ -165,8 +253,9 @@ def policy_gradient_loss(logprobs: torch.Tensor, behaviour_logprobs: torch.Tenso
     delta = (logprobs - behaviour_logprobs) * mask
     per_token, mean_ratio, max_ratio, clipped, extra = POLICY_LOSSES[level](
         logprobs, delta, advantages.unsqueeze(-1), mask, clip=clip, clip_eps=clip_eps, low=low, mode=mode,
-        dual_clip=dual_clip)
-    loss = aggregate(per_token, mask, aggregation)
+        dual_clip=dual_clip, eps_low=clip_eps if clip_eps_low is None else clip_eps_low,
+        eps_high=clip_eps if clip_eps_high is None else clip_eps_high)
+    loss = aggregate(per_token, mask, aggregation, length)
     info = {"ratio_mean": mean_ratio.detach(), "ratio_max": max_ratio.detach(), "clip_fraction": clipped.detach()}
     info.update({key: value.detach() for key, value in extra.items()})
     return loss, info
@@ -189,6 +278,17 @@ def kl_penalty(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, estimator: st
     if estimator not in KL_ESTIMATORS:
         raise ValueError(f"unknown KL estimator {estimator!r}; expected one of {tuple(KL_ESTIMATORS)}")
     return KL_ESTIMATORS[estimator](ref_logprobs - logprobs)
+
+
+def overlong_penalty(lengths: torch.Tensor, max_length: int, buffer: int, factor: float = 1.0) -> torch.Tensor:
+    """DAPO's soft overlong punishment (Yu et al. 2025, eq. 13), added to the reward: lengths [N] (response
+    tokens) -> [N] penalties, 0 up to max_length - buffer, then falling linearly to -factor at max_length,
+    -factor beyond. verl's DAPO reward manager (verl/workers/reward_manager/dapo.py: `overlong_buffer`, len,
+    penalty_factor) computes min(-(L - (max - buffer)) / buffer * factor, 0), the same up to max_length."""
+    if buffer < 1 or buffer > max_length:
+        raise ValueError(f"overlong buffer={buffer} must be in [1, max_length={max_length}]")
+    exceed = lengths.to(torch.float32) - (max_length - buffer)
+    return (-exceed / buffer * factor).clamp(min=-factor, max=0.0)
 
 
 def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:

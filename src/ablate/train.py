@@ -13,6 +13,7 @@ the stages and their wiring: `ablate.stages`; Lightning's fit: `ablate.fit`; the
 from __future__ import annotations
 
 import logging
+import errno
 import os
 import sys
 import time
@@ -40,6 +41,17 @@ def run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any] = ()) -> Path:
 
     with owned(run_dir) if global_rank() == 0 else contextlib.nullcontext():
         return _run(cfg, run_dir, callbacks)
+
+
+def study_fingerprint(cfg: DictConfig) -> str | None:
+    """The sha256 of the study block this run runs under: ablate.stats checks it against the registration."""
+    if cfg.get("study") is None:
+        return None
+    from omegaconf import OmegaConf
+
+    from ablate.stats.registration import fingerprint
+
+    return fingerprint(OmegaConf.to_container(cfg.study, resolve=True))
 
 
 def _run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any]) -> Path:
@@ -74,7 +86,7 @@ def _run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any]) -> Path:
     worker = global_rank() > 0  # a DDP worker trains; rank 0 writes the run directory and evaluates
     with RunStatus(run_dir, writer=not worker).running(stage=cfg.stage.name) as status:
         torch.set_num_threads(torch_threads(cfg.trainer.num_threads))
-        status.update(threads=torch.get_num_threads())
+        status.update(threads=torch.get_num_threads(), study_sha256=study_fingerprint(cfg))
         clock = time.monotonic()
         start = starting_model_config(cfg, run)  # may train an upstream stage: before seeding, which it would disturb
         status.timing("upstream_s", time.monotonic() - clock)
@@ -196,11 +208,36 @@ def checked_run(cfg: DictConfig, run_dir: Path, sweeping: bool, rank0: bool) -> 
         status = RunStatus(run_dir)  # a sweep goes on; the job is on record as failed
         status.start(stage=cfg.stage.name)
         status.fail(err)
-    except Exception:
+    except Exception as err:
+        fault = machine_fault(err)
+        if not sweeping and fault:
+            print(f"error: {fault}", file=sys.stderr)
+            sys.exit(EXIT_MACHINE_FAULT)
         if not sweeping:
             raise
         # status.json already says failed, with the error; one bad job must not stop the sweep.
         log.exception("job %s failed (see %s/status.json); the sweep continues", run_dir.name, run_dir)
+
+
+# A fault of the machine, not of the run (status.json says failed, with the error): the fix, then the same
+# command resumes the run from its last checkpoint. Exit 3, apart from a config error's 2 and a crash's 1.
+EXIT_MACHINE_FAULT = 3
+MACHINE_FAULTS = {errno.ENOSPC: "free space there", errno.EDQUOT: "free space there (or raise the quota)",
+                  errno.EACCES: "make it writable for this user", errno.EPERM: "make it writable for this user",
+                  errno.EROFS: "point hydra.run.dir at a writable disk, or remount it read-write"}
+
+
+def machine_fault(err: BaseException) -> str | None:
+    """One line for an OSError of the machine (disk full, permission denied, read-only file system) found in
+    `err` or what caused it: the path, what happened, the fix. None for anything else."""
+    seen = err
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in MACHINE_FAULTS:
+            where = f" writing {seen.filename}" if seen.filename else ""
+            return (f"{seen.strerror or os.strerror(seen.errno)}{where}: {MACHINE_FAULTS[seen.errno]}, then run the same "
+                    "command again: it resumes from the last checkpoint (status.json records the failure)")
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def drop_multirun_when_printing(argv: list[str]) -> list[str]:

@@ -165,17 +165,23 @@ class RLOOStageConfig:
     micro_batch: int = 64
     micro_batch_tokens: Optional[int] = None  # micro-batches by padded-token budget (null: micro_batch sequences)
     advantage: str = "rloo"
+    advantage_scale: str = "none"
     is_level: str = "sequence"
     is_mode: str = "truncate"
     is_clip: float = 2.0
     is_low: float = 0.0
     clip_eps: float = 0.2
+    clip_eps_low: Optional[float] = None
+    clip_eps_high: Optional[float] = None
     dual_clip: Optional[float] = None
     aggregation: str = "token_mean"
     kl_estimator: str = "k3"
     kl_coef: float = 1.0e-3
     reference_dtype: str = "float32"
     entropy_coef: float = 1.0e-3
+    overlong_buffer: int = 0
+    overlong_penalty: float = 1.0
+    mask_truncated: bool = False
     checkpoint_every: int = 25
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
 

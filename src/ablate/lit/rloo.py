@@ -26,8 +26,9 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ablate.lit import CompilableLearner
-from ablate.objectives import (ADVANTAGES, aggregate, chunked_logprobs, entropy_from_logits, kl_penalty, policy_gradient_loss,
-                               token_level, token_logprobs)
+from ablate.lit import overlong
+from ablate.objectives import (CLIPPED_LOSSES, aggregate, chunked_logprobs, entropy_from_logits, kl_penalty,
+                               policy_gradient_loss, scaled_advantages, token_level, token_logprobs)
 from ablate.padding import attention_mask, right_pad
 from ablate.perf import step_throughput
 from ablate.rollout import Rollouts, SamplingParams
@@ -344,6 +345,10 @@ class RLOOModule(CompilableLearner, L.LightningModule):
             metrics.update({"replay/replayed_frac": len(replayed) / n_prompts, "replay/buffer_size": len(self.replay),
                             "replay/stored": stored,
                             "replay/mean_age": sum(step - g.step for g in replayed) / len(replayed) if replayed else 0.0})
+        if overlong.engaged(self.stage):  # DAPO's overlong shaping: on what is learnt from, after the filter
+            rewards, shaping = overlong.shaped_rewards(rollouts, rewards, self.stage)
+            metrics.update(shaping)
+            metrics["train/truncated_frac"] = overlong.truncated(seen.rollouts, self.tokenizer.eos_token_id).float().mean().item()
         return Collected(seen, rollouts, rewards, self.p_available, metrics)
 
     def learn(self, rollouts: Rollouts, rewards: torch.Tensor) -> dict[str, float]:
@@ -352,8 +357,11 @@ class RLOOModule(CompilableLearner, L.LightningModule):
         Micro-batches of sequences of similar length (cut to their longest: right padding changes no
         logit) compute less padding; each one's loss is scaled by its `micro_batch_shares`."""
         s = self.stage
-        advantages = ADVANTAGES[s.advantage](rewards).flatten()
+        advantages = scaled_advantages(rewards, s.advantage, s.advantage_scale).flatten()
         batch = pad_rollouts(rollouts, self.tokenizer.pad_token_id)
+        if s.mask_truncated:  # no loss on completions cut at the budget (their rewards still set the baselines)
+            batch["loss_mask"] *= ~overlong.truncated(rollouts, self.tokenizer.eos_token_id)[:, None]
+        length = s.sampling.max_new_tokens  # aggregation=token_sum_norm's fixed normaliser
         optimizer = self.optimizers()
         n = advantages.numel()
         totals = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "is_weight_mean": 0.0, "is_clip_frac": 0.0}
@@ -363,6 +371,8 @@ class RLOOModule(CompilableLearner, L.LightningModule):
         optional = {"mask_fraction": "is_mask_frac"} if s.is_mode == "mask" else {}
         if s.dual_clip is not None:
             optional["dual_clip_fraction"] = "is_dual_clip_frac"
+        if s.is_level in CLIPPED_LOSSES:
+            optional.update(clip_low_fraction="is_clip_frac_low", clip_high_fraction="is_clip_frac_high")
         totals.update({name: 0.0 for name in optional.values()})
         is_weight_max = 0.0
         self.model.train()
@@ -381,14 +391,15 @@ class RLOOModule(CompilableLearner, L.LightningModule):
             pg, info = policy_gradient_loss(logprobs, batch["behaviour"][part, :width - 1].to(self.device),
                                             advantages[part].to(self.device), mask, level=s.is_level, clip=s.is_clip,
                                             clip_eps=s.clip_eps, aggregation=s.aggregation, mode=s.is_mode,
-                                            low=s.is_low, dual_clip=s.dual_clip)
-            entropy = aggregate(token_entropy, mask, s.aggregation)
+                                            low=s.is_low, dual_clip=s.dual_clip, clip_eps_low=s.clip_eps_low,
+                                            clip_eps_high=s.clip_eps_high, length=length)
+            entropy = aggregate(token_entropy, mask, s.aggregation, length)
             if self.reference is None:
                 kl, loss = None, pg - s.entropy_coef * entropy
             else:
                 with torch.no_grad(), self.timer("reference_forward"):
                     ref_logprobs = self._logprobs(self._frozen[-1], ids, entropy=False)[0]  # compiled, if it is
-                kl = aggregate(kl_penalty(logprobs, ref_logprobs, s.kl_estimator), mask, s.aggregation)
+                kl = aggregate(kl_penalty(logprobs, ref_logprobs, s.kl_estimator), mask, s.aggregation, length)
                 loss = pg + s.kl_coef * kl - s.entropy_coef * entropy
             share = micro_batch_shares(len(part), n, mask.sum(), tokens_total, s.aggregation, s.is_level)
             with self.timer("backward"):

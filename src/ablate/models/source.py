@@ -12,6 +12,39 @@ def _looks_local(name: str) -> bool:
             or name.endswith("/") or (os.altsep is not None and os.altsep in name))
 
 
+def _json_error(path: Path) -> str | None:
+    import json
+
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        return f"not valid JSON ({' '.join(str(err).split())[:120]})"
+    return None if isinstance(value, dict) else f"not a JSON object (a {type(value).__name__})"
+
+
+def model_dir_damage(local: Path, key: str, name: str) -> str | None:
+    """A local model directory's files checked before any compute, each without loading the model: the JSON
+    files parse (config, tokenizer, weight index), every safetensors file's header reads and its size covers
+    the tensors the header lists, and some weights are there. None, or one line naming the file and the fix."""
+    fix = "re-export it (save_pretrained: a run's model/) or copy the directory again"
+    for json_name in ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+                      "special_tokens_map.json", "model.safetensors.index.json"):
+        if (local / json_name).is_file() and (error := _json_error(local / json_name)):
+            return f"{key}={name!r}: {local / json_name} is damaged: {error}; {fix}"
+    weights = sorted(local.glob("*.safetensors"))
+    if not weights and not any(local.glob("*.bin")):
+        return f"{key}={name!r}: {local} has config.json but no weights (*.safetensors or *.bin); {fix}"
+    from safetensors import safe_open
+
+    for path in weights:
+        try:
+            with safe_open(str(path), framework="pt") as f:  # reads and checks the header only
+                f.keys()
+        except Exception as err:  # noqa: BLE001 - safetensors raises its own SafetensorError and OSError
+            return f"{key}={name!r}: {path} is not a readable safetensors file ({' '.join(str(err).split())[:120]}); {fix}"
+    return None
+
+
 def model_source_error(name_or_path: Any, key: str = "model.name_or_path") -> str | None:
     """A shipped checkpoint, an existing local model directory, or a Hub id that exists (in the local
     cache, or on the Hub when it answers within a few seconds; offline, an unknown id is refused)."""
@@ -29,7 +62,7 @@ def model_source_error(name_or_path: Any, key: str = "model.name_or_path") -> st
     local = Path(name).expanduser()
     if local.exists():
         if local.is_dir() and (local / "config.json").is_file():
-            return None
+            return model_dir_damage(local, key, name)
         return (f"{key}={name!r}: not a model directory (no config.json); point it at a save_pretrained "
                 "directory (a run's model/), a Hub id or builtin:tiny-sft")
     if _looks_local(name):

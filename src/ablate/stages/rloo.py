@@ -93,7 +93,8 @@ def record_engagement(cfg: DictConfig, run_dir: Path, status) -> None:
 def check_rloo(cfg: DictConfig) -> None:
     """`stage=rloo` config, with its rollout engine: ConfigError naming the key and the fix."""
     from ablate.config import require
-    from ablate.objectives import ADVANTAGES, AGGREGATIONS, IS_MODES, KL_ESTIMATORS, POLICY_LOSSES
+    from ablate.objectives import (ADVANTAGE_SCALES, ADVANTAGES, AGGREGATIONS, CLIPPED_LOSSES, IS_MODES,
+                                   KL_ESTIMATORS, POLICY_LOSSES)
     from ablate.rollout import check_rollout
 
     s = cfg.stage
@@ -103,7 +104,13 @@ def check_rloo(cfg: DictConfig) -> None:
             f"stage.micro_batch_tokens={s.micro_batch_tokens} must be >= 1 (padded tokens per micro-batch), or "
             "null for stage.micro_batch sequences each")
     require(s.advantage in ADVANTAGES, f"stage.advantage={s.advantage!r}: expected one of {tuple(ADVANTAGES)}")
+    require(s.advantage_scale in ADVANTAGE_SCALES,
+            f"stage.advantage_scale={s.advantage_scale!r}: expected one of {tuple(ADVANTAGE_SCALES)}")
+    require(s.advantage != "grpo" or s.advantage_scale == "none",
+            f"stage.advantage=grpo already divides by the group's std; for stage.advantage_scale={s.advantage_scale} "
+            "take the group mean alone: stage.advantage=group_mean")
     require(s.is_level in POLICY_LOSSES, f"stage.is_level={s.is_level!r}: expected one of {tuple(POLICY_LOSSES)}")
+    check_clip(s, CLIPPED_LOSSES)
     require(s.is_mode in IS_MODES, f"stage.is_mode={s.is_mode!r}: expected one of {IS_MODES}")
     require(0 <= s.is_low < s.is_clip,
             f"stage.is_low={s.is_low} must be in [0, stage.is_clip={s.is_clip}) (the importance weights kept or "
@@ -112,7 +119,7 @@ def check_rloo(cfg: DictConfig) -> None:
         require(s.is_level == "token", f"stage.dual_clip={s.dual_clip} caps token-level PPO's loss on negative "
                                        f"advantages; it needs stage.is_level=token, not {s.is_level}")
         require(s.dual_clip > 1, f"stage.dual_clip={s.dual_clip} must be > 1 (3.0 in Ye et al. and verl)")
-    require(s.aggregation in AGGREGATIONS, f"stage.aggregation={s.aggregation!r}: expected one of {AGGREGATIONS}")
+    require(s.aggregation in AGGREGATIONS, f"stage.aggregation={s.aggregation!r}: expected one of {tuple(AGGREGATIONS)}")
     require(s.kl_estimator in KL_ESTIMATORS, f"stage.kl_estimator={s.kl_estimator!r}: expected one of {tuple(KL_ESTIMATORS)}")
     require(s.reference_dtype in ("float32", "bfloat16", "auto"),
             f"stage.reference_dtype={s.reference_dtype!r}: expected float32, bfloat16 or auto (bfloat16 where the "
@@ -120,6 +127,26 @@ def check_rloo(cfg: DictConfig) -> None:
     require(s.sampling.temperature > 0 and 0 < s.sampling.top_p <= 1,
             "stage.sampling.temperature must be > 0 and stage.sampling.top_p in (0, 1]")
     check_rollout(cfg.rollout, cfg.model, cfg.trainer)
+
+
+def check_clip(s: DictConfig, clipped: tuple[str, ...]) -> None:
+    """The ratio clip of the clipped losses (clip-higher, CISPO) and the overlong options."""
+    from ablate.config import require
+
+    for key in ("clip_eps", "clip_eps_low", "clip_eps_high"):
+        if s[key] is not None:
+            require(s[key] > 0, f"stage.{key}={s[key]} must be > 0")
+            require(key == "clip_eps" or s.is_level in clipped,
+                    f"stage.{key}={s[key]} clips the ratio of stage.is_level in {clipped}, not {s.is_level}")
+    low = s.clip_eps if s.clip_eps_low is None else s.clip_eps_low
+    require(low <= 1, f"stage.clip_eps_low={low} must be <= 1 (the ratio's lower bound 1 - eps is >= 0)")
+    if s.is_level == "cispo":
+        require(s.is_mode == "truncate", f"stage.is_level=cispo clips its weights; stage.is_mode={s.is_mode} "
+                                         "is for the other losses: set stage.is_mode=truncate")
+    require(0 <= s.overlong_buffer <= s.sampling.max_new_tokens,
+            f"stage.overlong_buffer={s.overlong_buffer} must be in [0, stage.sampling.max_new_tokens="
+            f"{s.sampling.max_new_tokens}] (the last tokens of the budget that cost reward; 0: off)")
+    require(s.overlong_penalty >= 0, f"stage.overlong_penalty={s.overlong_penalty} must be >= 0")
 
 
 def check_dynamic_sampling(cfg: DictConfig) -> None:

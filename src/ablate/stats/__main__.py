@@ -116,6 +116,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--power", action="store_true",
                    help="also write power.csv: for every metric and comparison, the minimum detectable "
                         "difference at the current seeds and the seeds needed to detect --effect")
+    p.add_argument("--registration", type=Path, metavar="PATH",
+                   help="the study's registration.yaml (or its directory), written by python -m ablate.stats.register "
+                        "before the first run; default: beside the report (--out), else docs/findings/<study>/. "
+                        "Claims are decided as registered; without one every verdict is exploratory")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
     p.add_argument("--quiet", action="store_true", help="print only the report path")
     return p
@@ -172,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
             parse_reach(spec)
         settings = Settings(resamples=args.resamples, confidence=args.confidence, alpha=args.alpha,
                             seed=args.seed, metrics=metrics, baseline=args.baseline, reach=args.reach,
-                            smooth=args.smooth, effect=args.effect, power=args.power, names=args.name)
+                            smooth=args.smooth, effect=args.effect, power=args.power, names=args.name,
+                            registration=args.registration, report_dir=args.out or Path("stats") / sweep.name)
         analysis = analyze(sweep, settings)
     except StatsInputError as exc:
         err.print(f"[red]error:[/red] {exc}", highlight=False)

@@ -31,7 +31,7 @@ from ablate.stats.curves import (  # noqa: F401  (re-exported: tests and report 
     parse_reach,
     reach_table,
 )
-from ablate.stats.engine import ClaimsResult, sweep_claims
+from ablate.stats.engine import ClaimsResult
 from ablate.stats.intervals import iqm_ci, nanmean, ratio_bootstrap_ci, rng_for, t_interval, wilson_interval
 from ablate.stats.runs import Run, StatsInputError, Sweep, condition_label, mixed_starts
 from ablate.stats.settings import Settings  # noqa: F401  (re-exported: the CLI and tests build it here)
@@ -157,7 +157,9 @@ def analyze(sweep: Sweep, settings: Settings) -> Analysis:
     robust = _robust(groups, labels, regimes, settings)
     claims = None
     if study is not None and study.declared.claims:
-        claims = sweep_claims(sweep, study.declared, labels, regimes, effect)
+        from ablate.stats.standing import sweep_decided
+
+        claims = sweep_decided(sweep, study, labels, regimes, effect, settings.registration, settings.report_dir)
         problems.extend(claims.problems)
     return Analysis(sweep, settings, labels, common, baseline, rule, regimes, inventory,
                     conditions_table, summary, comparisons, curves, reach, problems, notes, groups,

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ablate.metrics import REGIME_NO_TOOL
+from ablate.stats.level import TESTS, first_look_problems
+from ablate.stats.multiplicity import ROLES, Graph, parse_multiplicity
 from ablate.stats.sequential import SPENDING
 from ablate.stats.verdicts import TYPES
 
@@ -53,6 +55,7 @@ class Claim:
     null: float = 0.0
     success: tuple[str, float] | None = None  # (op, threshold): the rate of seeds meeting it
     precondition: Precondition | None = None
+    role: str = ""  # primary | secondary: its place in a gatekeeping procedure (multiplicity.py)
 
     @property
     def in_family(self) -> bool:
@@ -84,6 +87,15 @@ class Declared:
     claims: list[Claim] = field(default_factory=list)
     plan: Plan = field(default_factory=Plan)
     alpha: float = 0.05
+    test: str = "welch"  # welch | randomization: what decides a two-sample look (level.py)
+    multiplicity: Graph | None = None  # None: Bonferroni over the family (multiplicity.py)
+
+    def shares(self) -> dict[str, float]:
+        """Each family claim's initial alpha: the graph's weight, else an equal (Bonferroni) share."""
+        family = [c.id for c in self.claims if c.in_family]
+        if self.multiplicity is None:
+            return {c: self.alpha / max(1, len(family)) for c in family}
+        return {c: float(w) * self.alpha for c, w in zip(self.multiplicity.ids, self.multiplicity.weights)}
 
 
 def _float(value: Any, where: str, problems: list[str], *, positive: bool = False) -> float:
@@ -146,7 +158,7 @@ def _precondition(raw: Any, where: str, problems: list[str]) -> Precondition | N
 
 
 _KNOWN = {"id", "claim", "metric", "condition", "baseline", "type", "direction", "paper", "effect",
-          "margin", "regime", "baseline_regime", "against", "success", "precondition"}
+          "margin", "regime", "baseline_regime", "against", "success", "precondition", "role"}
 
 
 def parse_claim(raw: Any, index: int, problems: list[str]) -> Claim | None:
@@ -167,6 +179,9 @@ def parse_claim(raw: Any, index: int, problems: list[str]) -> Claim | None:
         problems.append(f"{where}: type must be one of {', '.join(TYPES)}, got {kind!r}")
         return None
     margin = _float(raw.get("margin"), f"{where}: margin", problems, positive=True)
+    role = str(raw.get("role") or "")
+    if role and role not in ROLES:
+        problems.append(f"{where}: role must be one of {', '.join(ROLES)}, got {role!r}")
     if kind in ("equivalence", "non_inferiority") and not math.isfinite(margin):
         problems.append(f"{where}: a {kind} claim needs a positive `margin` (in the metric's units)")
         return None
@@ -179,7 +194,7 @@ def parse_claim(raw: Any, index: int, problems: list[str]) -> Claim | None:
         regime=str(raw.get("regime") or DEFAULT_REGIME),
         baseline_regime=None if raw.get("baseline_regime") is None else str(raw["baseline_regime"]), null=_float(raw.get("against", 0.0), f"{where}: against", problems),
         success=_success(raw.get("success"), where, problems),
-        precondition=_precondition(raw.get("precondition"), where, problems))
+        precondition=_precondition(raw.get("precondition"), where, problems), role=role)
 
 
 def parse_plan(raw: Any, problems: list[str]) -> Plan:
@@ -221,11 +236,20 @@ def parse_declared(block: Mapping | None, problems: list[str]) -> Declared:
     if not (0 < alpha < 1):
         problems.append(f"alpha must be in (0, 1), got {block.get('alpha')!r}")
         alpha = 0.05
-    return Declared(claims, parse_plan(block.get("plan"), problems), alpha)
+    test = str(block.get("test") or "welch")
+    if test not in TESTS:
+        problems.append(f"test must be one of {', '.join(TESTS)}, got {test!r}")
+        test = "welch"
+    graph = parse_multiplicity(block.get("multiplicity"), [c for c in claims if c.in_family], problems)
+    return Declared(claims, parse_plan(block.get("plan"), problems), alpha, test, graph)
 
 
 def check_study_block(block: Mapping | None) -> list[str]:
     """Problems of a study block's claims and plan (empty when fine): for start-up validation."""
     problems: list[str] = []
-    parse_declared(block, problems)
+    declared = parse_declared(block, problems)
+    if declared.test == "randomization" and not problems:  # refused before compute: a first look that cannot decide
+        plan = declared.plan
+        problems += first_look_problems([c for c in declared.claims if c.in_family], plan.looks, plan.spending,
+                                        declared.shares())
     return problems

@@ -17,6 +17,8 @@ import numpy as np
 import pandas as pd
 
 from ablate.stats.claims import Claim, Declared, Plan
+from ablate.stats.level import guard
+from ablate.stats.multiplicity import sequentially_rejective
 from ablate.stats.power import pooled_sd, seeds_needed
 from ablate.stats.sequential import information, nominal_levels
 from ablate.stats.values import CURVE_REGIME, is_curve_metric, parse_reach, reach_values, sweep_values
@@ -40,6 +42,7 @@ class ClaimsResult:
     plan: Plan
     alpha: float
     problems: list[str] = field(default_factory=list)
+    note: str = ""  # which registration decided, and the claims' standing (ablate.stats.standing)
 
 
 def components(metric: str) -> list[str]:
@@ -103,7 +106,8 @@ def _planned(now: tuple, before: tuple | None, plan: Plan) -> bool:
     return plan.declared and bool(changed) and all(n in plan.looks for n in changed)
 
 
-def _decide_looks(claim: Claim, x: pd.DataFrame, y: pd.DataFrame | None, plan: Plan, alpha: float) -> list[dict]:
+def _decide_looks(claim: Claim, x: pd.DataFrame, y: pd.DataFrame | None, plan: Plan, alpha: float,
+                  test: str = "welch") -> list[dict]:
     """The claim at every look, each at its nominal level: (n, n_baseline, estimate, verdict, ...)."""
     history = look_history(x, y)
     one_sample = y is None
@@ -119,6 +123,8 @@ def _decide_looks(claim: Claim, x: pd.DataFrame, y: pd.DataFrame | None, plan: P
         ys = None if one_sample else y[y["batch"] <= b]["value"].to_numpy(dtype=np.float64)
         est = welch(xs, ys, 1.0 - a if a > 0 else 1.0 - 1e-12, claim.null)
         v, why = verdict(claim.kind, claim.direction, est.low, est.high, effect=claim.bar, margin=claim.margin)
+        if test == "randomization" and claim.in_family and not one_sample:
+            v, why = guard(v, why, claim.kind, claim.direction, claim.margin, xs, ys, a)
         if a <= 0 and claim.in_family:
             v, why = "inconclusive", "the plan has no alpha left at this look"
         out.append({"n": nx, "n_baseline": None if one_sample else ny, "fraction": t, "alpha_nominal": a,
@@ -143,17 +149,36 @@ def evaluate(declared: Declared, table: pd.DataFrame, effect_default: float = 0.
     """Every declared claim's verdict (one row each) and its looks (one row per claim and look)."""
     problems: list[str] = []
     family = [c for c in declared.claims if c.in_family]
-    m = max(1, len(family))
-    alpha = declared.alpha / m
+    levels = family_levels(declared, family, table, effect_default)
     rows, look_rows = [], []
     for claim in declared.claims:
-        row, looks = _evaluate_one(claim, table, declared.plan, alpha if claim.in_family else declared.alpha,
-                                   effect_default, problems)
+        row, looks = _evaluate_one(claim, table, declared.plan, levels.get(claim.id, declared.alpha),
+                                   effect_default, problems, declared.test)
         row["family_size"] = len(family) if claim.in_family else 0
+        if declared.multiplicity is not None and claim.in_family:
+            row["reason"] = (f"{row['reason']}; {declared.multiplicity.name}: alpha {levels[claim.id]:.3g}"
+                             if levels[claim.id] > 0 else f"{row['reason']}; {declared.multiplicity.name}: "
+                             "no alpha passed to it (the claims before it were not replicated)")
         rows.append(row)
         look_rows += looks
     return ClaimsResult(pd.DataFrame(rows, columns=CLAIM_COLUMNS), pd.DataFrame(look_rows, columns=LOOK_COLUMNS),
                         declared.plan, declared.alpha, problems)
+
+
+def family_levels(declared: Declared, family: list[Claim], table: pd.DataFrame,
+                  effect_default: float) -> dict[str, float]:
+    """Each family claim's alpha over its plan: an equal share (Bonferroni, the default), or the
+    level the declared graph leaves it once the claims it can reject have passed theirs on."""
+    graph = declared.multiplicity
+    if graph is None:
+        return {c.id: declared.alpha / max(1, len(family)) for c in family}
+
+    def replicated(i: int, level: float) -> bool:
+        row, _ = _evaluate_one(family[i], table, declared.plan, level, effect_default, [], declared.test)
+        return row["verdict"] == "replicated"
+
+    _, levels = sequentially_rejective(replicated, graph.weights, graph.transitions, declared.alpha)
+    return {c.id: float(a) for c, a in zip(family, levels)}
 
 
 def _blank(claim: Claim) -> dict:
@@ -169,7 +194,7 @@ def _blank(claim: Claim) -> dict:
 
 
 def _evaluate_one(claim: Claim, table: pd.DataFrame, plan: Plan, alpha: float, effect_default: float,
-                  problems: list[str]) -> tuple[dict, list[dict]]:
+                  problems: list[str], test: str = "welch") -> tuple[dict, list[dict]]:
     row = _blank(claim)
     status, value, text = _precondition(claim, table)
     row.update(precondition=text, precondition_value=value, precondition_status=status)
@@ -185,7 +210,7 @@ def _evaluate_one(claim: Claim, table: pd.DataFrame, plan: Plan, alpha: float, e
         problems.append(f"claim {claim.id}: no {claim.metric} [{row['regime']}] values for {', '.join(missing)}")
     if missing:
         return row, []
-    looks = _decide_looks(claim, x, y, plan, alpha)
+    looks = _decide_looks(claim, x, y, plan, alpha, test)
     decided = next((i for i, lk in enumerate(looks) if lk["verdict"] in ("replicated", "not replicated")), None)
     final = looks[-1]
     at = looks[decided] if decided is not None else final  # the look that decides, or the last
@@ -208,7 +233,7 @@ def _evaluate_one(claim: Claim, table: pd.DataFrame, plan: Plan, alpha: float, e
     if claim.success is not None:
         row["rate"] = _rate_text(xs, claim.success, 1.0 - alpha)
         row["rate_baseline"] = "" if ys is None else _rate_text(ys, claim.success, 1.0 - alpha)
-    if row["verdict"] == "inconclusive":
+    if row["verdict"] == "inconclusive" and alpha > 0:
         target = claim.bar if claim.kind == "superiority" and claim.bar > 0 else claim.margin \
             if math.isfinite(claim.margin) else effect_default
         row["seeds_needed"] = seeds_needed(row["sd_pooled"], target, alpha)

@@ -33,7 +33,7 @@ import yaml
 from ablate.stats.claims import parse_declared
 from ablate.stats.engine import evaluate
 from ablate.stats.formatting import fmt_ci
-from ablate.stats.render_claims import plan_sentence
+from ablate.stats.render_claims import claims_tables, plan_sentence
 from ablate.stats.values import CURVE_REGIME, VALUE_COLUMNS, summary_values
 
 BRIDGE = "committed.yaml"
@@ -128,39 +128,46 @@ def study_values(study_dir: Path, bridge: dict) -> pd.DataFrame:
     return pd.concat([table, pd.DataFrame(extra, columns=VALUE_COLUMNS)], ignore_index=True)
 
 
+def run_statuses(study_dir: Path, bridge: dict) -> list[dict]:
+    """The status.json of every run the study's reports hold a record of (runs.jsonl.gz), for their start times."""
+    import gzip
+    import json
+
+    out = []
+    for sub in _reports(bridge):
+        path = study_dir / sub / "runs.jsonl.gz"
+        if path.is_file():
+            with gzip.open(path, "rt", encoding="utf-8") as f:
+                out += [json.loads(line).get("status") or {} for line in f if line.strip()]
+    return out
+
+
 def study_claims(study_dir: Path, conf: Path | None = None):
-    """The engine's ClaimsResult for one committed study directory."""
+    """The engine's ClaimsResult for one committed study directory, decided under its registration
+    (registration.yaml beside the reports) when there is one, else every claim exploratory."""
+    from ablate.stats.registration import FILE, read_registration
+    from ablate.stats.standing import decide, first_start
+
     bridge = yaml.safe_load((study_dir / BRIDGE).read_text())
     preset = yaml.safe_load(((conf or conf_dir()) / "experiment" / f"{bridge['preset']}.yaml").read_text())
+    block = preset["study"]
     problems: list[str] = []
-    declared = parse_declared(preset["study"], problems)
+    parse_declared(block, problems)
     if problems:
         raise ValueError(f"{bridge['preset']}: {'; '.join(problems)}")
-    block = preset["study"]
-    result = evaluate(declared, study_values(study_dir, bridge), float(block.get("effect") or 0.03))
-    return result
+    registration = read_registration(study_dir / FILE) if (study_dir / FILE).is_file() else None
+    values = study_values(study_dir, bridge)
+    effect = float(block.get("effect") or 0.03)
+    return decide(block, registration, first_start(run_statuses(study_dir, bridge)),
+                  lambda declared: evaluate(declared, values, effect))
 
 
 def claims_block(result, study: str | None = None) -> str:
-    """The markdown table findings.md embeds for a study (rendered, never typed), and its forest."""
-    rows = ["| claim | paper (1 seed) | toolkit: estimate [CI at the claim's level] | seeds | look | verdict |",
-            "|---|---|---|---|---|---|"]
-    for r in result.table.to_dict("records"):
-        seeds = "–" if pd.isna(r["n"]) else (f"{int(r['n'])}" if pd.isna(r["n_baseline"])
-                                             else f"{int(r['n'])} vs {int(r['n_baseline'])}")
-        look = "–" if not r["look"] else f"{r['look']}" + (" (unplanned)" if str(r["planned"]).startswith("no") else "")
-        paper = "not run" if pd.isna(r["paper"]) else f"{r['paper']:+.3f}"
-        est = fmt_ci(r["estimate"], r["ci_low"], r["ci_high"])
-        verdict = f"**{r['verdict']}**: {r['reason']}"
-        if r["precondition"] and r["precondition_status"] in ("failed", "declared", "not measured"):
-            verdict = f"**{r['verdict']}**: {r['precondition']}"
-        if r["rate"]:
-            verdict += f"; seeds ≥ threshold: {r['rate']} vs {r['rate_baseline']}"
-        claim = f"{r['claim']} (`{r['metric']}`, {r['condition']} vs {r['baseline']}; {r['type'].replace('_', '-')})"
-        rows.append(f"| {claim} | {paper} | {est} | {seeds} | {look} | {verdict} |".replace("\n", " "))
+    """The markdown tables findings.md embeds for a study (rendered, never typed: the same rows and
+    cells as report.md's, ablate.stats.render_claims), and its forest."""
     picture = (f"\n![claims of {study}: estimate and deciding interval coloured by verdict, the paper's effect as ×, "
                f"margins shaded](findings/{study}/claims.png)\n" if study else "")
-    return "\n".join(rows) + "\n\n" + plan_sentence(result) + "\n" + picture
+    return "\n".join(claims_tables(result)) + "\n" + plan_sentence(result) + "\n" + picture
 
 
 def render(findings_dir: Path, conf: Path | None = None):

@@ -45,19 +45,72 @@ def plan_sentence(result) -> str:
                    f"{'/'.join(map(str, plan.looks))}) stands in, and every look is reported as unplanned.")
 
 
+HEADERS = ["claim", "metric (regime)", "condition vs baseline", "claimed", "paper (1 seed)",
+           "estimate [CI at the claim's level]", "seeds", "look", "verdict"]
+
+
+def verdict_cell(r) -> str:
+    """The verdict and why: the rule's reason, or the precondition that made it untestable."""
+    text = f"**{r['verdict']}**: {r['reason']}"
+    if r["precondition"] and r["precondition_status"] in ("failed", "declared", "not measured"):
+        text = f"**{r['verdict']}**: {r['precondition']}"
+    if r["rate"]:
+        text += f"; seeds meeting the success threshold: {r['rate']} vs {r['rate_baseline'] or '–'}"
+    return text
+
+
+def _claimed(r) -> str:
+    kind = r["type"].replace("_", "-")
+    if r["type"] == "superiority":
+        return f"{kind}, {r['direction']}; effect of interest {fmt(r['bar'])}"
+    return f"{kind}, {_effect(r)}" if r["type"] in ("equivalence", "non_inferiority") else kind
+
+
+def claim_cells(r) -> list[str]:
+    """One claim's row, for report.md and findings.md alike: every cell a column of claims.csv."""
+    paper = "–" if pd.isna(r["paper"]) else f"{r['paper']:+.3f}"
+    return [f"**{r['id']}**: {r['claim']}", f"{r['metric']} (`{r['regime']}`)", f"{r['condition']} vs {r['baseline']}",
+            _claimed(r), paper,
+            fmt_ci(r["estimate"], r["ci_low"], r["ci_high"]), _seeds(r), _look(r), verdict_cell(r)]
+
+
+def claims_tables(result) -> list[str]:
+    """The claims as two tables: confirmatory (decided as registered before the data), then exploratory
+    (no registration, registered late, or amended / added after the data: with what changed)."""
+    t = result.table
+    standing = t["standing"] if "standing" in t else pd.Series([""] * len(t), index=t.index)
+    out = [getattr(result, "note", "") + "\n"] if getattr(result, "note", "") else []
+    confirmatory = t[standing.isin(["confirmatory", "removed after registration", ""])]
+    exploratory = t[~t.index.isin(confirmatory.index)]
+    if len(confirmatory):
+        if len(exploratory):
+            out.append("**Confirmatory** (registered before the first run; the family and its α):\n")
+        out.append(md_table(HEADERS, [claim_cells(r) for r in confirmatory.to_dict("records")]))
+        removed = confirmatory[standing.loc[confirmatory.index] == "removed after registration"]
+        if len(removed):
+            out.append("\nRemoved from the preset after registration, still decided and counted in the family: "
+                       + ", ".join(f"**{i}**" for i in removed["id"]) + ".")
+        out.append("")
+    if len(exploratory):
+        out.append("**Exploratory** (not registered before the data: they describe, they do not confirm):\n")
+        out.append(md_table(HEADERS + ["standing"], [
+            claim_cells(r) + [r["standing"] + (f" ({r['amendment']})" if r.get("amendment") else "")]
+            for r in exploratory.to_dict("records")]))
+        out.append("")
+    return out
+
+
 def claims_markdown(result) -> list[str]:
     t = result.table
-    out = ["## Claims\n", "Declared in the study preset before the runs; verdicts by the rules in docs/stats.md "
-           "(replicated / not replicated / inconclusive / not testable). The interval is Welch's over per-seed "
-           "values (the training seed is the unit), at the claim's level. " + plan_sentence(result) + "\n"]
-    out.append(md_table(
-        ["claim", "type", "metric", "condition vs baseline", "claimed", "estimate [CI]", "seeds", "look", "verdict"],
-        [[f"**{r['id']}**: {r['claim']}", r["type"].replace("_", "-"), f"{r['metric']} (`{r['regime']}`)",
-          f"{r['condition']} vs {r['baseline']}", _effect(r), fmt_ci(r["estimate"], r["ci_low"], r["ci_high"]),
-          _seeds(r), _look(r), f"**{r['verdict']}**"] for r in t.to_dict("records")]))
-    out.append("")
+    out = ["## Claims\n", "Declared in the study preset; verdicts by the rules in docs/stats.md "
+           "(replicated / not replicated / inconclusive / not testable, and what the interval excluded). The "
+           "interval is Welch's over per-seed values (the training seed is the unit), at the claim's level. "
+           + plan_sentence(result) + "\n"]
+    out += claims_tables(result)
     for r in t.to_dict("records"):
-        line = f"- **{r['id']}** — {r['verdict']}: {r['reason']}."
+        standing = r.get("standing")
+        tag = f" ({standing})" if standing not in (None, "", "confirmatory") else ""
+        line = f"- **{r['id']}**{tag} — {r['verdict']}: {r['reason']}."
         if r["precondition"] and r["precondition_status"] != "none":
             line += f" Precondition ({r['precondition_status']}): {r['precondition']}."
         if r["rate"]:
@@ -98,6 +151,8 @@ def claims_console(result, console) -> None:
     colour = {"replicated": "green", "not replicated": "red", "inconclusive": "yellow", "not testable": "magenta"}
     for r in result.table.to_dict("records"):
         v = r["verdict"]
+        standing = r.get("standing")
+        tag = f" ({standing})" if standing not in (None, "", "confirmatory") else ""
         table.add_row(escape(r["id"]), fmt_ci(r["estimate"], r["ci_low"], r["ci_high"]), _seeds(r), _look(r),
-                      f"[{colour.get(v, 'white')}]{escape(v)}[/]")
+                      f"[{colour.get(v, 'white')}]{escape(v)}[/]{escape(tag)}")
     console.print(table)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Sequence
 
 
@@ -19,3 +20,5 @@ class Settings:
     effect: float | None = None  # None: the study's effect, else DEFAULT_EFFECT
     power: bool = False  # also plan every metric (power.csv)
     names: Sequence[str] = ()  # --name LABEL:KEY=VALUE[,KEY=VALUE]
+    registration: Path | None = None  # --registration: registration.yaml or its directory (ablate.stats.registration)
+    report_dir: Path | None = None  # where the report goes: a registration beside it is found

@@ -38,6 +38,7 @@ class Study:
     rules: list[Rule] = field(default_factory=list)
     names: dict[str, dict[str, Any]] = field(default_factory=dict)  # label -> config match
     declared: Declared = field(default_factory=Declared)  # claims and seed plan (ablate.stats.claims)
+    block: dict = field(default_factory=dict)  # the block as the runs carry it (what a registration is compared with)
 
 
 def _show(v) -> str:
@@ -129,7 +130,7 @@ def parse_study(block: Mapping, problems: list[str]) -> Study:
     declared = parse_declared(block, declared_problems)
     problems.extend(f"study {name}: {p}" for p in declared_problems)
     return Study(name, str(block.get("question") or ""), tuple(str(m) for m in metrics if str(m).strip()),
-                 effect, rules, {str(label): dict(where) for label, where in names.items()}, declared)
+                 effect, rules, {str(label): dict(where) for label, where in names.items()}, declared, dict(block))
 
 
 def sweep_study(runs: Sequence[Run], explicit: bool, problems: list[str]) -> Study | None:

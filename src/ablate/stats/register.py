@@ -1,0 +1,71 @@
+"""`python -m ablate.stats.register experiment=<study>`: register a study's claims before its first run.
+
+Composes the preset as a run would (Hydra, no training), checks its study block as start-up does, and
+writes `registration.yaml` (default docs/findings/<study.name>/, or --out DIR) atomically: the composed
+study block, the git commit, the UTC time and the block's sha256 fingerprint. An existing registration
+is never overwritten; --amend records an amendment (with its differences) and keeps the original.
+`python -m ablate.stats` then decides with the registered block (docs/stats.md, Registration).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def compose_study(overrides: list[str]) -> dict:
+    """The composed, checked `study:` block of a run with these overrides."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from ablate.checks import check_study
+    from ablate.config import CONF_DIR
+
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=overrides)
+    if cfg.get("study") is None:
+        raise SystemExit(f"error: {' '.join(overrides) or 'the default config'} has no study block; "
+                         "name a study preset, e.g. experiment=curriculum_study")
+    check_study(cfg)
+    return OmegaConf.to_container(cfg.study, resolve=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m ablate.stats.register", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("overrides", nargs="+", metavar="KEY=VALUE", help="Hydra overrides, e.g. experiment=curriculum_study")
+    p.add_argument("--out", type=Path, metavar="DIR", help="directory of registration.yaml "
+                                                            "(default docs/findings/<study.name>/)")
+    p.add_argument("--amend", action="store_true",
+                   help="the registration exists: record the preset's changes as an amendment (the original stays)")
+    args = p.parse_args(argv)
+    bad = [o for o in args.overrides if "=" not in o]
+    if bad:
+        p.error(f"{bad[0]!r} is not a Hydra override KEY=VALUE (e.g. experiment=curriculum_study)")
+
+    from hydra.errors import HydraException
+
+    from ablate.config import ConfigError
+    from ablate.run_dir import git_sha
+    from ablate.stats.registration import FILE, register
+    from ablate.stats.runs import StatsInputError
+
+    try:
+        block = compose_study(args.overrides)
+        path = (args.out or Path("docs/findings") / str(block.get("name") or "unnamed_study")) / FILE
+        reg = register(path, block, amend=args.amend, commit=git_sha())
+    except (ConfigError, StatsInputError, HydraException) as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    last = reg.records[-1]
+    what = "registered" if len(reg.records) == 1 else f"amendment {len(reg.records) - 1} recorded"
+    print(f"{path}: {reg.study} {what} at {last.at} (commit {(last.commit or 'unknown')[:10]}, "
+          f"fingerprint {last.fingerprint[:12]}, {len(block.get('claims') or [])} claim(s))")
+    for change in last.changes:
+        print(f"  {change}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
