@@ -30,6 +30,36 @@ def test_a_typed_number_is_caught(tmp_path):
     assert main([str(tmp_path / "findings")]) == 0 and doc.read_text() == text  # re-rendered
 
 
+def test_a_number_typed_in_the_prose_is_caught_unless_a_table_backs_it_or_it_is_the_papers(tmp_path):
+    from ablate.stats.prose import check, table_values, unbacked
+
+    doc = ROOT / "docs" / "findings.md"
+    text = doc.read_text()
+    values = table_values(text, FINDINGS, ROOT / "conf")
+    assert unbacked(text, values) == []
+    typed = text.replace("\n\n", "\n\nThe gain was 0.4321 over the baseline.\n\n", 1)
+    assert [n for _, n, _ in unbacked(typed, values)] == ["0.4321"]
+    assert unbacked(typed.replace("0.4321", "0.4321 (paper)"), values) == []
+    assert unbacked(typed.replace("The gain", "The paper's gain"), values) == []
+    assert unbacked(typed.replace("0.4321 over", "0.4321 min over"), values) == []  # a wall time, not a finding
+    assert unbacked(typed.replace("0.4321", "`0.4321`"), values) == []  # code: a command or a config value
+    (tmp_path / "findings.md").write_text(typed)
+    assert "0.4321 is in no rendered table" in check(tmp_path / "findings.md", FINDINGS, ROOT / "conf")[0]
+
+
+def test_committed_reports_claims_sections_agree_with_claims_csv():
+    """report.md's claims section, claims.csv and findings.md render from the same rows."""
+    import pandas as pd
+
+    text = (FINDINGS / "tool_annealing_mixed_study" / "report.md").read_text()
+    claims = pd.read_csv(FINDINGS / "tool_annealing_mixed_study" / "claims.csv").set_index("id")
+    line = next(s for s in text.splitlines() if s.startswith("| **calc_persists**"))
+    assert f"**{claims.loc['calc_persists', 'verdict']}" in line and "10 vs 10" not in line
+    findings = (ROOT / "docs" / "findings.md").read_text()
+    block = findings.split("<!-- claims:tool_annealing_mixed_study -->")[1].split("<!-- /claims -->")[0]
+    assert next(s for s in block.splitlines() if s.startswith("| **calc_persists**")) == line
+
+
 @pytest.mark.parametrize("study", ["curriculum_study", "threshold_study", "dots_replay_study", "tool_annealing_study",
                                    "oracle_tool_study"])
 def test_every_claim_of_every_study_has_a_verdict_of_the_partition(study):

@@ -15,12 +15,12 @@ from ablate.testbed_doc import evals_block, probes_block, render_doc
 def test_preconditions_are_the_studys_distinct_measured_checks_with_their_claims():
     cfg = compose(["experiment=curriculum_ladder_study"])
     found = {pre[0].split(" (")[0]: (pre, claims) for pre, claims in preconditions(cfg, [])}
-    assert set(found) == {"frontier engaged", "easy prompts solved"}
-    pre, claims = found["easy prompts solved"]
-    assert pre[1:] == ("by_operands/2/pass@1", "RLOO none", "no_tool", ">=", 0.8)
-    assert claims == ["frontier_forgets", "replay_recovers"]
+    assert set(found) == {"frontier engaged", "frontier drops the easy level"}
+    pre, claims = found["frontier drops the easy level"]  # declared once (study.preconditions), named by three claims
+    assert pre[1:] == ("mean:curriculum/frac_n2@50:", "RLOO frontier", "no_tool", "<", 0.4)
+    assert claims == ["frontier_hurts", "frontier_forgets", "replay_recovers"]
     only = preconditions(cfg, ["replay_recovers"])
-    assert len(only) == 1 and only[0][1] == ["frontier_forgets", "replay_recovers"]
+    assert len(only) == 2 and only[1][1] == ["frontier_hurts", "frontier_forgets", "replay_recovers"]
     with pytest.raises(SystemExit, match="no such claim"):
         preconditions(cfg, ["frontier_forget"])
 
@@ -105,11 +105,16 @@ def test_a_probe_trains_the_condition_and_measures_its_precondition(tmp_path):
                  "upstream.sft.warmup_steps=1", "upstream.sft.pool_size=300", "trainer.num_threads=1"]
     assert main([*overrides, "--claim", "frontier_forgets", "--root", str(tmp_path / "probes"),
                  "--csv", str(csv)]) == 0
-    row = pd.read_csv(csv).iloc[0]
-    assert row.study == "curriculum_ladder_study" and row.testbed == "ladder23" and row.condition == "RLOO none"
-    assert row.metric == "by_operands/2/pass@1" and 0.0 <= row.value <= 1.0
-    assert row.status == ("held" if row.value >= 0.8 else "failed") and row.claims == "frontier_forgets replay_recovers"
-    assert (tmp_path / "probes" / "curriculum_ladder_study" / "ladder23" / "RLOO_none" / "seed_0" / "status.json").is_file()
+    rows = pd.read_csv(csv)
+    row = rows[rows["check"].str.startswith("frontier drops")].iloc[0]  # frontier_forgets' second gate
+    assert row.study == "curriculum_ladder_study" and row.testbed == "ladder23" and row.condition == "RLOO frontier"
+    assert row.metric == "mean:curriculum/frac_n2@50:"
+    if pd.isna(row.value):  # a smoke run logs 2 steps: nothing at step 50 and after to average
+        assert row.status == "not measured"
+    else:
+        assert 0.0 <= row.value <= 1.0 and row.status == ("held" if row.value < 0.4 else "failed")
+    assert row.claims == "frontier_hurts frontier_forgets replay_recovers"
+    assert (tmp_path / "probes" / "curriculum_ladder_study" / "ladder23" / "RLOO_frontier" / "seed_0" / "status.json").is_file()
     # the testbed's own starting point: the upstream SFT that run trained, as evaluated when it was cached
     # as a user runs it (a fresh process: this one's training turned every bar off), with a quiet console
     out = subprocess.run([sys.executable, "-m", "ablate.probe", "--eval", "ladder sft", "--upstream", *overrides,
@@ -118,7 +123,7 @@ def test_a_probe_trains_the_condition_and_measures_its_precondition(tmp_path):
     start = json.loads((tmp_path / "evals" / "ladder_sft.json").read_text())
     assert set(start["summary"]["by_operands"]) == {"2", "3"} and "upstream SFT of" in start["overrides"]
     # its weights' fingerprint is the one the probe's RLOO run started from (status.json init_sha256)
-    run_status = json.loads((tmp_path / "probes" / "curriculum_ladder_study" / "ladder23" / "RLOO_none" / "seed_0"
+    run_status = json.loads((tmp_path / "probes" / "curriculum_ladder_study" / "ladder23" / "RLOO_frontier" / "seed_0"
                              / "status.json").read_text())
     assert start["weights_sha256"] == run_status["init_sha256"] and len(start["commit"]) == 7
     with pytest.raises(SystemExit, match="train it first"):

@@ -51,7 +51,7 @@ def test_looks_past_the_plan_spend_nothing_and_fractions_must_increase():
     (-0.01, 0.02, "not replicated"),       # holds 0, excludes the effect of interest 0.03
     (-0.01, 0.04, "inconclusive"),         # holds both
     (-0.05, -0.01, "not replicated"),      # significant the other way
-    (0.001, 0.02, "replicated"),           # excludes 0 and the paper's effect: replicated wins (a smaller effect)
+    (0.001, 0.02, "not replicated"),       # excludes 0 and the effect of interest: a smaller effect than claimed
 ])
 def test_superiority_partition(low, high, want):
     assert verdict("superiority", +1, low, high, effect=0.03)[0] == want
@@ -124,9 +124,9 @@ CLAIMS = {
          "type": "superiority", "direction": "higher", "paper": 0.03},
         {"id": "same", "claim": "C equals A", "metric": "pass@1", "condition": "C", "baseline": "A",
          "type": "equivalence", "margin": 0.05},
-        {"id": "gated", "claim": "B forgets", "metric": "pass@1", "condition": "B", "baseline": "A",
+        {"id": "gated", "claim": "B forgets", "metric": "pass@1", "condition": "B", "baseline": "A", "effect": 0.03,
          "precondition": {"check": "engaged", "metric": "mean:explore", "op": "<", "threshold": 0.5}},
-        {"id": "not_run", "claim": "D helps", "metric": "pass@1", "condition": "D", "baseline": "A",
+        {"id": "not_run", "claim": "D helps", "metric": "pass@1", "condition": "D", "baseline": "A", "effect": 0.03,
          "precondition": {"check": "arm run", "reason": "the arm was not run in this study"}},
         {"id": "show", "claim": "B's level", "metric": "pass@1", "condition": "B", "baseline": None,
          "type": "descriptive"},
@@ -184,7 +184,7 @@ def test_a_claim_decided_at_an_early_look_stays_decided_and_unplanned_looks_are_
 def test_difference_metrics_and_cross_regime_baselines():
     declared = parse_declared({"plan": {"looks": [3]}, "claims": [
         {"id": "bon", "claim": "best-of-16 helps", "metric": "pass@16 - pass@1", "condition": "B",
-         "baseline": None, "paper": 0.09},
+         "baseline": None, "paper": 0.09, "against": 0.2},
         {"id": "cross", "claim": "B with the tool beats A without", "metric": "pass@1", "condition": "B",
          "baseline": "A", "regime": "tool", "baseline_regime": "no_tool", "paper": 0.3}]}, [])
     rows = [{"run": f"{c}{i}", "batch": 0, "condition": c, "seed": str(i), "regime": r, "metric": m, "value": v}
@@ -194,7 +194,7 @@ def test_difference_metrics_and_cross_regime_baselines():
                                   ("A", "no_tool", "pass@1", [0.3, 0.29, 0.31])]
             for i, v in enumerate(vals)]
     res = evaluate(declared, pd.DataFrame(rows)).table.set_index("id")
-    assert res.loc["bon", "estimate"] == pytest.approx(np.mean([0.3, 0.34, 0.30]))
+    assert res.loc["bon", "estimate"] == pytest.approx(np.mean([0.3, 0.34, 0.30]) - 0.2)
     assert res.loc["cross", "estimate"] == pytest.approx(0.61 - 0.30) and res.loc["cross", "verdict"] == "replicated"
     assert res.loc["cross", "regime"] == "tool vs no_tool"
 
@@ -346,17 +346,17 @@ def test_a_claim_whose_precondition_reads_its_own_metric_counts_every_seed_once(
     from ablate.stats.runs import Run, Sweep
 
     block = {"plan": {"looks": [3]}, "claims": [
-        {"id": "b_lower", "claim": "B forgets", "metric": "final:val/pass@1", "condition": "B", "baseline": "A",
+        {"id": "b_lower", "claim": "B forgets", "metric": "final:val/pass@1", "condition": "B", "baseline": "C",
          "direction": "lower", "effect": 0.1,
          "precondition": {"check": "A solves it", "metric": "final:val/pass@1", "condition": "A", "op": ">=",
                           "threshold": 0.3}}]}
     runs = []
-    for arm, level in (("A", 0.4), ("B", 0.38)):
+    for arm, level in (("A", 0.4), ("B", 0.38), ("C", 0.4)):  # the gate reads A, an arm the claim does not compare
         for seed in range(3):
             frame = pd.DataFrame({"val/pass@1": [0.2, level + 0.01 * seed]}, index=pd.Index([10, 20], name="step"))
             runs.append(Run(Path(f"/s/{arm}{seed}"), f"{arm}{seed}", (f"arm={arm}", f"seed={seed}"), (f"arm={arm}",),
                             str(seed), "completed", {}, {}, frame, outcome="ok", config={"study": block}))
-    labels = {(f"arm={a}",): a for a in "AB"}
+    labels = {(f"arm={a}",): a for a in "ABC"}
     row = sweep_claims(Sweep([Path("/s")], runs), parse_declared(block, []), labels, [], 0.03).table.iloc[0]
     assert (row["n"], row["n_baseline"]) == (3, 3) and row["precondition_status"] == "held"
     assert row["estimate"] == pytest.approx(-0.02)

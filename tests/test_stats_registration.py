@@ -75,7 +75,7 @@ def test_a_removed_claim_stays_in_the_family_and_an_added_one_is_exploratory(tmp
     reg = read_registration(_registered(tmp_path))
     current = copy.deepcopy(BLOCK)
     current["claims"] = [current["claims"][1], {"id": "new", "claim": "B beats A", "metric": "pass@1",
-                                                "condition": "B", "baseline": "A"}]
+                                                "condition": "B", "baseline": "A", "effect": 0.03}]
     t = _decide(current, reg).table.set_index("id")
     assert t.loc["kept", "standing"] == REMOVED and t.loc["kept", "family_size"] == 2
     assert "still decided and counted in the family" in t.loc["kept", "amendment"]
@@ -158,3 +158,17 @@ def test_ablate_stats_finds_the_registration_beside_the_report(tmp_path):
     assert main([*args, "--registration", str(other)]) == 0
     text = (report / "report.md").read_text()
     assert "ran under a study block that is not the registered one" in text
+
+
+def test_a_run_records_the_fingerprint_the_registration_holds():
+    from hydra import compose, initialize_config_dir
+
+    from ablate.config import CONF_DIR
+    from ablate.stats.register import compose_study
+    from ablate.train import study_fingerprint
+
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=["experiment=oracle_tool_study"])
+    assert study_fingerprint(cfg) == fingerprint(compose_study(["experiment=oracle_tool_study"]))
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        assert study_fingerprint(compose("config", overrides=[])) is None

@@ -61,11 +61,12 @@ def preconditions(cfg, claim_ids: list[str]) -> list[tuple]:
                          f"{', '.join(c.id for c in declared.claims)}")
     found: dict[tuple, tuple] = {}
     for c in declared.claims:
-        pre = c.precondition
-        if pre is None or pre.metric is None:
-            continue
-        resolved = (pre.check, pre.metric, pre.condition or c.condition, pre.regime or c.regime, pre.op, pre.threshold)
-        found.setdefault(resolved, (resolved, []))[1].append(c.id)
+        for pre in c.gates:
+            if pre.metric is None:
+                continue
+            resolved = (pre.check, pre.metric, pre.condition or c.condition, pre.regime or c.regime, pre.op,
+                        pre.threshold)
+            found.setdefault(resolved, (resolved, []))[1].append(c.id)
     # every claim a check serves is listed, even when --claim picked the check by one of them
     return [entry for entry in found.values() if not claim_ids or set(entry[1]) & set(claim_ids)]
 

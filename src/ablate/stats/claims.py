@@ -16,7 +16,7 @@ from ablate.metrics import REGIME_NO_TOOL
 from ablate.stats.level import TESTS, first_look_problems
 from ablate.stats.multiplicity import ROLES, Graph, parse_multiplicity
 from ablate.stats.sequential import SPENDING
-from ablate.stats.verdicts import TYPES
+from ablate.stats.claim_types import CLAIM_TYPES, check_words
 
 OPS = (">=", "<=", ">", "<")
 DEFAULT_REGIME = REGIME_NO_TOOL
@@ -56,6 +56,18 @@ class Claim:
     success: tuple[str, float] | None = None  # (op, threshold): the rate of seeds meeting it
     precondition: Precondition | None = None
     role: str = ""  # primary | secondary: its place in a gatekeeping procedure (multiplicity.py)
+    also: tuple[Precondition, ...] = ()  # further named preconditions (`precondition: [a, b]`): all must hold
+    requires: str | None = None  # a claim that must replicate first (keeps_gain: the gain it keeps)
+    margin_share: float = math.nan  # keeps_gain: the share of the required gain that may be lost
+    bounds: tuple[float, float] | None = None  # bounded: [low, high] of the difference, claimed direction
+    extra: tuple[tuple[str, Any], ...] = ()  # the raw values of the keys its type declares (ClaimType.keys)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return dict(self.extra).get(key, default)
+
+    @property
+    def gates(self) -> tuple[Precondition, ...]:
+        return (() if self.precondition is None else (self.precondition,)) + self.also
 
     @property
     def in_family(self) -> bool:
@@ -63,7 +75,7 @@ class Claim:
         reason and no metric) decide nothing, so they take no share of alpha; a claim whose measured
         precondition fails keeps its share (the family is fixed before the data)."""
         declared_out = self.precondition is not None and self.precondition.metric is None
-        return self.kind != "descriptive" and not declared_out
+        return CLAIM_TYPES[self.kind].in_family and not declared_out
 
     @property
     def bar(self) -> float:
@@ -89,13 +101,19 @@ class Declared:
     alpha: float = 0.05
     test: str = "welch"  # welch | randomization: what decides a two-sample look (level.py)
     multiplicity: Graph | None = None  # None: Bonferroni over the family (multiplicity.py)
+    realisations: int = 1  # the claims are decided this many times (re-runs): each at alpha / realisations
+
+    @property
+    def budget(self) -> float:
+        """The family's alpha for this realisation: re-runs of one claim share its error budget."""
+        return self.alpha / self.realisations
 
     def shares(self) -> dict[str, float]:
         """Each family claim's initial alpha: the graph's weight, else an equal (Bonferroni) share."""
         family = [c.id for c in self.claims if c.in_family]
         if self.multiplicity is None:
-            return {c: self.alpha / max(1, len(family)) for c in family}
-        return {c: float(w) * self.alpha for c, w in zip(self.multiplicity.ids, self.multiplicity.weights)}
+            return {c: self.budget / max(1, len(family)) for c in family}
+        return {c: float(w) * self.budget for c, w in zip(self.multiplicity.ids, self.multiplicity.weights)}
 
 
 def _float(value: Any, where: str, problems: list[str], *, positive: bool = False) -> float:
@@ -157,44 +175,99 @@ def _precondition(raw: Any, where: str, problems: list[str]) -> Precondition | N
                         str(raw.get("reason") or ""))
 
 
-_KNOWN = {"id", "claim", "metric", "condition", "baseline", "type", "direction", "paper", "effect",
-          "margin", "regime", "baseline_regime", "against", "success", "precondition", "role"}
+_COMMON = {"id", "claim", "metric", "condition", "baseline", "type", "direction", "paper", "effect",
+           "margin", "regime", "baseline_regime", "against", "success", "precondition", "requires", "role"}
 
 
-def parse_claim(raw: Any, index: int, problems: list[str]) -> Claim | None:
+def _known() -> set[str]:
+    return _COMMON | {k for t in CLAIM_TYPES.values() for k in t.keys}  # a type registered later adds its keys
+
+
+def _gates(raw: Any, named: Mapping, where: str, problems: list[str]) -> list[Precondition]:
+    """A claim's preconditions: an inline mapping, or the name(s) of the study's `preconditions:`."""
+    if raw is None:
+        return []
+    items = raw if isinstance(raw, (list, tuple)) else [raw]
+    out = []
+    for item in items:
+        if isinstance(item, str):
+            if item not in named:
+                problems.append(f"{where}: precondition {item!r} is not in the study's `preconditions:` "
+                                f"(declared: {', '.join(named) or 'none'})")
+                continue
+            item = named[item]
+        if (pre := _precondition(item, where, problems)) is not None:
+            out.append(pre)
+    return out
+
+
+def _bounds(raw: Any, where: str, problems: list[str]) -> tuple[float, float] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, (list, tuple)) or len(raw) != 2:
+        problems.append(f"{where}: bounds must be [low, high], got {raw!r}")
+        return None
+    low, high = (_float(b, f"{where}: bounds", problems) for b in raw)
+    return (low, high) if math.isfinite(low) and math.isfinite(high) else None
+
+
+def parse_claim(raw: Any, index: int, problems: list[str], named: Mapping | None = None) -> Claim | None:
     where = f"claims[{index}]"
     if not isinstance(raw, Mapping):
         problems.append(f"{where} must be a mapping, got {type(raw).__name__}")
         return None
     where = f"claim {raw.get('id', index)!r}"
-    unknown = sorted(set(map(str, raw)) - _KNOWN)
+    unknown = sorted(set(map(str, raw)) - _known())
     if unknown:
-        problems.append(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(_KNOWN))}")
+        problems.append(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(_known()))}")
     missing = [k for k in ("id", "claim", "metric", "condition") if not raw.get(k)]
     if missing:
         problems.append(f"{where}: missing {', '.join(missing)}")
         return None
     kind = str(raw.get("type", "superiority"))
-    if kind not in TYPES:
-        problems.append(f"{where}: type must be one of {', '.join(TYPES)}, got {kind!r}")
+    if kind not in CLAIM_TYPES:
+        problems.append(f"{where}: type must be one of {', '.join(CLAIM_TYPES)}, got {kind!r}")
         return None
-    margin = _float(raw.get("margin"), f"{where}: margin", problems, positive=True)
+    gates = _gates(raw.get("precondition"), named or {}, where, problems)
     role = str(raw.get("role") or "")
     if role and role not in ROLES:
         problems.append(f"{where}: role must be one of {', '.join(ROLES)}, got {role!r}")
-    if kind in ("equivalence", "non_inferiority") and not math.isfinite(margin):
-        problems.append(f"{where}: a {kind} claim needs a positive `margin` (in the metric's units)")
-        return None
-    return Claim(
+    claim = Claim(
         id=str(raw["id"]), text=str(raw["claim"]), metric=str(raw["metric"]), condition=str(raw["condition"]),
         baseline=None if raw.get("baseline") is None else str(raw["baseline"]), kind=kind,
         direction=_direction(raw.get("direction"), where, problems),
         paper=_float(raw.get("paper"), f"{where}: paper", problems),
-        effect=_float(raw.get("effect"), f"{where}: effect", problems, positive=True), margin=margin,
+        effect=_float(raw.get("effect"), f"{where}: effect", problems, positive=True),
+        margin=_float(raw.get("margin"), f"{where}: margin", problems, positive=True),
         regime=str(raw.get("regime") or DEFAULT_REGIME),
-        baseline_regime=None if raw.get("baseline_regime") is None else str(raw["baseline_regime"]), null=_float(raw.get("against", 0.0), f"{where}: against", problems),
+        baseline_regime=None if raw.get("baseline_regime") is None else str(raw["baseline_regime"]),
+        null=_float(raw.get("against", 0.0), f"{where}: against", problems),
         success=_success(raw.get("success"), where, problems),
-        precondition=_precondition(raw.get("precondition"), where, problems), role=role)
+        precondition=gates[0] if gates else None, also=tuple(gates[1:]), role=role,
+        requires=None if raw.get("requires") is None else str(raw["requires"]),
+        margin_share=_float(raw.get("margin_share"), f"{where}: margin_share", problems, positive=True),
+        bounds=_bounds(raw.get("bounds"), where, problems),
+        extra=tuple((k, raw[k]) for k in CLAIM_TYPES[kind].keys if k in raw))
+    found: list[str] = []
+    CLAIM_TYPES[kind].check(claim, raw, found)
+    check_words(claim, found)
+    check_gates(claim, found)
+    problems.extend(found)
+    return None if found else claim
+
+
+def check_gates(claim: Claim, problems: list[str]) -> None:
+    """A gate that reads the claim's own outcome on one of its arms selects on the result it gates: refused."""
+    def components(metric: str) -> list[str]:
+        return [m.strip() for m in metric.split(" - ")]
+
+    arms = {claim.condition, claim.baseline}
+    for pre in claim.gates:
+        if pre.metric and (pre.condition or claim.condition) in arms and \
+                set(components(pre.metric)) & set(components(claim.metric)):
+            problems.append(f"claim {claim.id!r}: precondition {pre.check!r} reads the claim's own outcome "
+                            f"({pre.metric} of {pre.condition or claim.condition}, one of its arms): a gate must "
+                            "read the mechanism elsewhere (another metric, or an arm the claim does not compare)")
 
 
 def parse_plan(raw: Any, problems: list[str]) -> Plan:
@@ -227,11 +300,18 @@ def parse_declared(block: Mapping | None, problems: list[str]) -> Declared:
     if not isinstance(raw_claims, (list, tuple)):
         problems.append("claims must be a list")
         raw_claims = []
-    claims = [c for i, raw in enumerate(raw_claims) if (c := parse_claim(raw, i, problems)) is not None]
+    named = block.get("preconditions") or {}
+    if not isinstance(named, Mapping):
+        problems.append("preconditions must map a name to a precondition (check, metric, condition, op, threshold)")
+        named = {}
+    claims = [c for i, raw in enumerate(raw_claims) if (c := parse_claim(raw, i, problems, named)) is not None]
     ids = [c.id for c in claims]
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     if dupes:
         problems.append(f"claim ids must be unique: {', '.join(dupes)}")
+    for i, c in enumerate(claims):
+        if c.requires is not None and c.requires not in ids[:i]:
+            problems.append(f"claim {c.id!r}: requires {c.requires!r}, which must be a claim declared before it")
     alpha = _float(block.get("alpha", 0.05), "alpha", problems, positive=True)
     if not (0 < alpha < 1):
         problems.append(f"alpha must be in (0, 1), got {block.get('alpha')!r}")
@@ -241,7 +321,12 @@ def parse_declared(block: Mapping | None, problems: list[str]) -> Declared:
         problems.append(f"test must be one of {', '.join(TESTS)}, got {test!r}")
         test = "welch"
     graph = parse_multiplicity(block.get("multiplicity"), [c for c in claims if c.in_family], problems)
-    return Declared(claims, parse_plan(block.get("plan"), problems), alpha, test, graph)
+    realisations = block.get("realisations", 1)
+    if not isinstance(realisations, int) or isinstance(realisations, bool) or realisations < 1:
+        problems.append(f"realisations must be a whole number >= 1 (how many times these claims are decided, "
+                        f"re-runs included), got {realisations!r}")
+        realisations = 1
+    return Declared(claims, parse_plan(block.get("plan"), problems), alpha, test, graph, realisations)
 
 
 def check_study_block(block: Mapping | None) -> list[str]:

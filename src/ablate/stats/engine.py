@@ -16,18 +16,19 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ablate.stats.claim_types import CLAIM_TYPES
 from ablate.stats.claims import Claim, Declared, Plan
 from ablate.stats.level import guard
 from ablate.stats.multiplicity import sequentially_rejective
 from ablate.stats.power import pooled_sd, seeds_needed
 from ablate.stats.sequential import information, nominal_levels
 from ablate.stats.values import CURVE_REGIME, is_curve_metric, parse_reach, reach_values, sweep_values
-from ablate.stats.verdicts import compare, rate, verdict, welch
+from ablate.stats.verdicts import compare, decide, rate, welch
 
 CLAIM_COLUMNS = [
-    "id", "claim", "type", "metric", "regime", "condition", "baseline", "direction", "paper", "bar", "margin",
+    "id", "claim", "type", "claimed", "metric", "regime", "condition", "baseline", "direction", "paper", "bar", "margin",
     "n", "n_baseline", "mean", "mean_baseline", "estimate", "ci_low", "ci_high", "confidence", "p_value",
-    "alpha_nominal", "look", "looks_planned", "planned", "decided_at", "verdict", "reason",
+    "alpha_nominal", "look", "looks_planned", "planned", "decided_at", "verdict", "excluded", "reason",
     "precondition", "precondition_value", "precondition_status", "rate", "rate_baseline", "sd_pooled",
     "seeds_needed", "next_look", "family_size",
 ]
@@ -64,10 +65,17 @@ def condition_values(table: pd.DataFrame, condition: str, regime: str, metric: s
 
 
 def _precondition(claim: Claim, table: pd.DataFrame) -> tuple[str, float, str]:
-    """(status, value, text): status held / failed / not measured / declared."""
-    pre = claim.precondition
-    if pre is None:
-        return "none", math.nan, ""
+    """(status, value, text) of the first gate that does not hold, else of the last: status held /
+    failed / not measured / declared (none: no gate)."""
+    out = ("none", math.nan, "")
+    for pre in claim.gates:
+        out = _gate(claim, pre, table)
+        if out[0] != "held":
+            return out
+    return out
+
+
+def _gate(claim: Claim, pre, table: pd.DataFrame) -> tuple[str, float, str]:
     if pre.metric is None:
         return "declared", math.nan, f"{pre.check}: {pre.reason}"
     cond = pre.condition or claim.condition
@@ -122,13 +130,14 @@ def _decide_looks(claim: Claim, x: pd.DataFrame, y: pd.DataFrame | None, plan: P
         xs = x[x["batch"] <= b]["value"].to_numpy(dtype=np.float64)
         ys = None if one_sample else y[y["batch"] <= b]["value"].to_numpy(dtype=np.float64)
         est = welch(xs, ys, 1.0 - a if a > 0 else 1.0 - 1e-12, claim.null)
-        v, why = verdict(claim.kind, claim.direction, est.low, est.high, effect=claim.bar, margin=claim.margin)
+        v, excluded, why = decide(claim, est.low, est.high)
         if test == "randomization" and claim.in_family and not one_sample:
-            v, why = guard(v, why, claim.kind, claim.direction, claim.margin, xs, ys, a)
+            guarded, why = guard(v, why, claim.kind, claim.direction, claim.margin, xs, ys, a)
+            v, excluded = guarded, excluded if guarded == v else ""
         if a <= 0 and claim.in_family:
-            v, why = "inconclusive", "the plan has no alpha left at this look"
+            v, excluded, why = "inconclusive", "", "the plan has no alpha left at this look"
         out.append({"n": nx, "n_baseline": None if one_sample else ny, "fraction": t, "alpha_nominal": a,
-                    "estimate": est, "verdict": v, "reason": why if not est.note else f"{why} ({est.note})",
+                    "estimate": est, "verdict": v, "excluded": excluded, "reason": why if not est.note else f"{why} ({est.note})",
                     "planned": _planned((nx, None if one_sample else ny), before, plan)})
         before = (nx, None if one_sample else ny)
     return out
@@ -151,9 +160,16 @@ def evaluate(declared: Declared, table: pd.DataFrame, effect_default: float = 0.
     family = [c for c in declared.claims if c.in_family]
     levels = family_levels(declared, family, table, effect_default)
     rows, look_rows = [], []
+    decided: dict[str, dict] = {}
     for claim in declared.claims:
+        claim, blocked = CLAIM_TYPES[claim.kind].prepare(claim, decided)  # e.g. the gain it keeps, established?
         row, looks = _evaluate_one(claim, table, declared.plan, levels.get(claim.id, declared.alpha),
                                    effect_default, problems, declared.test)
+        if blocked:
+            row.update(verdict="not testable", excluded="", reason=blocked, decided_at="")
+            for lk in looks:
+                lk["verdict"] = "not testable"
+        decided[claim.id] = row
         row["family_size"] = len(family) if claim.in_family else 0
         if declared.multiplicity is not None and claim.in_family:
             row["reason"] = (f"{row['reason']}; {declared.multiplicity.name}: alpha {levels[claim.id]:.3g}"
@@ -171,19 +187,20 @@ def family_levels(declared: Declared, family: list[Claim], table: pd.DataFrame,
     level the declared graph leaves it once the claims it can reject have passed theirs on."""
     graph = declared.multiplicity
     if graph is None:
-        return {c.id: declared.alpha / max(1, len(family)) for c in family}
+        return {c.id: declared.budget / max(1, len(family)) for c in family}
 
     def replicated(i: int, level: float) -> bool:
         row, _ = _evaluate_one(family[i], table, declared.plan, level, effect_default, [], declared.test)
         return row["verdict"] == "replicated"
 
-    _, levels = sequentially_rejective(replicated, graph.weights, graph.transitions, declared.alpha)
+    _, levels = sequentially_rejective(replicated, graph.weights, graph.transitions, declared.budget)
     return {c.id: float(a) for c, a in zip(family, levels)}
 
 
 def _blank(claim: Claim) -> dict:
     row = {c: math.nan for c in CLAIM_COLUMNS}
-    row.update(id=claim.id, claim=claim.text, type=claim.kind, metric=claim.metric,
+    row.update(id=claim.id, claim=claim.text, type=claim.kind, claimed=CLAIM_TYPES[claim.kind].claimed(claim),
+               metric=claim.metric,
                regime=CURVE_REGIME if is_curve_metric(components(claim.metric)[0]) else
                claim.regime + (f" vs {claim.baseline_regime}" if claim.baseline_regime else ""),
                condition=claim.condition, baseline=claim.baseline or f"(value {claim.null:g})",
@@ -225,8 +242,7 @@ def _evaluate_one(claim: Claim, table: pd.DataFrame, plan: Plan, alpha: float, e
                planned="yes" if at["planned"] else "no (unplanned look)",
                sd_pooled=pooled_sd(xs, ys) if ys is not None else float(np.std(xs, ddof=1)) if xs.size > 1 else math.nan)
     if row["verdict"] != "not testable":
-        row["verdict"] = at["verdict"]
-        row["reason"] = at["reason"]
+        row["verdict"], row["excluded"], row["reason"] = at["verdict"], at["excluded"], at["reason"]
         if decided is not None and decided < len(looks) - 1:
             row["decided_at"] = f"look {decided + 1} of {len(looks)} taken"
             row["reason"] += f"; decided at look {decided + 1}, later seeds do not reopen it"
@@ -234,8 +250,8 @@ def _evaluate_one(claim: Claim, table: pd.DataFrame, plan: Plan, alpha: float, e
         row["rate"] = _rate_text(xs, claim.success, 1.0 - alpha)
         row["rate_baseline"] = "" if ys is None else _rate_text(ys, claim.success, 1.0 - alpha)
     if row["verdict"] == "inconclusive" and alpha > 0:
-        target = claim.bar if claim.kind == "superiority" and claim.bar > 0 else claim.margin \
-            if math.isfinite(claim.margin) else effect_default
+        target = CLAIM_TYPES[claim.kind].target(claim)
+        target = target if math.isfinite(target) and target > 0 else effect_default
         row["seeds_needed"] = seeds_needed(row["sd_pooled"], target, alpha)
         # the plan's next look for the arm with fewer seeds (an arm already past it adds none)
         row["next_look"] = _next_look(int(min(final["n"], final["n_baseline"] or final["n"])), plan)
@@ -273,8 +289,8 @@ def claim_metrics(declared: Declared) -> list[str]:
     for c in declared.claims:
         parsed = parse_reach(c.metric)
         wanted = [f"final:{parsed[0]}"] if parsed else components(c.metric)
-        if c.precondition is not None and c.precondition.metric:
-            wanted += components(c.precondition.metric)
+        for pre in c.gates:
+            wanted += components(pre.metric) if pre.metric else []
         for m in wanted:  # once each: a precondition often reads its claim's own metric
             if m not in out:
                 out.append(m)

@@ -23,6 +23,7 @@ docs/findings.md's tables differ from what this renders (a test runs it in CI).
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
 from pathlib import Path
@@ -33,8 +34,8 @@ import yaml
 from ablate.stats.claims import parse_declared
 from ablate.stats.engine import evaluate
 from ablate.stats.formatting import fmt_ci
-from ablate.stats.render_claims import claims_tables, plan_sentence
-from ablate.stats.values import CURVE_REGIME, VALUE_COLUMNS, summary_values
+from ablate.stats.render_claims import claims_markdown, claims_tables, plan_sentence
+from ablate.stats.values import CURVE_REGIME, VALUE_COLUMNS, is_curve_metric, parse_reach, summary_values
 
 BRIDGE = "committed.yaml"
 _BLOCK = re.compile(r"(<!-- (?P<kind>claims|mechanisms):(?P<study>[\w-]+) -->\n)(?P<body>.*?)(<!-- /(?P=kind) -->)", re.S)
@@ -46,25 +47,62 @@ def conf_dir() -> Path:
     return CONF_DIR
 
 
+def archived_curves(report_dir: Path, sweep: str | None = None) -> dict[str, pd.DataFrame]:
+    """run -> its training curves (metrics.csv as the run wrote it), from the report's runs.jsonl.gz."""
+    from ablate.stats.archive import RUNS_FILE, _metrics_frame
+
+    path = report_dir / RUNS_FILE
+    if not path.is_file():
+        return {}
+    import gzip
+    import json
+
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        records = [json.loads(line) for line in fh if line.strip()]
+    runs = _prefixed(pd.DataFrame({"run": [r["rel"] for r in records]}), sweep)["run"]
+    return {run: _metrics_frame(r["metrics"]) for run, r in zip(runs, records) if r.get("metrics")}
+
+
+def _declared_rows(report_dir: Path, bridge: dict, info: pd.DataFrame, sweep: str | None) -> tuple[list[dict], set]:
+    """A bridged curve metric (`AGG:COLUMN@...`) computed as declared, from the runs' own curves where the
+    report archived them: a claim renders from its declared metric, not from a mechanisms.csv stand-in."""
+    from ablate.stats.values import curve_value
+
+    wanted = [m for m in (bridge.get("metrics") or {}) if is_curve_metric(m) and parse_reach(m) is None]
+    curves = archived_curves(report_dir, sweep) if wanted else {}
+    rows, done = [], set()
+    for metric in wanted:
+        for run, frame in curves.items():
+            if run not in info.index or not math.isfinite(value := curve_value(frame, metric)):
+                continue
+            meta = info.loc[run]
+            rows.append({"run": run, "batch": meta["batch"], "condition": meta["condition"], "seed": meta["seed"],
+                         "regime": CURVE_REGIME, "metric": metric, "value": value})
+            done.add((run, metric))
+    return rows, done
+
+
 def _mechanism_rows(study_dir: Path, bridge: dict, runs: pd.DataFrame, sweep: str | None = None) -> list[dict]:
-    """The bridge's metrics from mechanisms.csv, as rows of the values table (joined to summary.csv's
-    runs by the `run` column, which both files share)."""
+    """The bridge's metrics, as rows of the values table (joined to summary.csv's runs by the `run`
+    column): computed as declared from the archived curves where there are some, else read from
+    mechanisms.csv (the column the bridge names)."""
     path = study_dir / "mechanisms.csv"
     mapping = bridge.get("metrics") or {}
+    info = runs.drop_duplicates("run").set_index("run")
+    declared, done = _declared_rows(study_dir, bridge, info, sweep)
     if not mapping or not path.is_file():
-        return []
+        return declared
     mech = _prefixed(pd.read_csv(path, dtype={"run": str}), sweep)
     if "regime" in mech.columns:  # one row per run and regime: the run-level columns repeat
         mech = mech.drop_duplicates("run")
-    info = runs.drop_duplicates("run").set_index("run")
-    rows = []
+    rows = declared
     for metric, spec in mapping.items():
         spec = {"column": spec} if isinstance(spec, str) else dict(spec)
         if "column" not in spec:
             continue
         for r in mech.itertuples(index=False):
             r = r._asdict()
-            if str(r["run"]) not in info.index:
+            if str(r["run"]) not in info.index or (str(r["run"]), metric) in done:
                 continue
             value = r.get(spec["column"])
             if "reached" in spec and not _true(r.get(spec["reached"])):
@@ -162,6 +200,17 @@ def study_claims(study_dir: Path, conf: Path | None = None):
                   lambda declared: evaluate(declared, values, effect))
 
 
+def report_with_claims(text: str, result) -> str:
+    """A committed report.md with its `## Claims` section rendered again from `result` (the rows
+    claims.csv and findings.md render), the rest as `ablate.stats` wrote it."""
+    start = text.find("## Claims\n")
+    if start < 0:
+        return text
+    end = text.find("\n## ", start + 1)
+    section = "\n".join(claims_markdown(result)) + "\n"
+    return text[:start] + section + (text[end + 1:] if end >= 0 else "")
+
+
 def claims_block(result, study: str | None = None) -> str:
     """The markdown tables findings.md embeds for a study (rendered, never typed: the same rows and
     cells as report.md's, ablate.stats.render_claims), and its forest."""
@@ -178,6 +227,9 @@ def render(findings_dir: Path, conf: Path | None = None):
         result = study_claims(study_dir, conf)
         files[study_dir / "claims.csv"] = result.table.to_csv(index=False, float_format="%.6g")
         files[study_dir / "claims_looks.csv"] = result.looks.to_csv(index=False, float_format="%.6g")
+        report = study_dir / "report.md"
+        if report.is_file():  # its claims section from the same rows as claims.csv and findings.md
+            files[report] = report_with_claims(report.read_text(encoding="utf-8"), result)
         blocks[study_dir.name] = claims_block(result, study_dir.name)
         mech = mechanisms_block(study_dir, yaml.safe_load((study_dir / BRIDGE).read_text()))
         if mech is not None:
@@ -194,6 +246,13 @@ def _cell(r: dict) -> str:
     return f"**{r['verdict']}** {est}{pre}"
 
 
+def _deciding(table: pd.DataFrame) -> list[dict]:
+    """The rows that decide (the registered version of a claim, not its later amendment)."""
+    from ablate.stats.standing import ADDED, AMENDED
+
+    return [r for r in table.to_dict("records") if r.get("standing") not in (AMENDED, ADDED)]
+
+
 def testbeds_block(findings_dir: Path, results: dict) -> str:
     """Each claim a study re-ran on another testbed (committed.yaml `base:`), beside its verdict on the
     base study's testbed: does the verdict depend on the model's strength relative to the task?"""
@@ -205,9 +264,9 @@ def testbeds_block(findings_dir: Path, results: dict) -> str:
         base = bridge.get("base")
         if not base or base not in by_name:
             continue
-        before = {r["id"]: r for r in by_name[base].table.to_dict("records")}
+        before = {r["id"]: r for r in _deciding(by_name[base].table)}
         base_testbed = (yaml.safe_load((findings_dir / base / BRIDGE).read_text()) or {}).get("testbed", "tiny")
-        for r in result.table.to_dict("records"):
+        for r in _deciding(result.table):
             if r["id"] in before:
                 b = before[r["id"]]
                 rows.append(f"| {r['id']}: {r['claim']} | {base} ({base_testbed}) | {_cell(b)} | "
@@ -293,14 +352,19 @@ def main(argv: list[str] | None = None) -> int:
     missing = [s for s in blocks if f"<!-- claims:{s} -->" not in text and s not in ("preconditions", "testbeds")
                and not s.startswith("mechanisms:")]
     if args.check:
+        from ablate.stats.prose import check as prose_check
+
         stale = [str(doc)] if new != text else []
         stale += [str(f) for f, body in files.items() if not f.is_file() or f.read_text(encoding="utf-8") != body]
         for s in missing:
             print(f"{doc}: no <!-- claims:{s} --> block", file=sys.stderr)
+        typed = prose_check(doc, args.findings_dir, conf_dir()) if doc.is_file() else []
+        for line in typed:
+            print(line, file=sys.stderr)
         if stale:
             print(f"differ from what the committed reports render: {', '.join(stale)}; run "
                   f"python -m ablate.stats.findings {args.findings_dir}", file=sys.stderr)
-        return 1 if stale or missing else 0
+        return 1 if stale or missing or typed else 0
     from ablate.atomic import write_text
 
     from ablate.stats.figures import claims_figure

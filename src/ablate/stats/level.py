@@ -6,7 +6,9 @@ level table measures it (3 vs 3 at an SD ratio of 4: ~1.5x nominal; a bimodal ar
 A study that declares `test: randomization` decides a two-sample claim only when Welch's interval
 decides it AND the exact randomization test over seed labels agrees at the claim's one-sided level:
 under "the recipe changes nothing" (the arms' seed values exchangeable) that test is exact at any n,
-so the pair's level is at most its own. Its smallest attainable p-value is 1 / C(n + m, n): 5 vs 5
+so the pair's level is at most its own. Where the arms' seed SDs differ more than SPREAD_MAX-fold
+(a bimodal arm, an arm with no seed variance, SD ratios of 4-12) the means' null is not "the recipe
+changes nothing", no test of means holds its level at these n, and the look is undecidable. Its smallest attainable p-value is 1 / C(n + m, n): 5 vs 5
 cannot go below 1/252, 3 vs 3 below 1/20, so a look at which that floor exceeds the level is
 **undecidable at this n**, and a plan whose first look is undecidable is refused at declaration with
 the seeds it needs (`first_look_problems`).
@@ -29,8 +31,9 @@ from typing import Sequence
 import numpy as np
 
 TESTS = ("welch", "randomization")
+SPREAD_MAX = 3.0  # arms whose seed SDs differ more than this: a mean test's level is unknown at these n
 EXACT_MAX = 200_000
-RESAMPLES = 100_000
+RESAMPLES = 20_000
 
 
 def floor_p(n: int, m: int) -> float:
@@ -125,6 +128,15 @@ def claim_p(kind: str, direction: int, margin: float, x, y) -> float:
     raise ValueError(f"no randomization test for claim type {kind!r}")
 
 
+def spread_ratio(x, y) -> np.ndarray:
+    """The larger arm's seed SD over the smaller's, along the last axis (inf when one arm has none)."""
+    sx = np.asarray(x, dtype=np.float64).std(-1, ddof=1)
+    sy = np.asarray(y, dtype=np.float64).std(-1, ddof=1)
+    hi, lo = np.maximum(sx, sy), np.minimum(sx, sy)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(lo > 0, hi / lo, np.where(hi > 0, np.inf, 1.0))
+
+
 def guard(verdict: str, reason: str, kind: str, direction: int, margin: float, x, y,
           alpha: float) -> tuple[str, str]:
     """A look's verdict under `test: randomization`: a 'replicated' stands only when the randomization
@@ -140,6 +152,11 @@ def guard(verdict: str, reason: str, kind: str, direction: int, margin: float, x
         return "inconclusive", (f"undecidable at {n} vs {m} seeds: the randomization test's smallest p "
                                 f"1/{math.comb(n + m, n)} exceeds the one-sided level {level:.2g} "
                                 f"(needs {seeds_to_decide(level)} seeds per arm); Welch alone: {reason}")
+    ratio = float(spread_ratio(x, y))
+    if ratio > SPREAD_MAX:
+        return "inconclusive", (f"undecidable at {n} vs {m} seeds: the arms' seed SDs differ {ratio:.3g}-fold "
+                                f"(> {SPREAD_MAX:g}), where no test of means holds its level at these n "
+                                f"(docs/stats.md, the level table); Welch alone: {reason}")
     p = claim_p(kind, direction, margin, x, y)
     if p > level:
         return "inconclusive", (f"Welch's interval decides, the randomization test over seed labels does not "

@@ -135,7 +135,7 @@ def register(path: Path, block: dict, *, amend: bool = False, commit: str | None
              now: str | None = None) -> Registration:
     """Write (or, with `amend`, add an amendment to) the registration at `path`, atomically."""
     from ablate.atomic import write_text
-    from ablate.stats.standing import block_changes
+    from ablate.stats.block_diff import block_changes
 
     now = now or utc_now()
     record = Record(block, fingerprint(block), now, commit)

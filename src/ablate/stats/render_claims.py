@@ -7,6 +7,7 @@ import math
 
 import pandas as pd
 
+from ablate.stats.claim_types import label
 from ablate.stats.formatting import fmt, fmt_ci, fmt_p, md_table
 
 SPENDING_NAMES = {"obrien_fleming": "O'Brien-Fleming", "pocock": "Pocock"}
@@ -16,13 +17,6 @@ def _seeds(r) -> str:
     if r["n_baseline"] is None or (isinstance(r["n_baseline"], float) and math.isnan(r["n_baseline"])):
         return str(int(r["n"])) if isinstance(r["n"], (int, float)) and not pd.isna(r["n"]) else "–"
     return f"{int(r['n'])} vs {int(r['n_baseline'])}"
-
-
-def _effect(r) -> str:
-    if r["type"] in ("equivalence", "non_inferiority"):
-        return f"margin ±{fmt(r['margin'])}" if r["type"] == "equivalence" else f"margin {fmt(r['margin'])}"
-    return f"{'+' if r['direction'] == 'higher' else '−'} (paper {fmt(r['paper'])})" if r["type"] == "superiority" \
-        else ""
 
 
 def _look(r) -> str:
@@ -51,26 +45,20 @@ HEADERS = ["claim", "metric (regime)", "condition vs baseline", "claimed", "pape
 
 def verdict_cell(r) -> str:
     """The verdict and why: the rule's reason, or the precondition that made it untestable."""
-    text = f"**{r['verdict']}**: {r['reason']}"
+    shown = label(r["verdict"], r["excluded"] if isinstance(r["excluded"], str) else "")
+    text = f"**{shown}**: {r['reason']}"
     if r["precondition"] and r["precondition_status"] in ("failed", "declared", "not measured"):
-        text = f"**{r['verdict']}**: {r['precondition']}"
+        text = f"**{shown}**: {r['precondition']}"
     if r["rate"]:
         text += f"; seeds meeting the success threshold: {r['rate']} vs {r['rate_baseline'] or '–'}"
     return text
-
-
-def _claimed(r) -> str:
-    kind = r["type"].replace("_", "-")
-    if r["type"] == "superiority":
-        return f"{kind}, {r['direction']}; effect of interest {fmt(r['bar'])}"
-    return f"{kind}, {_effect(r)}" if r["type"] in ("equivalence", "non_inferiority") else kind
 
 
 def claim_cells(r) -> list[str]:
     """One claim's row, for report.md and findings.md alike: every cell a column of claims.csv."""
     paper = "–" if pd.isna(r["paper"]) else f"{r['paper']:+.3f}"
     return [f"**{r['id']}**: {r['claim']}", f"{r['metric']} (`{r['regime']}`)", f"{r['condition']} vs {r['baseline']}",
-            _claimed(r), paper,
+            r["claimed"], paper,
             fmt_ci(r["estimate"], r["ci_low"], r["ci_high"]), _seeds(r), _look(r), verdict_cell(r)]
 
 

@@ -7,16 +7,11 @@ one-sample t-interval for a claim about one condition; its level is the claim's 
 current look (Bonferroni over the study's claims, then the seed plan's spending). The test and the
 interval are one object, so a verdict can never disagree with the p-value beside it.
 
-Verdicts are a partition, decided in this order (d = the claimed direction, D = d x difference):
-  not testable   the claim's precondition (a mechanism check) failed or could not be measured;
-  superiority    replicated if low(D) > 0; not replicated if high(D) < the effect of interest
-                 (which includes a significant effect in the other direction); else inconclusive;
-  non_inferiority  replicated if low(D) > -margin; not replicated if high(D) < -margin; else inconclusive;
-  equivalence    replicated if -margin < low and high < margin; not replicated if the interval lies
-                 wholly outside [-margin, margin]; else inconclusive;
-  descriptive    no verdict: the estimate and its unadjusted interval, outside the family.
-Equivalence and non-inferiority read the same (1 - alpha) interval, i.e. one-sided tests at alpha/2
-each (TOST at alpha/2: the usual regulatory reading of a 95% interval).
+Verdicts are a partition: not testable (a precondition failed, or a required claim did not
+replicate), else the claim type's rule (ablate.stats.claim_types: superiority, non_inferiority,
+keeps_gain, equivalence, bounded, descriptive), which also says what the interval excluded; the rules
+are tabled in docs/stats.md. Equivalence and non-inferiority read the same (1 - alpha) interval, i.e.
+one-sided tests at alpha/2 each (TOST at alpha/2: the usual regulatory reading of a 95% interval).
 """
 
 from __future__ import annotations
@@ -28,7 +23,6 @@ import numpy as np
 import scipy.stats
 
 VERDICTS = ("replicated", "not replicated", "inconclusive", "not testable")
-TYPES = ("superiority", "non_inferiority", "equivalence", "descriptive")
 
 
 class Estimate(NamedTuple):
@@ -65,38 +59,33 @@ def welch(x: Sequence[float], y: Sequence[float] | None, confidence: float, null
     return Estimate(diff, float(ci.low) - shift, float(ci.high) - shift, float(res.pvalue), float(res.df))
 
 
-def verdict(kind: str, direction: int, low: float, high: float, *, effect: float = math.nan,
-            margin: float = math.nan) -> tuple[str, str]:
-    """(verdict, reason) for an interval [low, high] of the difference, by the rules in the module
-    docstring. `direction` +1 / -1: the sign the claim predicts; `effect`: the effect of interest
-    (magnitude, superiority); `margin`: the margin (equivalence, non-inferiority)."""
-    if kind == "descriptive":
-        return "descriptive", "describes; outside the family, decides nothing"
+def decide(claim, low: float, high: float) -> tuple[str, str, str]:
+    """(verdict, what the interval excluded, reason) for the interval [low, high] of the difference,
+    by the claim's type (ablate.stats.claim_types)."""
+    from ablate.stats.claim_types import CLAIM_TYPES
+
+    rule = CLAIM_TYPES[claim.kind]
+    if not rule.in_family:  # descriptive: no verdict, whatever the interval
+        return tuple(rule.decide(claim, low, high))
     if not (math.isfinite(low) and math.isfinite(high)):
-        return "inconclusive", "no interval (too few seeds)"
-    lo, hi = (low, high) if direction >= 0 else (-high, -low)
-    if kind == "superiority":
-        if lo > 0:
-            return "replicated", "the interval excludes 0 on the claimed side"
-        bar = abs(effect) if math.isfinite(effect) else 0.0
-        if hi < 0:
-            return "not replicated", "significant in the other direction"
-        if hi < bar:
-            return "not replicated", f"the interval excludes the effect of interest ({bar:.3g})"
-        return "inconclusive", "the interval holds both 0 and the effect of interest"
-    if kind == "non_inferiority":
-        if lo > -margin:
-            return "replicated", f"the interval excludes a loss of the margin ({margin:.3g})"
-        if hi < -margin:
-            return "not replicated", f"worse by more than the margin ({margin:.3g})"
-        return "inconclusive", f"the interval holds a loss of the margin ({margin:.3g})"
-    if kind == "equivalence":
-        if -margin < low and high < margin:
-            return "replicated", f"the interval lies inside ±{margin:.3g}"
-        if low > margin or high < -margin:
-            return "not replicated", f"the interval lies outside ±{margin:.3g}"
-        return "inconclusive", f"the interval crosses ±{margin:.3g}"
-    raise ValueError(f"unknown claim type {kind!r}; choose one of {', '.join(TYPES)}")
+        return "inconclusive", "", "no interval (too few seeds)"
+    lo, hi = (low, high) if claim.direction >= 0 else (-high, -low)
+    return tuple(rule.decide(claim, lo, hi))
+
+
+def verdict(kind: str, direction: int, low: float, high: float, *, effect: float = math.nan,
+            margin: float = math.nan, bounds=None) -> tuple[str, str]:
+    """(verdict, reason) for an interval of the difference under a claim of type `kind`."""
+    from types import SimpleNamespace
+
+    from ablate.stats.claim_types import CLAIM_TYPES
+
+    if kind not in CLAIM_TYPES:
+        raise ValueError(f"unknown claim type {kind!r}; choose one of {', '.join(CLAIM_TYPES)}")
+    claim = SimpleNamespace(kind=kind, direction=direction, bar=abs(effect) if math.isfinite(effect) else 0.0,
+                            effect=effect, margin=margin, bounds=bounds)
+    v, _, why = decide(claim, low, high)
+    return v, why
 
 
 def rate(values: Sequence[float], op: str, threshold: float, confidence: float) -> tuple[int, int, float, float]:

@@ -1,0 +1,247 @@
+"""Claim types, each a small registered class: what it must declare, how its interval decides, and
+what the verdict label says the interval excluded. The engine, the parser and the renderers ask the
+registry (`CLAIM_TYPES[claim.kind]`), so a new type is one class here and nothing else:
+
+    @register
+    class AtLeast(ClaimType):
+        name = "at_least"
+        def decide(self, c, lo, hi): ...
+
+(tests/test_stats_claim_types.py adds one this way). `lo`, `hi` are the interval of d x difference,
+d the claimed direction (+1 higher, -1 lower), so every rule reads "higher is the claim".
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import replace
+from typing import Any, Mapping, NamedTuple
+
+CLAIM_TYPES: dict[str, "ClaimType"] = {}
+
+
+class Decision(NamedTuple):
+    verdict: str  # replicated / not replicated / inconclusive / descriptive
+    excluded: str  # what the interval excluded, for the label ("" when nothing decisive)
+    reason: str
+
+
+def register(cls):
+    """Class decorator: one instance of the type, under its `name`."""
+    CLAIM_TYPES[cls.name] = cls()
+    return cls
+
+
+def label(verdict: str, excluded: str) -> str:
+    """`replicated (excludes 0)`: the verdict and what its interval excluded."""
+    return f"{verdict} (excludes {excluded})" if excluded else verdict
+
+
+class ClaimType:
+    name = ""
+    keys: tuple[str, ...] = ()  # the claim keys this type reads beyond the common ones
+    words = ""  # a regex: a claim sentence matching it must be of this type (checked at declaration)
+    in_family = True
+
+    def check(self, claim, raw: Mapping, problems: list[str]) -> None:
+        """Declaration-time problems of a claim of this type (one line each, naming the fix)."""
+
+    def decide(self, claim, lo: float, hi: float) -> Decision:
+        raise NotImplementedError
+
+    def target(self, claim) -> float:
+        """The effect the seeds-needed plan is for (NaN: the study's default)."""
+        return claim.margin
+
+    def claimed(self, claim) -> str:
+        """The 'claimed' cell of the tables."""
+        return self.name.replace("_", "-")
+
+    def prepare(self, claim, decided: Mapping[str, Mapping]) -> tuple[Any, str]:
+        """(the claim to decide, '' or why it is not testable) given the rows of the claims decided
+        before it (by id): a claim that `requires` another is not testable until that one replicated."""
+        need = getattr(claim, "requires", None)
+        if not need:
+            return claim, ""
+        row = decided.get(need)
+        if row is None or row.get("verdict") != "replicated":
+            return claim, f"requires {need}, which is {row.get('verdict') if row else 'not decided'}: not established"
+        return claim, ""
+
+
+@register
+class Superiority(ClaimType):
+    name = "superiority"
+
+    def check(self, claim, raw, problems):
+        if not (claim.bar > 0):
+            problems.append(f"claim {claim.id!r}: a superiority claim needs its smallest effect of interest: give "
+                            "`effect` (in the metric's units; the paper's effect stands in when `paper` is given)")
+        sign = one_signed(claim.metric)
+        if claim.baseline is None and sign and sign * claim.direction > 0 and sign * claim.null <= 0:
+            problems.append(f"claim {claim.id!r}: {claim.metric} is {'>=' if sign > 0 else '<='} 0 by construction, so "
+                            f"'{'higher' if claim.direction > 0 else 'lower'} than {claim.null:g}' cannot fail; compare "
+                            "it between conditions (a baseline), or against a value it could miss (`against`)")
+
+    def decide(self, claim, lo, hi):
+        bar = claim.bar
+        if lo > 0:
+            if hi < bar:
+                return Decision("not replicated", "0 and the effect of interest",
+                                f"a real effect, smaller than the effect of interest ({bar:.3g})")
+            return Decision("replicated", "0", "the interval excludes 0 on the claimed side")
+        if hi < 0:
+            return Decision("not replicated", "0 and the effect of interest", "significant in the other direction")
+        if hi < bar:
+            return Decision("not replicated", "the effect of interest",
+                            f"the interval excludes the effect of interest ({bar:.3g})")
+        return Decision("inconclusive", "", "the interval holds both 0 and the effect of interest")
+
+    def target(self, claim):
+        return claim.bar
+
+    def claimed(self, claim):
+        whose = "" if math.isfinite(claim.effect) else " (the paper's)"
+        return f"superiority, {'higher' if claim.direction > 0 else 'lower'}; effect of interest {claim.bar:.3g}{whose}"
+
+
+@register
+class NonInferiority(ClaimType):
+    name = "non_inferiority"
+
+    def check(self, claim, raw, problems):
+        if not math.isfinite(claim.margin):
+            problems.append(f"claim {claim.id!r}: a non_inferiority claim needs a positive `margin` (in the metric's units)")
+
+    def decide(self, claim, lo, hi):
+        m = claim.margin
+        if lo > -m:
+            return Decision("replicated", f"a loss of {m:.3g}", f"the interval excludes a loss of the margin ({m:.3g})")
+        if hi < -m:
+            return Decision("not replicated", f"a loss under {m:.3g}", f"worse by more than the margin ({m:.3g})")
+        return Decision("inconclusive", "", f"the interval holds a loss of the margin ({m:.3g})")
+
+    def claimed(self, claim):
+        return f"non-inferiority, margin {claim.margin:.3g}"
+
+
+@register
+class KeepsGain(NonInferiority):
+    """Keeps most of a gain another claim established: non-inferiority with the margin a share of that
+    gain, the lower end of its interval (the gain the data guarantee), and not testable until it replicated."""
+
+    name = "keeps_gain"
+    keys = ("requires", "margin_share")
+    words = r"\bmost of\b"
+
+    def check(self, claim, raw, problems):
+        share = claim.margin_share
+        if not claim.requires or not (0 < share < 1):
+            problems.append(f"claim {claim.id!r}: a keeps_gain claim names the claim that establishes the gain "
+                            "(`requires: <claim id>`) and the share of it that may be lost (`margin_share`, in (0, 1))")
+
+    def prepare(self, claim, decided):
+        claim, blocked = super().prepare(claim, decided)
+        if blocked:
+            return claim, blocked
+        row = decided[claim.requires]
+        gain = row["ci_low"] if row["direction"] == "higher" else -row["ci_high"]
+        return replace(claim, margin=claim.margin_share * gain), ""
+
+    def claimed(self, claim):
+        m = f", margin {claim.margin:.3g}" if math.isfinite(claim.margin) else ""
+        return f"keeps-gain, loses < {claim.margin_share:.0%} of {claim.requires}'s gain{m}"
+
+
+@register
+class Equivalence(ClaimType):
+    name = "equivalence"
+
+    def check(self, claim, raw, problems):
+        if not math.isfinite(claim.margin):
+            problems.append(f"claim {claim.id!r}: an equivalence claim needs a positive `margin` (in the metric's units)")
+
+    def decide(self, claim, lo, hi):
+        m = claim.margin
+        if -m < lo and hi < m:
+            return Decision("replicated", f"effects beyond ±{m:.3g}", f"the interval lies inside ±{m:.3g}")
+        if lo > m or hi < -m:
+            return Decision("not replicated", f"effects within ±{m:.3g}", f"the interval lies outside ±{m:.3g}")
+        return Decision("inconclusive", "", f"the interval crosses ±{m:.3g}")
+
+    def claimed(self, claim):
+        return f"equivalence, margin ±{claim.margin:.3g}"
+
+
+@register
+class Bounded(ClaimType):
+    """A small effect: the difference lies between two bounds (`bounds: [low, high]`, in the claimed
+    direction), e.g. 'adds little' = [0, the smallest effect of interest]."""
+
+    name = "bounded"
+    keys = ("bounds",)
+    words = r"\b(little|small|slight|slightly|modest)\b"
+
+    def check(self, claim, raw, problems):
+        b = claim.bounds
+        if b is None or not (b[0] < b[1]):
+            problems.append(f"claim {claim.id!r}: a bounded claim ('adds little') needs both bounds, "
+                            "`bounds: [low, high]` with low < high (in the metric's units, the claimed direction)")
+
+    def decide(self, claim, lo, hi):
+        a, b = claim.bounds
+        if a < lo and hi < b:
+            return Decision("replicated", f"effects outside [{a:.3g}, {b:.3g}]", f"the interval lies inside [{a:.3g}, {b:.3g}]")
+        if lo > b or hi < a:
+            return Decision("not replicated", f"effects within [{a:.3g}, {b:.3g}]",
+                            f"the interval lies outside [{a:.3g}, {b:.3g}]")
+        return Decision("inconclusive", "", f"the interval crosses a bound of [{a:.3g}, {b:.3g}]")
+
+    def target(self, claim):
+        return (claim.bounds[1] - claim.bounds[0]) / 2
+
+    def claimed(self, claim):
+        return f"bounded, in [{claim.bounds[0]:.3g}, {claim.bounds[1]:.3g}]"
+
+
+@register
+class Descriptive(ClaimType):
+    name = "descriptive"
+    in_family = False
+
+    def decide(self, claim, lo, hi):
+        return Decision("descriptive", "", "describes; outside the family, decides nothing")
+
+
+# pass@k >= pass@j (k > j), coverage >= pass@1 >= pass^k: a difference of two of these is one-signed
+_PASS_AT = re.compile(r"^(?P<pre>.*?)pass@(?P<k>\d+)$")
+_ABOVE = {("coverage", "pass@1"), ("coverage", "exact_pass@1"), ("pass@1", "exact_pass@1")}
+
+
+def _dominates(a: str, b: str) -> bool:
+    """Is metric `a` >= metric `b` in every run, by construction?"""
+    ma, mb = _PASS_AT.match(a), _PASS_AT.match(b)
+    if ma and mb and ma["pre"] == mb["pre"]:
+        return int(ma["k"]) > int(mb["k"])
+    caret = re.match(r"^pass\^(\d+)$", b)
+    if caret and (a == "coverage" or (ma and not ma["pre"])):
+        return True
+    return (a, b) in _ABOVE
+
+
+def one_signed(metric: str) -> int:
+    """+1 / -1 when the per-run difference `A - B` is >= 0 / <= 0 by construction, else 0."""
+    if " - " not in metric:
+        return 0
+    a, b = (m.strip() for m in metric.split(" - ", 1))
+    return 1 if _dominates(a, b) else -1 if _dominates(b, a) else 0
+
+
+def check_words(claim, problems: list[str]) -> None:
+    """A sentence that says 'most of' or 'little' must be declared as the type that tests it."""
+    for t in CLAIM_TYPES.values():
+        if t.words and claim.kind != t.name and claim.kind != "descriptive" and re.search(t.words, claim.text, re.I):
+            word = re.search(t.words, claim.text, re.I).group(0)
+            problems.append(f"claim {claim.id!r} says {word!r}: declare it `type: {t.name}` "
+                            f"({', '.join(f'`{k}`' for k in t.keys)}), which tests what the sentence says")

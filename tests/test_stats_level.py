@@ -1,0 +1,203 @@
+"""The level where the studies decide (level.py, calibrate_level.py) and multiplicity by graphs
+(multiplicity.py): the randomization test, its floor, the guard and the first-look refusal; Bretz
+2009's procedure by hand; the harness's fast path is the engine's decision; a CI-sized calibration."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.stats
+
+from ablate.stats.claims import check_study_block, parse_declared
+from ablate.stats.engine import evaluate
+from ablate.stats.level import floor_p, guard, randomization_p, seeds_to_decide, spread_ratio
+from ablate.stats.multiplicity import gatekeeping, graphical_test, holm, update
+from ablate.stats.values import VALUE_COLUMNS
+
+# --------------------------------------------------------------------------------------------- randomization
+
+
+def _welch_stat(a, b, axis):
+    return (a.mean(axis) - b.mean(axis)) / np.sqrt(a.var(axis, ddof=1) / a.shape[axis] + b.var(axis, ddof=1) / b.shape[axis])
+
+
+def test_randomization_p_is_scipys_exact_permutation_test_and_its_floor_is_one_over_the_relabellings():
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(0.30, 0.01, 5), rng.normal(0.31, 0.02, 5)
+    want = scipy.stats.permutation_test((x, y), _welch_stat, alternative="greater", n_resamples=10**6,
+                                        permutation_type="independent").pvalue
+    assert randomization_p(x, y, +1) == pytest.approx(want, abs=1e-12)
+    assert randomization_p(x + 1, y, +1) == pytest.approx(1 / 252) == pytest.approx(floor_p(5, 5))
+    assert floor_p(3, 3) == 1 / 20 and seeds_to_decide(0.0015) == 6 and seeds_to_decide(0.05) == 3
+    # a margin shifts x: H0 diff <= -0.5 is rejected for x - y = +1 as firmly as diff <= 0 is
+    assert randomization_p(x + 1, y, +1, delta=-0.5) == pytest.approx(1 / 252)
+    assert randomization_p(np.full(5, 0.4), np.full(5, 0.3), +1) == pytest.approx(1 / 252)  # no spread at all
+
+
+def test_the_guard_makes_a_look_that_cannot_reach_its_level_undecidable_and_keeps_one_that_can():
+    rng = np.random.default_rng(2)
+    x, y = rng.normal(0.40, 0.01, 5), rng.normal(0.30, 0.01, 5)
+    v, why = guard("replicated", "excl 0", "superiority", +1, math.nan, x, y, alpha=0.003)
+    assert v == "inconclusive" and "undecidable at 5 vs 5" in why and "1/252" in why and "needs 6" in why
+    x, y = rng.normal(0.40, 0.01, 10), rng.normal(0.30, 0.01, 10)
+    assert guard("replicated", "excl 0", "superiority", +1, math.nan, x, y, alpha=0.003)[0] == "replicated"
+    wide = 0.40 + 0.05 * np.linspace(-1.5, 1.5, 10)  # seed SD ~0.046 against ~0.01
+    v, why = guard("replicated", "excl 0", "superiority", +1, math.nan, wide, y, alpha=0.003)
+    assert v == "inconclusive" and "SDs differ" in why and spread_ratio(wide, y) > 3
+    assert guard("not replicated", "w", "superiority", +1, math.nan, x, y, 0.003) == ("not replicated", "w")
+
+
+def _block(n_claims: int, **extra) -> dict:
+    claims = [{"id": f"c{i}", "claim": "x beats y", "metric": "pass@1", "condition": "x", "baseline": "y",
+               **({"role": "primary"} if i == 0 else {"role": "secondary"})} for i in range(n_claims)]
+    return {"plan": {"looks": [5, 10, 20], "spending": "pocock"}, "claims": claims, **extra}
+
+
+def test_a_plan_whose_first_look_cannot_decide_is_refused_at_declaration_with_the_seeds_it_needs():
+    assert check_study_block(_block(6)) == []  # Welch (today's default) can decide at 5 vs 5
+    problems = check_study_block(_block(6, test="randomization"))
+    assert len(problems) == 6 and "first look (5 vs 5 seeds)" in problems[0] and "1/252" in problems[0]
+    assert ">= 6 seeds per arm" in problems[0]  # alpha 0.05/6 at t = 6/20: one-sided 0.00173 >= 1/924
+    # gatekeeping gives the primary the whole alpha: its first look decides; the secondaries start at 0
+    assert check_study_block(_block(6, test="randomization", multiplicity="gatekeeping")) == []
+    assert "test must be one of" in check_study_block(_block(1, test="bootstrap"))[0]
+    assert "role must be one of" in check_study_block({"claims": [{**_block(1)["claims"][0], "role": "main"}]})[0]
+
+
+# --------------------------------------------------------------------------------------------- graphs
+
+
+def test_bretz_2009_graph_by_hand():
+    """Two doses (H1, H2 primary) and their secondary endpoints (H3, H4): w = (1/2, 1/2, 0, 0),
+    H1 -> H2, H3 by 1/2 each; H2 -> H1, H4 by 1/2; H3 -> H2; H4 -> H1. p = (0.01, 0.005, 0.015, 0.022),
+    alpha 0.025. By hand: H2 (0.005 <= 0.0125) falls; w = (3/4, 0, 0, 1/4), g13 = (1/2)/(1 - 1/4) = 2/3,
+    g14 = 1/3, g31 = g34 = 1/2, g41 = 1. H1 (0.01 <= 0.01875) falls; w3 = w4 = 1/2 (0.0125 each):
+    H3 (0.015) and H4 (0.022) stand. With p3 = 0.012 instead H3 falls and passes its 1/2 to H4
+    (g34 = 1): H4 at 0.025 falls too."""
+    w = np.array([0.5, 0.5, 0, 0])
+    g = np.array([[0, 0.5, 0.5, 0], [0.5, 0, 0, 0.5], [0, 1, 0, 0], [1, 0, 0, 0.0]])
+    w2, g2 = update(w, g, 1)
+    assert w2 == pytest.approx([0.75, 0, 0, 0.25])
+    assert g2[0, 2] == pytest.approx(2 / 3) and g2[0, 3] == pytest.approx(1 / 3) and g2[3, 0] == pytest.approx(1)
+    assert g2[2, 0] == pytest.approx(0.5) and g2[2, 3] == pytest.approx(0.5)
+    assert list(graphical_test([0.01, 0.005, 0.015, 0.022], w, g, 0.025)) == [True, True, False, False]
+    assert list(graphical_test([0.01, 0.005, 0.012, 0.022], w, g, 0.025)) == [True, True, True, True]
+
+
+def test_holm_and_gatekeeping_are_graphs():
+    # Holm by hand: 0.01 <= 0.05/3, then 0.02 <= 0.05/2, then 0.07 > 0.05
+    assert list(graphical_test([0.01, 0.07, 0.02], *holm(3), 0.05)) == [True, False, True]
+    w, g = gatekeeping([True, True, False, False])
+    assert list(w) == [0.5, 0.5, 0, 0]
+    # both primaries fall: the secondaries get all of alpha (Holm between them: 0.025, then 0.05)
+    assert list(graphical_test([0.02, 0.01, 0.04, 0.02], w, g, 0.05)) == [True, True, True, True]
+    # one primary stands: nothing reaches the secondaries however small their p
+    assert list(graphical_test([0.2, 0.01, 1e-6, 1e-6], w, g, 0.05)) == [False, True, False, False]
+
+
+def _table(arms: dict[str, np.ndarray]) -> pd.DataFrame:
+    rows = [(f"{c}{j}", 0, c, j, "no_tool", "pass@1", float(v)) for c, vals in arms.items() for j, v in enumerate(vals)]
+    return pd.DataFrame(rows, columns=VALUE_COLUMNS)
+
+
+def test_gatekeeping_passes_the_primarys_alpha_to_the_secondary_and_the_default_stays_bonferroni():
+    rng = np.random.default_rng(4)
+    table = _table({"base": rng.normal(0.30, 0.01, 5), "a": rng.normal(0.36, 0.01, 5),
+                    "b": 0.30 + 0.5 * (rng.normal(0.36, 0.01, 5) - 0.30)})
+    claims = [{"id": "primary", "claim": "a", "metric": "pass@1", "condition": "a", "baseline": "base",
+               "role": "primary"},
+              {"id": "secondary", "claim": "b", "metric": "pass@1", "condition": "b", "baseline": "base",
+               "role": "secondary"}] + [
+              {"id": f"other{i}", "claim": "o", "metric": "pass@1", "condition": "base", "baseline": "a",
+               "role": "secondary"} for i in range(4)]
+    plan = {"looks": [5], "spending": "pocock"}
+    bonf = evaluate(parse_declared({"claims": claims, "plan": plan}, []), table).table.set_index("id")
+    gate = evaluate(parse_declared({"claims": claims, "plan": plan, "multiplicity": "gatekeeping"}, []),
+                    table).table.set_index("id")
+    assert bonf.loc["primary", "alpha_nominal"] == pytest.approx(0.05 / 6)
+    assert gate.loc["primary", "alpha_nominal"] == pytest.approx(0.05) and gate.loc["primary", "verdict"] == "replicated"
+    assert gate.loc["secondary", "alpha_nominal"] > bonf.loc["secondary", "alpha_nominal"]
+    assert "gatekeeping: alpha" in gate.loc["secondary", "reason"]
+    # without the primary's replication nothing passes on
+    worse = table.copy()
+    worse.loc[worse["condition"] == "a", "value"] -= 0.06
+    stopped = evaluate(parse_declared({"claims": claims, "plan": plan, "multiplicity": "gatekeeping"}, []),
+                       worse).table.set_index("id")
+    assert stopped.loc["secondary", "verdict"] == "inconclusive" and "no alpha passed" in stopped.loc["secondary", "reason"]
+
+
+# --------------------------------------------------------------------------------------------- harness
+
+
+def test_the_harness_fast_path_is_the_engines_decision():
+    """plan_rejections (vectorised) against engine.evaluate, sweep by sweep, in every regime, for both
+    tests; a planted shift in half the sweeps makes decisions happen at every look."""
+    from ablate.stats.calibrate_level import REGIMES, entry_rejections, plant, plan_rejections
+
+    rng = np.random.default_rng(0)
+    decided = 0
+    for regime in REGIMES:
+        x, y = plant(regime, 10, 8, rng)
+        x[::2] += 3 * np.std(y[::2], axis=1, keepdims=True) + 0.02 * (regime == "zero-variance arm")
+        for test in ("welch", "randomization"):
+            fast = plan_rejections(x, y, (5, 10), 0.05, test)
+            assert (fast == entry_rejections(x, y, (5, 10), 0.05, test)).all(), (regime, test)
+            decided += int(fast.sum())
+    assert decided > 25
+
+
+def test_the_planted_curve_summaries_are_the_reports():
+    from ablate.stats.calibrate_level import STEPS, _curves, curve_summary
+    from ablate.stats.values import curve_value, restricted_reach
+
+    curves = _curves(np.random.default_rng(1), (6,))
+    for row, slope, auc, reach in zip(curves, curve_summary(curves, "slope"), curve_summary(curves, "auc"),
+                                      curve_summary(curves, "reach")):
+        frame = pd.DataFrame({"val/pass@1": row}, index=pd.Index(STEPS.astype(int), name="step"))
+        assert slope == pytest.approx(curve_value(frame, "slope:val/pass@1@50:99"), rel=1e-12)
+        assert auc == pytest.approx(curve_value(frame, "auc:val/pass@1@0:99"), rel=1e-12)
+        assert reach == restricted_reach(frame, "val/pass@1", ">=", 0.4)
+
+
+def test_calibration_at_the_studies_levels_ci_sized():
+    """docs/stats.md's level table, small: the 5/10/20 plan in two regimes where the guard holds
+    (3,000 null sweeps; at a true 1.0x the measured rate at alpha 0.008 exceeds 1.9x with probability
+    < 0.001, at 0.05 (812 sweeps) 1.45x with probability < 0.01)."""
+    from ablate.stats.calibrate_level import run_cell
+
+    for regime in ("bimodal both", "sd ratio 12"):
+        rows = {(r["test"], r["alpha"]): r for r in run_cell(regime, "5/10/20", 3000, seed=7)}
+        assert rows["randomization", 0.008]["ratio"] <= 1.9, regime
+        assert rows["randomization", 0.05]["ratio"] <= 1.45, regime
+
+
+def test_the_level_table_in_stats_md_is_rendered_from_the_saved_run():
+    import re
+    from pathlib import Path
+
+    from ablate.stats.calibrate_level import markdown
+
+    root = Path(__file__).resolve().parent.parent
+    table = pd.concat([pd.read_csv(p, dtype={"plan": str}) for p in sorted((root / "docs" / "calibration" / "level")
+                                                                          .glob("*.csv"))], ignore_index=True)
+    doc = (root / "docs" / "stats.md").read_text()
+    (have,) = re.findall(r"<!-- calibration:level -->\n(.*?)<!-- /calibration:level -->", doc, re.S)
+    assert have == markdown(table), ("run: python -m ablate.stats.calibrate_level --render "
+                                     "docs/calibration/level/*.csv --doc docs/stats.md")
+    # the saved run is the one the docs describe: every regime and plan, each level at its +-30% count
+    assert len(table) == 9 * 2 * 4 * 2 and (table.groupby("alpha")["sweeps"].min() >= [42642, 14186, 5293, 812]).all()
+
+
+def test_re_runs_share_the_claims_error_budget():
+    rng = np.random.default_rng(5)
+    table = _table({"base": rng.normal(0.30, 0.01, 5), "a": rng.normal(0.33, 0.01, 5)})
+    claim = {"id": "c", "claim": "a", "metric": "pass@1", "condition": "a", "baseline": "base"}
+    once = evaluate(parse_declared({"claims": [claim], "plan": {"looks": [5]}}, []), table).table.iloc[0]
+    twice = evaluate(parse_declared({"claims": [claim], "plan": {"looks": [5]}, "realisations": 2}, []),
+                     table).table.iloc[0]
+    assert once["alpha_nominal"] == pytest.approx(0.05) and twice["alpha_nominal"] == pytest.approx(0.025)
+    assert twice["ci_high"] - twice["ci_low"] > once["ci_high"] - once["ci_low"]
+    assert "realisations must be" in check_study_block({"claims": [claim], "realisations": 0})[0]
