@@ -26,6 +26,19 @@ last quarter of steps, and a held-out reward (`--eval-prompts` test prompts x `-
 samples, training sampling settings, one evaluator for both models). `--profile` adds a cProfile of a
 few steps of each, the top functions by own time. `--ablate KEY=VALUE ...` adds overrides to ablate's
 runs only (recorded in the settings), e.g. `--ablate stage.reference_dtype=bfloat16`.
+
+On a GPU, at the papers' model shape (Qwen2.5-0.5B's architecture, random weights, the tiny tokenizer;
+every rollout runs to the token cap), one environment for both (an offline machine: bench/prepare_wheels.sh
+DIR --trl, then PYTHONPATH through bench/gpu_acceptance.sh's install, or pip install --target):
+
+    python bench/bench_vs_trl.py --device cuda --model qwen2.5-0.5b-shape --batch-prompts 32 --k 8 \
+        --max-new-tokens 256 --micro-batch 8 --steps 4 --warmup 1 --rounds 1
+    python bench/bench_vs_trl.py --dry-run     # the same code path on the CPU, a 1-layer shape, seconds
+
+`--device cuda`: both in bf16 mixed precision (fp32 weights, bf16 autocast; ablate's reference in bf16, TRL's
+its own copy of the model), HF generation on both (rollout=hf; TRL without vLLM), peak GPU memory per
+trainer. `--model qwen2.5-0.5b-shape` builds the random model once (seed 0) and both start from it; no
+held-out reward by default there (`--eval-prompts 0`: it measures cost, a random model learns nothing).
 """
 
 from __future__ import annotations
@@ -55,16 +68,29 @@ TRL_PIN = "trl==1.16.0"
 PROFILER: cProfile.Profile | None = None  # set in a --cprofile child; enabled only while training runs
 
 
+# --dry-run: the GPU comparison's code path on the CPU in seconds (the 0.5B shape cut to one small layer)
+DRY_RUN = {"model": "qwen2.5-0.5b-shape", "steps": 2, "warmup": 1, "rounds": 1, "batch_prompts": 2, "k": 2,
+           "max_new_tokens": 8, "micro_batch": 4, "eval_prompts": 0, "device": "cpu",
+           "arch": ["hidden_size=64", "intermediate_size=128", "num_hidden_layers=1", "num_attention_heads=2",
+                    "num_key_value_heads=1", "vocab_size=4096"]}
+# ablate on a GPU as the GPU tier runs it (bench/gpu_acceptance.py): bf16-mixed, the reference in bf16
+CUDA_OVERRIDES = ["trainer.accelerator=gpu", "trainer.precision=bf16-mixed", "stage.reference_dtype=bfloat16"]
+
+
 def settings(args) -> dict:
     return {"B": args.batch_prompts, "k": args.k, "max_new_tokens": args.max_new_tokens, "lr": args.lr,
             "micro_batch": args.micro_batch, "kl_coef": 1e-3, "temperature": 1.0, "top_p": 1.0,
-            "ablate_overrides": list(args.ablate)}
+            "ablate_overrides": list(args.ablate), "device": args.device, "model": args.model,
+            "arch": list(args.arch)}
 
 
 def ablate_overrides(args, seed: int) -> list[str]:
+    start = [] if args.start is None else ["stage.init=model", f"model.name_or_path={args.start}"]
+    device = CUDA_OVERRIDES if args.device == "cuda" else []
     return [f"seed={seed}", f"stage.max_steps={args.steps}", f"stage.batch_prompts={args.batch_prompts}",
             f"stage.k={args.k}", f"stage.sampling.max_new_tokens={args.max_new_tokens}", f"stage.lr={args.lr}",
-            f"stage.micro_batch={args.micro_batch}", f"trainer.num_threads={args.threads}", *args.ablate]
+            f"stage.micro_batch={args.micro_batch}", f"trainer.num_threads={args.threads}", *start, *device,
+            *args.ablate]
 
 
 def problems_and_reward(cfg):
@@ -76,20 +102,43 @@ def problems_and_reward(cfg):
     return splits, Reward.from_config(OmegaConf.to_container(cfg.reward, resolve=True))
 
 
-def load_start():
+def build_start(args, directory: Path) -> str:
+    """`--model qwen2.5-0.5b-shape`: the random model (seed 0, `--arch` applied) and the tiny tokenizer saved
+    to `directory`, which both trainers start from."""
+    import torch
+
+    from ablate.models import load_model, load_tokenizer
+
+    cfg = compose([f"model={args.model}", *(f"model.arch.{a}" for a in args.arch)])
+    tokenizer = load_tokenizer(cfg.model)
+    torch.manual_seed(0)
+    load_model(cfg.model, tokenizer).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return str(directory)
+
+
+def load_start(start: str | None = None):
     import torch
     from transformers import AutoModelForCausalLM
 
     from ablate.models import load_tokenizer, resolve_path
 
-    path = resolve_path("builtin:tiny-sft")
-    tokenizer = load_tokenizer({"kind": "tiny", "name_or_path": "builtin:tiny-sft"})
-    return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32), tokenizer, path
+    name = start or "builtin:tiny-sft"
+    tokenizer = load_tokenizer({"kind": "tiny", "name_or_path": name})
+    return AutoModelForCausalLM.from_pretrained(resolve_path(name), dtype=torch.float32), tokenizer, name
 
 
 def evaluate(model, tokenizer, splits, reward, args, seed: int) -> dict:
+    if args.eval_prompts == 0:  # --eval-prompts 0: cost only
+        return {"reward": float("nan"), "correct": float("nan")}
     return heldout_reward(model, tokenizer, splits.test[:args.eval_prompts], reward, args.eval_samples,
                           args.max_new_tokens, seed=10_000 + seed)
+
+
+def peak_memory_gib(device: str) -> float:
+    import torch
+
+    return torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else float("nan")
 
 
 # --- the ablate leg -------------------------------------------------------------------------------------
@@ -104,12 +153,13 @@ def leg_ablate(args, seed: int, out: dict) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
         rows = run_ablate(ablate_overrides(args, seed), run_dir, callbacks=[timers])
+        peak = peak_memory_gib(args.device)
         model = AutoModelForCausalLM.from_pretrained(str(run_dir / "model"), dtype=torch.float32)
         tokenizer = load_tokenizer({"kind": "tiny", "name_or_path": str(run_dir / "model")})
         phases = timers.phases(rows)
         splits, reward = problems_and_reward(compose(["stage=rloo"]))
-        out.update(phases=phases, rewards=[r["train/reward_mean"] for r in rows],
-                   heldout=evaluate(model, tokenizer, splits, reward, args, seed))
+        out.update(phases=phases, rewards=[r["train/reward_mean"] for r in rows], peak_gib=peak,
+                   heldout=evaluate(model.to(args.device), tokenizer, splits, reward, args, seed))
 
 
 # --- the TRL leg ----------------------------------------------------------------------------------------
@@ -162,7 +212,7 @@ def leg_trl(args, seed: int, out: dict) -> None:
     torch.set_num_threads(args.threads)
     cfg = compose(["stage=rloo"] + ablate_overrides(args, seed))
     splits, reward = problems_and_reward(cfg)
-    model, tokenizer, path = load_start()
+    model, tokenizer, path = load_start(args.start)
     # The prompts ablate's uniform sampler draws for this seed, step after step.
     from ablate.tasks.countdown import CountdownTask
 
@@ -187,8 +237,8 @@ def leg_trl(args, seed: int, out: dict) -> None:
             warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0, adam_beta1=0.9, adam_beta2=0.999,
             per_device_train_batch_size=micro, gradient_accumulation_steps=n_sequences // micro,
             num_generations=args.k, max_completion_length=args.max_new_tokens, temperature=1.0, top_p=1.0, top_k=0,
-            beta=1e-3, num_iterations=1, epsilon=0.2, shuffle_dataset=False, bf16=False, fp16=False,
-            gradient_checkpointing=False, use_cpu=True, logging_steps=1, save_strategy="no", report_to="none",
+            beta=1e-3, num_iterations=1, epsilon=0.2, shuffle_dataset=False, bf16=args.device == "cuda", fp16=False,
+            gradient_checkpointing=False, use_cpu=args.device == "cpu", logging_steps=1, save_strategy="no", report_to="none",
             disable_tqdm=True, dataloader_num_workers=0, remove_unused_columns=False)
         trainer = trl_trainer_class()(model=model, reward_funcs=countdown_reward, args=config, train_dataset=data,
                                       processing_class=tokenizer)
@@ -211,6 +261,8 @@ def leg_trl(args, seed: int, out: dict) -> None:
                     PROFILER.disable()
 
             def on_step_end(self, targs, state, control, **kw):
+                if args.device == "cuda":  # the step's queued GPU work belongs to it
+                    torch.cuda.synchronize()
                 now = time.perf_counter()
                 step = dict(trainer.current)
                 cpu = time.process_time()
@@ -241,7 +293,7 @@ def leg_trl(args, seed: int, out: dict) -> None:
             step["learn_other"] = 0.0
             step["other"] = max(0.0, step["step"] - named)
             phases.append(step)
-        out.update(phases=phases, rewards=rewards,
+        out.update(phases=phases, rewards=rewards, peak_gib=peak_memory_gib(args.device),
                    heldout=evaluate(trainer.model.eval(), tokenizer, splits, reward, args, seed))
 
 
@@ -255,7 +307,10 @@ def run_leg(args, library: str, seed: int, profile: bool = False) -> dict:
                "--steps", str(args.profile_steps if profile else args.steps), "--threads", str(args.threads),
                "--batch-prompts", str(args.batch_prompts), "--k", str(args.k), "--lr", str(args.lr),
                "--max-new-tokens", str(args.max_new_tokens), "--micro-batch", str(args.micro_batch),
-               "--eval-prompts", str(args.eval_prompts if not profile else 8), "--eval-samples", str(args.eval_samples)]
+               "--eval-prompts", str(args.eval_prompts if not profile else min(8, args.eval_prompts)),
+               "--eval-samples", str(args.eval_samples), "--device", args.device, "--model", args.model]
+    if args.start is not None:
+        command += ["--start", args.start]
     if args.ablate:
         command += ["--ablate", *args.ablate]
     if profile:
@@ -290,7 +345,8 @@ def summarize(results: list[dict], warmup: int, names) -> dict:
             "reward_curve": [sum(vals) / len(vals) for vals in zip(*[r["rewards"] for r in results])],
             "heldout_reward": sum(r["heldout"]["reward"] for r in results) / len(results),
             "heldout_correct": sum(r["heldout"]["correct"] for r in results) / len(results),
-            "round_medians": [median(p["step"] for p in r["phases"][warmup:]) for r in results]}
+            "round_medians": [median(p["step"] for p in r["phases"][warmup:]) for r in results],
+            "peak_gib": max((r.get("peak_gib", float("nan")) for r in results), default=float("nan"))}
 
 
 def round_ratios(summary: dict) -> list[float]:
@@ -302,7 +358,8 @@ def report(summary: dict) -> str:
     ours, theirs, start = summary["ablate"], summary["trl"], summary["start"]
     pooled = theirs["step_median"] / ours["step_median"]
     paired = round_ratios(summary)
-    lines = [f"machine: {summary['machine']} (shared with other jobs during the run)",
+    gpu = f"; GPU {summary['gpu']}" if summary.get("gpu") else ""
+    lines = [f"machine: {summary['machine']}{gpu} (shared with other jobs during the run)",
              f"settings: {json.dumps(summary['settings'])}, {summary['steps']} steps per run, first "
              f"{summary['warmup']} excluded, {summary['rounds']} rounds in the order A B, B A, ... (seed = round), torch threads "
              f"{summary['threads']}, trl {summary['trl_version']}", ""]
@@ -313,9 +370,13 @@ def report(summary: dict) -> str:
                      " / ".join(fmt(m) for m in s["round_medians"]), fmt(s.get("cpu_median", float("nan"))),
                      fmt(s["tokens_per_s"], 0),
                      fmt(s["train_reward_tail"], 3), f"{fmt(s['heldout_reward'], 3)} / {fmt(s['heldout_correct'], 3)}"])
-    rows.append(["starting SFT model", "", "", "", "", "", f"{fmt(start['reward'], 3)} / {fmt(start['correct'], 3)}"])
+    label = "starting SFT model" if summary["settings"].get("model", "tiny-sft") == "tiny-sft" else "starting model (random)"
+    rows.append([label, "", "", "", "", "", f"{fmt(start['reward'], 3)} / {fmt(start['correct'], 3)}"])
     lines.append(markdown_table(["trainer", "s/step median (IQR)", "per-round medians", "CPU s/step", "rollout tokens/s",
                                  "train reward, last quarter", "held-out reward / correct"], rows))
+    if summary.get("gpu"):
+        lines += ["", f"peak GPU memory (torch's allocator, whole run): ablate {fmt(ours.get('peak_gib'), 1)} GiB, "
+                      f"TRL {fmt(theirs.get('peak_gib'), 1)} GiB"]
     lines += ["", f"**step-time ratio TRL / ablate: {median(paired):.2f}x** (median of the per-round ratios "
                   f"{', '.join(f'{r:.2f}' for r in paired)}; pooled medians {pooled:.2f}x; issue 17's goal >= 2.0x); "
                   f"rollout tokens/s ablate / TRL: {ours['tokens_per_s'] / theirs['tokens_per_s']:.2f}x"]
@@ -393,6 +454,13 @@ def main() -> None:
                    help="extra overrides for ablate's runs only, e.g. stage.reference_dtype=bfloat16")
     p.add_argument("--profile", action="store_true", help="also cProfile a short run of each")
     p.add_argument("--profile-steps", type=int, default=4)
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where both trainers run (cuda: bf16 mixed)")
+    p.add_argument("--model", choices=("tiny-sft", "qwen2.5-0.5b-shape"), default="tiny-sft",
+                   help="the starting model: the shipped tiny SFT, or the 0.5B shape with random weights")
+    p.add_argument("--arch", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="with --model qwen2.5-0.5b-shape: model.arch overrides (e.g. num_hidden_layers=2)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="the 0.5B-shape comparison's code path on the CPU at a toy size: " + json.dumps(DRY_RUN))
     p.add_argument("--json", type=Path, help="write the summary here as JSON too")
     p.add_argument("--markdown", type=Path, help="write the report here as markdown too")
     p.add_argument("--render", type=Path, help="print the report of an earlier --json summary and exit")
@@ -400,7 +468,13 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--cprofile", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--start", help=argparse.SUPPRESS)  # the directory the driver saved the starting model to
     args = p.parse_args()
+    if args.dry_run:
+        for key, value in DRY_RUN.items():
+            setattr(args, key, value)
+    if args.arch and args.model == "tiny-sft":
+        p.error("--arch shapes --model qwen2.5-0.5b-shape; the tiny SFT model is a trained checkpoint")
 
     if args.render:
         print(report(json.loads(args.render.read_text())))
@@ -423,12 +497,28 @@ def main() -> None:
     import torch
     import trl
 
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("bench_vs_trl: --device cuda, but torch sees no CUDA GPU here (--dry-run runs the same "
+                         "code path on the CPU)")
+    with tempfile.TemporaryDirectory(prefix="bench-vs-trl-") as tmp:
+        if args.model != "tiny-sft":
+            args.start = build_start(args, Path(tmp) / "start")
+        compare(args)
+
+
+def compare(args) -> None:
+    import torch
+    import trl
+
     torch.set_num_threads(args.threads)
     print(f"TRL {trl.__version__}; {args.rounds} rounds x 2 trainers x {args.steps} steps, "
-          f"threads {args.threads}", flush=True)
-    model, tokenizer, _ = load_start()
+          f"threads {args.threads}, {args.model} on {args.device}", flush=True)
     splits, reward = problems_and_reward(compose(["stage=rloo"]))
-    start = evaluate(model, tokenizer, splits, reward, args, 0)
+    if args.eval_prompts:
+        model, tokenizer, _ = load_start(args.start)
+        start = evaluate(model.to(args.device), tokenizer, splits, reward, args, 0)
+    else:
+        start = evaluate(None, None, splits, reward, args, 0)
     ours, theirs = [], []
     for seed in range(args.rounds):
         # A B, then B A, ...: a load that drifts during a round favours neither side on average.
@@ -441,7 +531,8 @@ def main() -> None:
                   flush=True)
     summary = {"ablate": summarize(ours, args.warmup, ABLATE_PHASES), "trl": summarize(theirs, args.warmup, TRL_PHASES),
                "start": start, "settings": settings(args), "machine": machine(), "trl_version": trl.__version__,
-               "threads": args.threads, "steps": args.steps, "rounds": args.rounds, "warmup": args.warmup}
+               "threads": args.threads, "steps": args.steps, "rounds": args.rounds, "warmup": args.warmup,
+               "gpu": torch.cuda.get_device_name(0) if args.device == "cuda" else None}
     summary["ratio"] = median(round_ratios(summary))
     text = report(summary)
     if args.profile:

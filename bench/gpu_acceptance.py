@@ -97,7 +97,7 @@ def environment() -> list[tuple[str, bool, str]]:
     (vllm_pin,) = project_requirements("vllm")
     if importlib.util.find_spec("vllm") is None:
         rows.append(("vllm", False, f"not installed: gpu_acceptance.sh installs it ({vllm_pin}, pip install -e "
-                                    "'.[vllm]'); without network, install it first and pass --no-install"))
+                                    "'.[vllm]'); with --no-install or --wheels DIR it skips the rollout=vllm parts"))
     else:
         from importlib import metadata
 

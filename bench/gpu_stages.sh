@@ -3,32 +3,33 @@
 # `timeout -s KILL`, each printing its figures the moment they exist (a step's line as the step ends), so a
 # stage cut short still reports what it finished. At most 13 min 10 s by the stages' limits; docs/gpu.md has the measured times.
 #
-#   bash bench/gpu_stages.sh --wheels DIR [--out DIR]
+#   bash bench/gpu_stages.sh --wheels DIR [--out DIR] [--compile]
 #
 # --wheels DIR: wheels the image lacks (bench/prepare_wheels.sh makes them where there is network), installed
 # with pip --no-index --no-deps --target into a temporary folder put on PYTHONPATH; nothing else is installed.
 # --out DIR: where the log and each stage's step figures (JSON lines) are written (default: gpu-stages/).
 # Stages: env | rloo_small | tests | rloo_medium | rloo_papers (B=128 x k=8, 1,024 new tokens) | sigterm.
+# --compile: after rloo_medium, the same with rollout.compile=true (rloo_medium_compile, its steps in
+# steps_compile.jsonl): the compiled decode step against the eager one on the same card (not yet measured).
 # Seconds per stage: STAGE_S_<NAME> (e.g. STAGE_S_RLOO_PAPERS=300).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
-wheels="" out="gpu-stages"
+wheels="" out="gpu-stages" compile=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --wheels) wheels=$2; shift ;;
         --out) out=$2; shift ;;
-        *) echo "gpu_stages.sh: unknown argument $1 (--wheels DIR, --out DIR)" >&2; exit 2 ;;
+        --compile) compile=1 ;;
+        *) echo "gpu_stages.sh: unknown argument $1 (--wheels DIR, --out DIR, --compile)" >&2; exit 2 ;;
     esac
     shift
 done
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 if [ -n "$wheels" ]; then
-    site=$(mktemp -d)/site
-    "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" "$wheels"/*.whl \
-        || { echo "gpu_stages.sh: installing $wheels failed" >&2; exit 2; }
-    export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+    source bench/_wheels.sh
+    install_wheels "$wheels" || exit 2
 fi
 export PYTHONPATH="$PWD/src:$PYTHONPATH"   # this checkout's ablate
 failed=()
@@ -50,6 +51,8 @@ stage rloo_small 120 "$PYTHON" bench/gpu_acceptance.py --stage small --steps 2 -
 vllm_filter=$("$PYTHON" -c 'import vllm' 2>/dev/null && echo "" || echo "not vllm")
 stage tests 120 "$PYTHON" -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py ${vllm_filter:+-k "$vllm_filter"}
 stage rloo_medium 150 "$PYTHON" bench/gpu_acceptance.py --stage medium --steps 2 --out "$out/steps.jsonl"
+[ "$compile" = 0 ] || stage rloo_medium_compile 200 "$PYTHON" bench/gpu_acceptance.py --stage medium --steps 2 \
+    --out "$out/steps_compile.jsonl" -- rollout.compile=true
 stage rloo_papers 300 "$PYTHON" bench/gpu_acceptance.py --stage papers --steps 2 --out "$out/steps.jsonl"
 # SIGTERM to the training process itself (not to a shell around it) mid-generation at the papers' setting:
 # it must end within 30 s, marked interrupted. `timeout -s TERM` signals its child, python, directly.

@@ -99,9 +99,55 @@ def test_bench_vs_trl_names_what_is_missing_before_it_starts(capsys):
     assert stop.value.code == 0 and "skipped" in capsys.readouterr().out
 
 
+def test_bench_vs_trl_on_a_gpu_starts_both_from_one_model_with_a_config_that_passes_the_checks(tmp_path):
+    """--device cuda --model qwen2.5-0.5b-shape (a toy --arch here): the saved random model is ablate's starting
+    point too, ablate runs bf16-mixed with a bf16 reference, and that config passes every start-up check."""
+    import argparse
+
+    from _common import RLOO_BASE, compose
+    from bench_vs_trl import CUDA_OVERRIDES, DRY_RUN, ablate_overrides, build_start, load_start
+
+    from ablate.checks import check_config
+
+    args = argparse.Namespace(**{**DRY_RUN, "device": "cuda", "threads": 1, "lr": 1e-4, "ablate": []})
+    args.start = build_start(args, tmp_path / "start")
+    model, tokenizer, _ = load_start(args.start)
+    assert model.config.num_hidden_layers == 1 and model.config.vocab_size == 4096
+    overrides = ablate_overrides(args, seed=0)
+    assert set(CUDA_OVERRIDES) <= set(overrides)
+    assert {"stage.init=model", f"model.name_or_path={args.start}"} <= set(overrides)
+    check_config(compose([*RLOO_BASE, *overrides]))
+
+
 def test_project_requirements_read_pyproject():
     from _common import project_requirements
 
     assert "torch==2.13.0" in project_requirements() and "vllm==0.32.0" in project_requirements("vllm")
     with pytest.raises(ValueError, match="no extra 'nope'"):
         project_requirements("nope")
+
+
+def test_the_offline_install_takes_a_folder_of_wheels_onto_pythonpath_without_an_index(tmp_path):
+    """bench/_wheels.sh (gpu_acceptance.sh / gpu_stages.sh --wheels DIR): DIR's wheels installed with pip --no-index
+    --no-deps --target, first on PYTHONPATH; a folder without wheels is refused with the command that makes them."""
+    import subprocess
+    import zipfile
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    with zipfile.ZipFile(wheels / "offline_probe-0.1-py3-none-any.whl", "w") as whl:
+        whl.writestr("offline_probe/__init__.py", "WHERE = __file__\n")
+        whl.writestr("offline_probe-0.1.dist-info/METADATA", "Metadata-Version: 2.1\nName: offline-probe\nVersion: 0.1\n")
+        whl.writestr("offline_probe-0.1.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                                                          "Tag: py3-none-any\n")
+        whl.writestr("offline_probe-0.1.dist-info/RECORD", "")
+    script = Path(__file__).resolve().parents[1] / "bench" / "_wheels.sh"
+    run = lambda folder: subprocess.run(  # noqa: E731
+        ["bash", "-c", f'source "{script}" && install_wheels "{folder}" && "$PYTHON" -c "import offline_probe as p; print(p.WHERE)"'],
+        capture_output=True, text=True, env={**__import__("os").environ, "PYTHON": sys.executable,
+                                             "PIP_INDEX_URL": "http://127.0.0.1:9/none"})
+    done = run(wheels)
+    assert done.returncode == 0, done.stderr
+    assert "offline_probe-0.1" in done.stdout and "/site/offline_probe/__init__.py" in done.stdout
+    empty = run(tmp_path)
+    assert empty.returncode == 2 and "bench/prepare_wheels.sh" in empty.stderr

@@ -138,6 +138,34 @@ def test_sampling_on_the_gpu_is_seeded(tmp_path):
 
 
 @on_gpu
+def test_rollout_compile_on_the_gpu_gives_the_eager_tokens():
+    """rollout.compile on CUDA (inductor, CUDA graphs; the model in fp32 as in the seeded test): the eager loop's
+    completions, the behaviour log-probs to float32 rounding, and the same again from the replayed graph."""
+    from ablate.models import encode_prompt, load_model, load_tokenizer
+    from ablate.rollout import SamplingParams
+    from ablate.rollout.hf import HFEngine
+
+    cfg = cfg_of("rloo_hf").model
+    tokenizer = load_tokenizer(cfg)
+    torch.manual_seed(0)
+    model = load_model(cfg, tokenizer).cuda()
+    prompts = [encode_prompt(t, tokenizer) for t in ("1 2 -> 3\n", "44 19 35 -> 98\n")]
+    params = SamplingParams(temperature=1.0, max_new_tokens=32)
+    eager, compiled = HFEngine(model, tokenizer, batch_size=16), HFEngine(model, tokenizer, batch_size=16, compile=True)
+    precision = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")  # no TF32 on either side, whatever an earlier test set
+    try:
+        for seed in (0, 1):  # the second call replays the graphs the first one built
+            want = eager.generate(prompts, 16, params, torch.Generator().manual_seed(seed))
+            got = compiled.generate(prompts, 16, params, torch.Generator().manual_seed(seed))
+            assert got.completion_ids == want.completion_ids
+            for a, b in zip(got.behaviour_logprobs, want.behaviour_logprobs):
+                assert torch.allclose(torch.tensor(a), torch.tensor(b), atol=1e-4)
+    finally:
+        torch.set_float32_matmul_precision(precision)
+
+
+@on_gpu
 def test_dpo_two_steps_in_bf16(tmp_path):
     metrics = train("dpo_bf16", tmp_path / "run")
     assert metrics[["train/margin", "train/reward_accuracy"]].notna().all().all()

@@ -217,3 +217,45 @@ def test_the_two_level_inverse_cdf_picks_what_one_cumulative_sum_picks():
         assert torch.equal(two_level, one_level)
         assert (row[two_level] > 0).all()  # never a token of zero weight
         assert torch.allclose(total, row.sum().expand(len(u), 1))
+
+
+def _compare_compiled_with_eager(model, tokenizer, params, seeds=(0, 1)):
+    """The compiled engine (rollout.compile) against the eager one: the same completions and tool calls, and
+    behaviour log-probs equal to float32 rounding (the compiled step attends over the whole static cache)."""
+    prompts = [encode_prompt(t, tokenizer) for t in ("1 2 -> 3\n", "44 19 35 -> 98\n", "5 -> 5\n", "7 8 9 -> 1\n")]
+    eager = HFEngine(model, tokenizer, batch_size=6, tool=Calculator(tokenizer, max_calls=2))
+    compiled = HFEngine(model, tokenizer, batch_size=6, tool=Calculator(tokenizer, max_calls=2), compile=True)
+    for seed in seeds:  # two calls of two 6-row chunks each: the one compiled step serves all four
+        want = eager.generate(prompts, 3, params, torch.Generator().manual_seed(seed))
+        got = compiled.generate(prompts, 3, params, torch.Generator().manual_seed(seed))
+        assert got.completion_ids == want.completion_ids and got.tool_mask == want.tool_mask
+        assert len({len(c) for c in got.completion_ids}) > 1  # rows finished at different steps
+        for a, b in zip(got.behaviour_logprobs, want.behaviour_logprobs):
+            assert torch.allclose(torch.tensor(a), torch.tensor(b), atol=1e-5)
+
+
+@pytest.mark.slow
+def test_rollout_compile_gives_the_eager_tokens_from_one_compiled_graph(tiny_policy, monkeypatch):
+    """rollout.compile's fixed-shape step, traced by torch.compile (the "eager" backend here, counting the
+    graphs it is handed: inductor's C++ build is the next test's) on the GPU's sampling path (the device
+    sampler, the large-vocabulary threshold lowered, top-k): the eager engine's tokens, and one graph without
+    breaks or recompiles for every step of every chunk."""
+    import ablate.rollout.decoders as decoders
+    import ablate.rollout.hf as hf
+
+    monkeypatch.setattr(hf, "LARGE_VOCAB", 16)
+    graphs = []
+    monkeypatch.setattr(decoders, "COMPILE_BACKEND", lambda gm, inputs: graphs.append(gm) or gm.forward)
+    torch._dynamo.reset()
+    model, tokenizer = tiny_policy
+    _compare_compiled_with_eager(model, tokenizer, SamplingParams(temperature=1.0, top_k=30, max_new_tokens=24))
+    assert len(graphs) == 1
+
+
+@pytest.mark.slow
+def test_rollout_compile_with_inductor_gives_the_eager_tokens(tiny_policy):
+    """The real thing on the CPU: inductor builds the step (C++), and the tokens (torch.multinomial's path)
+    are still the eager engine's."""
+    torch._dynamo.reset()
+    model, tokenizer = tiny_policy
+    _compare_compiled_with_eager(model, tokenizer, SamplingParams(temperature=1.0, max_new_tokens=24), seeds=(0,))

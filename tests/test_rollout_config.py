@@ -72,3 +72,17 @@ def test_vllm_on_cpu_refuses_head_sizes_its_kernels_lack(vllm_installed, monkeyp
 def test_every_passed_through_key_is_in_the_config():
     cfg = rloo_cfg("rollout=vllm")
     assert set(VLLM_LLM_KEYS) <= set(cfg.rollout)
+
+
+def test_rollout_compile_is_opt_in_and_needs_a_cpp_compiler_on_the_cpu(monkeypatch):
+    """rollout.compile defaults to off; on the CPU, torch.compile's C++ build needs a compiler on the PATH, and
+    without one the run is refused before any compute, with the key and the fix; rollout=vllm has no such key."""
+    assert rloo_cfg().rollout.compile is False
+    check_config(rloo_cfg("rollout.compile=true", "trainer.accelerator=cpu"))
+    monkeypatch.setenv("CXX", "no-such-compiler-g++")
+    with pytest.raises(ConfigError, match=r"rollout\.compile=true on the CPU needs a C\+\+ compiler .*'no-such-"
+                                          r"compiler-g\+\+'.*rollout\.compile=false"):
+        check_config(rloo_cfg("rollout.compile=true", "trainer.accelerator=cpu"))
+    check_config(rloo_cfg("trainer.accelerator=cpu"))  # off: no compiler asked for
+    with pytest.raises(Exception, match="compile"):
+        rloo_cfg("rollout=vllm", "rollout.compile=true")

@@ -49,6 +49,7 @@ class EvalConfig:
 class HFRolloutConfig:
     name: str = "hf"
     batch_size: int = 256
+    compile: bool = False
 
 
 @dataclass

@@ -101,11 +101,26 @@ def _vllm_cpu_head_sizes() -> list[int]:
     return CPUAttentionBackend.get_supported_head_sizes()
 
 
-def check_rollout(r, model_cfg) -> None:
+def check_compile(trainer) -> None:
+    """`rollout.compile=true`: torch.compile builds CPU code with a C++ compiler (a GPU's with Triton)."""
+    import shutil
+
+    from ablate.device import device
+
+    if device(trainer) == "cpu":
+        compiler = os.environ.get("CXX", "g++")
+        require(shutil.which(compiler) is not None,
+                f"rollout.compile=true on the CPU needs a C++ compiler for torch.compile, and {compiler!r} is not "
+                "on the PATH: install g++ (or set CXX), or set rollout.compile=false")
+
+
+def check_rollout(r, model_cfg, trainer=None) -> None:
     """`rollout=` config: ConfigError naming the key and the fix."""
     require(r.name in ROLLOUTS, f"rollout={r.name!r}: expected one of {ROLLOUTS}")
     if r.name == "hf":
         require(int(r.batch_size) >= 1, f"rollout.batch_size={r.batch_size} must be >= 1")
+        if r.get("compile") and trainer is not None:
+            check_compile(trainer)
         return
     import importlib.util
 

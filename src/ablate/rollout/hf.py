@@ -10,14 +10,13 @@ then forced one per step (behaviour log-prob 0, tool mask set); a forced eos end
 
 from __future__ import annotations
 
-import inspect
 from typing import Sequence
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
-from transformers.cache_utils import Cache, DynamicLayer
 
 from . import Rollouts, SamplingParams
+from .decoders import CompiledDecoder, CompiledSteps, EagerDecoder, cache_kwarg  # noqa: F401 (cache_kwarg: tests, benches)
 from .tools import Tool
 
 
@@ -97,63 +96,19 @@ def filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tenso
     return logits
 
 
-class _GrowingLayer(DynamicLayer):
-    """One layer's KV cache with its storage allocated once per chunk, [rows, heads, max_len, dim]: each
-    step writes its keys and values in place and attention reads narrow views of the filled part.
-    `DynamicLayer` concatenates instead, copying the whole cache at every step; the views hold the same
-    numbers, so attention gives the same results."""
-
-    def __init__(self, max_len: int):
-        super().__init__()
-        self.max_len, self.length = max_len, 0
-
-    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
-        rows, heads = key_states.shape[:2]
-        self._keys = key_states.new_empty((rows, heads, self.max_len, key_states.size(-1)))
-        self._values = value_states.new_empty((rows, heads, self.max_len, value_states.size(-1)))
-        self.dtype, self.device, self.is_initialized = key_states.dtype, key_states.device, True
-
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
-        if not self.is_initialized:
-            self.lazy_initialization(key_states, value_states)
-        end = self.length + key_states.size(-2)
-        self._keys[:, :, self.length:end] = key_states
-        self._values[:, :, self.length:end] = value_states
-        self.length = end
-        self.keys, self.values = self._keys[:, :, :end], self._values[:, :, :end]
-        return self.keys, self.values
-
-    def get_seq_length(self) -> int:
-        return self.length
-
-    def batch_select_indices(self, indices: torch.Tensor) -> None:
-        # Into fresh storage, filled part only: one pass (`index_select` writes into the narrow view),
-        # and the old storage is freed, so memory shrinks with the batch as it did.
-        if self.is_initialized:
-            end = self.length
-            for name in ("_keys", "_values"):
-                old = getattr(self, name)
-                new = old.new_empty((len(indices),) + old.shape[1:])
-                torch.index_select(old[:, :, :end], 0, indices, out=new[:, :, :end])
-                setattr(self, name, new)
-            self.keys, self.values = self._keys[:, :, :end], self._values[:, :, :end]
-
-
-def cache_kwarg(model: torch.nn.Module) -> str:
-    """The name `model.forward` takes the KV cache by: transformers 5.24 renamed `past_key_values` to
-    `cache` (the old name still works there, with a FutureWarning on every new user's console)."""
-    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-
-
 class HFEngine:
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, batch_size: int = 256,
-                 tool: Tool | None = None):
+                 tool: Tool | None = None, compile: bool = False):
         self.model = model
         self.tokenizer = tokenizer
         self.batch_size = batch_size
         self.tool = tool
+        # rollout.compile: fixed-shape decode steps, compiled once (ablate.rollout.decoders)
+        self.compiled = CompiledSteps(model) if compile else None
 
     def sync(self, model: torch.nn.Module) -> None:
+        if self.compiled is not None and model is not self.model:
+            self.compiled = CompiledSteps(model)
         self.model = model  # same object: the learner's weights are the sampler's
 
     @torch.no_grad()
@@ -165,9 +120,7 @@ class HFEngine:
         ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in prompts], device=device)
         attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
         positions = (attention.cumsum(-1) - 1).clamp(min=0)
-        # Storage for the whole chunk at once, written in place (`_GrowingLayer`), not grown by a copy per step.
-        cache = Cache(layer_class_to_replicate=lambda: _GrowingLayer(width + params.max_new_tokens))
-        # Finished sequences leave the batch and the KV cache, so late steps decode only the long
+        # Finished sequences leave the batch (and, eager, the KV cache), so late steps decode only the long
         # tails; `rows` maps the batch's rows to the chunk's sequences. Left after a finish: pad.
         rows = torch.arange(n, device=device)
         tokens = torch.full((n, params.max_new_tokens), pad, dtype=torch.long, device=device)
@@ -178,16 +131,17 @@ class HFEngine:
         calls = [0] * n
         tool = self.tool
         sessions = [tool.session(p) if tool is not None and on else None for p, on in zip(prompts, tool_on)]
-        step_input, step_positions, steps = ids, positions, 0
-        cache_name = cache_kwarg(model)
+        steps = 0
         on_device = device.type != "cpu" or getattr(getattr(model, "config", None), "vocab_size", 0) > LARGE_VOCAB
         # on the device path the prompt's forward computes the last position's logits only (not width x vocab)
         last_only = {"logits_to_keep": 1} if on_device else {}
         draw = device_generator(generator, device) if on_device else generator
+        decoder = (CompiledDecoder(self.compiled, ids, attention, positions, params.max_new_tokens, last_only)
+                   if self.compiled is not None else
+                   EagerDecoder(model, ids, attention, positions, params.max_new_tokens, last_only))
+        logits = decoder.prefill()
         for step in range(params.max_new_tokens):
             steps = step + 1
-            logits = model(input_ids=step_input, attention_mask=attention, position_ids=step_positions,
-                           use_cache=True, **{cache_name: cache}, **last_only).logits[:, -1].float()
             scaled = logits / params.temperature
             if on_device:
                 token, token_logp = sample_on_device(scaled, params.top_k, params.top_p, draw)
@@ -217,15 +171,13 @@ class HFEngine:
                             queues[i] = list(reply)
                             calls[i] += 1
             running = (token != eos) & (token != pad)
-            if not bool(running.any()):
+            if not bool(running.any()) or steps == params.max_new_tokens:
                 break
-            attention = torch.cat([attention, torch.ones_like(attention[:, :1])], dim=-1)
             if not bool(running.all()):
                 keep = running.nonzero().squeeze(-1)
-                cache.batch_select_indices(keep)
-                rows, token, attention, step_positions = rows[keep], token[keep], attention[keep], step_positions[keep]
-            step_positions = step_positions[:, -1:] + 1
-            step_input = token.unsqueeze(-1)
+                decoder.keep(keep)
+                rows, token = rows[keep], token[keep]
+            logits = decoder.step(token)
         return (tokens[:, :steps].tolist(), logprobs[:, :steps].tolist(), forced_steps[:, :steps].tolist(), calls)
 
     def generate(self, prompt_ids: Sequence[list[int]], k: int, params: SamplingParams,

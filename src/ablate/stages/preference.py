@@ -47,7 +47,8 @@ def build_pairs(cfg: DictConfig, model, tokenizer, train_problems, task) -> list
     tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if cfg.tool.schedule == "on" else None
     prompts = [ToolPrompt(cfg.tool, cfg.model.template, tokenizer, task).text(problem, available=False)
                for problem in problems]
-    engine = HFEngine(model, tokenizer, batch_size=cfg.rollout.batch_size, tool=tool)
+    engine = HFEngine(model, tokenizer, batch_size=cfg.rollout.batch_size, tool=tool,
+                      compile=bool(cfg.rollout.get("compile")))
     params = SamplingParams(temperature=q.temperature, top_p=q.top_p, top_k=q.top_k,
                             max_new_tokens=q.max_new_tokens)
     generator = torch.Generator().manual_seed(int(cfg.seed))
@@ -168,6 +169,10 @@ def check_preference(cfg: DictConfig) -> None:
         require(q.temperature > 0 and 0 < q.top_p <= 1,
                 "stage.pairs.sampled.temperature must be > 0 and stage.pairs.sampled.top_p in (0, 1]")
         require(cfg.rollout.batch_size >= 1, f"rollout.batch_size={cfg.rollout.batch_size} must be >= 1")
+        if cfg.rollout.get("compile"):
+            from ablate.rollout import check_compile
+
+            check_compile(cfg.trainer)
     else:
         require(p.file.path and Path(str(p.file.path)).is_file(),
                 f"stage.pairs.file.path={p.file.path!r}: stage.pairs.source=file needs an existing .jsonl of "

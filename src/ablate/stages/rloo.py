@@ -27,7 +27,7 @@ def build_engine(cfg: DictConfig, model, tokenizer, tool):
         return VLLMEngine(model, tokenizer, tool=tool, seed=int(cfg.seed), llm_kwargs=llm_kwargs)
     from ablate.rollout.hf import HFEngine
 
-    return HFEngine(model, tokenizer, batch_size=r.batch_size, tool=tool)
+    return HFEngine(model, tokenizer, batch_size=r.batch_size, tool=tool, compile=bool(r.get("compile")))
 
 
 def fit_rloo(cfg: DictConfig, model, tokenizer, splits, task, run_dir: Path, status=None, callbacks=()) -> None:
@@ -127,7 +127,7 @@ def check_rloo(cfg: DictConfig) -> None:
             "hardware multiplies it natively)")
     require(s.sampling.temperature > 0 and 0 < s.sampling.top_p <= 1,
             "stage.sampling.temperature must be > 0 and stage.sampling.top_p in (0, 1]")
-    check_rollout(cfg.rollout, cfg.model)
+    check_rollout(cfg.rollout, cfg.model, cfg.trainer)
 
 
 def check_clip(s: DictConfig, clipped: tuple[str, ...]) -> None:
