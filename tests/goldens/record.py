@@ -41,11 +41,14 @@ def data_dir(capability: str) -> Path:
     last bits follow): recorded/ for the first recording's, recorded/<capability>/ for each other."""
     primary = json.loads((DATA / "recorded.json").read_text())["cpu_capability"] if (DATA / "recorded.json").is_file() else None
     return DATA if capability in (primary, None) else DATA / capability.lower()
-# The tolerance off a recording's fingerprint. Measured (bench/bench_goldens_spread.py): AVX2 (AMD EPYC)
-# against the AVX512 recording, the largest relative difference is 2.6e-5 (rloo is_weight_max, a max of
-# exp(logp - old logp) near 1) and the largest absolute one on values near 0 is 1.9e-6 (dpo margin,
-# -3.3e-3); two AVX512 CPUs differ by ~7e-8 (issue 45). 4x and 5x those; a changed hyperparameter moves
-# the same runs by 1e-3 or more (the bench's perturbed runs), and tests/test_goldens_tolerance.py holds that.
+# The tolerance off a recording's fingerprint, measured (bench/bench_goldens_spread.py, AMD EPYC AVX2, load ~4
+# on 2 cores): the AVX2 recording against the AVX512 one differs in at most 2.6e-5 relative where values are
+# not near 0 (rloo is_weight_max, a max of exp(logp - old logp) ~1) and 1.9e-6 absolute near 0 (dpo margin
+# -3.3e-3; kl ~1e-6 differs by 7e-4 relative but 1e-9 absolute); torch's kernels pinned to
+# ATEN_CPU_CAPABILITY=default 2.9e-5, and with MKL_CBWR=COMPATIBLE ONEDNN_MAX_CPU_ISA=SSE41 4.6e-5; two AVX512
+# CPUs ~7e-8 (issue 45). RTOL is ~2-4x those, ATOL ~2.5x. A real change is far outside: lr x1.01 or
+# kl_coef x2 moved 2,200-2,800 numbers of rloo_10_steps beyond it and changed its sampled completions,
+# which are compared exactly (tests/test_goldens_tolerance.py perturbs a golden by 2e-4 and fails).
 RTOL = 1e-4
 ATOL = 5e-6
 PACKAGES = ("transformers", "tokenizers", "safetensors", "numpy", "lightning", "scipy", "pandas", "statsmodels")

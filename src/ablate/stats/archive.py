@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ablate.stats.runs import PromptTable, RegimeEval, Run, split_overrides, task_level
+from ablate.stats.validate import check_prompt_rows, check_run_record, finite
 
 RUNS_FILE = "runs.jsonl.gz"
 PROMPTS_FILE = "prompts.csv.gz"
@@ -76,48 +77,90 @@ def write_runs(runs: list[tuple[Run, Path]], out: Path) -> Path:
     """runs.jsonl.gz under `out`, atomically (a reader may be pooling it)."""
     from ablate.atomic import write_bytes
 
-    text = "".join(json.dumps(run_record(run, root), allow_nan=False) + "\n" for run, root in runs)
+    # a NaN/inf that reached a run's status or config (YAML has .nan) is null in JSON, never a crash
+    text = "".join(json.dumps(finite(run_record(run, root), "", []), allow_nan=False) + "\n" for run, root in runs)
     path = Path(out) / RUNS_FILE
     write_bytes(path, gzip.compress(text.encode("utf-8"), mtime=0))
     return path
 
 
-def _prompt_tables(path: Path) -> dict[tuple[str, str], PromptTable]:
-    """(run, regime) -> its PromptTable, from prompts.csv.gz (level column n_numbers, verdict_X -> verdict/X)."""
+def _prompt_tables(path: Path, problems: list[str]) -> dict[tuple[str, str], PromptTable]:
+    """(run, regime) -> its PromptTable, from prompts.csv.gz (level column n_numbers, verdict_X -> verdict/X).
+    A (run, regime) with a damaged row is left out whole, and named."""
     if not path.is_file():
         return {}
-    df = pd.read_csv(path, dtype={"run": str, "id": str, "seed": str, "condition": str, "regime": str})
+    try:
+        df = pd.read_csv(path, dtype={"run": str, "id": str, "seed": str, "condition": str, "regime": str})
+    except Exception as exc:  # noqa: BLE001 - gzip, the decoder and pandas raise many types for damaged files
+        problems.append(f"{path.name}: unreadable ({str(exc).strip()[:160] or type(exc).__name__}); "
+                        "no run of this report has per-prompt counts, none is used")
+        return {}
+    df, bad = check_prompt_rows(df, path.name, problems)
     out = {}
     for (run, regime), part in df.groupby(["run", "regime"], sort=False):
+        if (run, regime) in bad:
+            continue
         cols = {c.replace("verdict_", "verdict/", 1): part[c].to_numpy(dtype=np.float64)
                 for c in part.columns if c not in _KEYS and part[c].notna().all()}
         out[(run, regime)] = PromptTable(part["id"].to_numpy(dtype=object), cols)
     return out
 
 
-def load_archive(path: Path) -> tuple[list[Path], list[Run]]:
-    """The sweep roots (one per sweep directory the report read, as `<archive>/<name>`) and the runs."""
+def _records(path: Path, problems: list[str]) -> list[dict]:
+    """runs.jsonl.gz's records that pass validate.check_run_record; a damaged file is read up to the damage."""
+    lines: list[str] = []
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            for line in fh:
+                lines.append(line)
+    except Exception as exc:  # noqa: BLE001 - gzip, zlib and the decoder raise many types for damaged files
+        problems.append(f"{path.name}: damaged after {len(lines)} line(s) ({str(exc).strip()[:120] or type(exc).__name__}); "
+                        "the runs after it are not read")
+    records = []
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            problems.append(f"{path.name}: line {i} is not JSON; that run is not read")
+            continue
+        if (why := check_run_record(record)) is not None:
+            problems.append(f"{path.name}: line {i}: {why}; that run is not read")
+            continue
+        records.append(record)
+    return records
+
+
+def load_archive(path: Path, problems: list[str] | None = None) -> tuple[list[Path], list[Run]]:
+    """The sweep roots (one per sweep directory the report read, as `<archive>/<name>`) and the runs.
+    Damage is never used: each problem goes to `problems`, naming the file and what was left out."""
     path = Path(path)
-    prompts = _prompt_tables(path / PROMPTS_FILE)
-    with gzip.open(path / RUNS_FILE, "rt", encoding="utf-8") as fh:
-        records = [json.loads(line) for line in fh if line.strip()]
+    problems = [] if problems is None else problems
+    prompts = _prompt_tables(path / PROMPTS_FILE, problems)
     roots: list[Path] = []
     runs = []
-    for r in records:
+    for r in _records(path / RUNS_FILE, problems):
         root = path / r["root"]
         if root not in roots:
             roots.append(root)
-        run_path = root / r["name"]
-        block = task_level(r["config"])[1]
-        evals = {}
-        for regime, summary in (r["summaries"] or {}).items():
-            table = prompts.get((r["rel"], regime))
-            if table is not None:
-                table.level_block = block
-            evals[regime] = RegimeEval(regime, run_path / "eval" / regime, table, summary)
-        condition, _ = split_overrides(r["overrides"])
-        runs.append(Run(run_path, r["rel"], tuple(r["overrides"]), condition, r["seed"], r["state"], r["status"],
-                        evals, _metrics_frame(r["metrics"]), list(r["issues"]), outcome=r["outcome"],
-                        reason=r["reason"], config=r["config"], warnings=list(r["warnings"]),
-                        sweeper_params=r.get("sweeper_params")))
+        runs.append(_run(r, root / r["name"], prompts))
     return roots, runs
+
+
+def _run(r: dict, run_path: Path, prompts: dict) -> Run:
+    block = task_level(r["config"])[1]
+    evals = {}
+    for regime, summary in (r["summaries"] or {}).items():
+        table = prompts.get((r["rel"], regime))
+        if table is not None:
+            table.level_block = block
+        evals[regime] = RegimeEval(regime, run_path / "eval" / regime, table, summary)
+    condition, _ = split_overrides(r["overrides"])
+    run = Run(run_path, r["rel"], tuple(r["overrides"]), condition, r["seed"], r["state"], r["status"],
+              evals, _metrics_frame(r["metrics"]), list(r["issues"]), outcome=r["outcome"],
+              reason=r["reason"], config=r["config"], warnings=list(r["warnings"]),
+              sweeper_params=r.get("sweeper_params"))
+    if run.ok and not any(ev.usable for ev in evals.values()):
+        run.outcome, run.reason = "missing", f"{PROMPTS_FILE} has no usable per-prompt counts for it; left out"
+    return run

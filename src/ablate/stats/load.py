@@ -13,19 +13,28 @@ from typing import Sequence
 import numpy as np
 import yaml
 
+from ablate.run_record import RECORD_DIR
+from ablate.stats import validate
 from ablate.stats.runs import (RUN_MARKER, PromptTable, RegimeEval, Run, StatsInputError, Sweep, find_run_dirs,
                                normalise_override, split_overrides, task_level)
 from ablate.tasks.base import OPERANDS
 
 
+MAX_SMALL_FILE = 8 << 20  # status.json, summary.json and the .hydra files are kilobytes; PyYAML reads ~1 MB/s
+
+
 def _read(path: Path, issues: list[str], what: str, parse=json.loads):
-    """`parse` of a file's text; None when it is absent, and named in `issues` when it is unreadable."""
+    """`parse` of a file's text; None when it is absent, and named in `issues` when it is unreadable
+    or far larger than ablate ever writes it (a damaged file, not worth a minute of parsing)."""
     try:
+        if path.stat().st_size > MAX_SMALL_FILE:
+            issues.append(f"{what} {path.stat().st_size / 2**20:.0f} MB, far larger than ablate writes it; not read")
+            return None
         return parse(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
     except (OSError, ValueError, yaml.YAMLError) as exc:  # JSON and Unicode errors are ValueErrors
-        issues.append(f"{what} unreadable ({_short(exc)})")
+        issues.append(f"{what} unreadable ({_short(exc)}); not used")
         return None
 
 
@@ -132,12 +141,30 @@ def _checked(lines, rows, bad: list) -> tuple[list[dict], list[int]]:
             bad.append((lineno, f"inconsistent counts n={n}, n_correct={c}"))
         elif a is not None and (_whole(a) is None or not 0 <= _whole(a) <= n):
             bad.append((lineno, f"inconsistent n_answered={a!r}"))
+        elif (why := _bad_optional(row, n)) is not None:
+            bad.append((lineno, why))
         elif str(row["id"]) in seen:
             dupes.append(lineno)
         else:
             seen.add(str(row["id"]))
             good.append({**row, "n": n, "n_correct": c})
     return good, dupes
+
+
+def _bad_optional(row: dict, n: int) -> str | None:
+    """Why a line's optional counts cannot be used (None if they can): the columns ablate.metrics reads."""
+    for key in ("mean_length", "tool_calls", "n_calc"):
+        value = row.get(key)
+        if value is not None and not (isinstance(value, float) and math.isnan(value)):  # pandas' fill: absent
+            if _number(value) is None or value < 0 or (key == "n_calc" and value > n):
+                return f"{key}={str(value)[:30]!r} is not a number in range"
+    verdicts = row.get("verdicts")
+    if isinstance(verdicts, float) and math.isnan(verdicts):  # pandas' fill where a line has none
+        verdicts = None
+    if verdicts is not None and not (isinstance(verdicts, dict) and all(
+            _whole(v) is not None and 0 <= v <= n for v in verdicts.values())):
+        return f"verdicts={str(verdicts)[:40]!r} are not counts in [0, n]"
+    return None
 
 
 def _columns(good: list[dict], level_column: str = "n_numbers") -> dict[str, np.ndarray]:
@@ -161,9 +188,6 @@ def _columns(good: list[dict], level_column: str = "n_numbers") -> dict[str, np.
 def load_regime(path: Path, rel: str, level: tuple[str, str] = OPERANDS) -> RegimeEval:
     issues: list[str] = []
     summary = _read(path / "summary.json", issues, f"{rel}/summary.json:")
-    if summary is not None and not isinstance(summary, dict):
-        issues.append(f"{rel}/summary.json: not a JSON object")
-        summary = None
     prompts = None
     samples = path / "samples.jsonl"
     if not (path / "summary.json").is_file():
@@ -173,6 +197,7 @@ def load_regime(path: Path, rel: str, level: tuple[str, str] = OPERANDS) -> Regi
         prompts = load_samples(samples, issues, f"{rel}/samples.jsonl", level)
     else:
         issues.append(f"{rel}/samples.jsonl: missing (needed for per-prompt statistics)")
+    summary = validate.check_summary(summary, f"{rel}/summary.json", issues, prompts is not None)
     if prompts is not None and summary is not None:
         declared = _whole(summary.get("n_prompts"))
         if declared is not None and declared != len(prompts):
@@ -182,26 +207,46 @@ def load_regime(path: Path, rel: str, level: tuple[str, str] = OPERANDS) -> Regi
 
 
 def load_metrics_csv(path: Path, issues: list[str], what: str):
+    """metrics.csv by step (Lightning's CSVLogger: empty or nan cells are steps a column was not logged at).
+    A cut last line is dropped and cells that are not finite numbers read as not logged, each named."""
     import pandas as pd
 
     try:
-        df = pd.read_csv(path)
+        raw = path.read_bytes()
+        text = raw.decode("utf-8")
+        if raw and not raw.endswith(b"\n"):
+            if "\n" not in text:
+                issues.append(f"{what}: cut off inside its header (a truncated file); training curves skipped")
+                return None
+            text = text[: text.rindex("\n") + 1]
+            issues.append(f"{what}: its last line is cut off (a truncated file); that row dropped")
+        df = pd.read_csv(io.StringIO(text))  # the numbers as pandas' own parser reads them (the goldens')
+        texts = [c for c in df.columns if not pd.api.types.is_numeric_dtype(df[c])]  # only these can hold text
+        cells = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, usecols=texts) if texts else None
     except FileNotFoundError:
         return None
-    except Exception as exc:  # pandas raises many types for malformed files
-        issues.append(f"{what}: unreadable ({_short(exc)})")
+    except Exception as exc:  # noqa: BLE001 - pandas and the decoder raise many types for malformed files
+        issues.append(f"{what}: unreadable ({_short(exc)}); training curves skipped")
         return None
     if "step" not in df.columns:
         issues.append(f"{what}: no `step` column; training curves skipped")
         return None
-    step = pd.to_numeric(df["step"], errors="coerce")
-    cols = {}
-    for name in df.columns:
-        if name in ("step", "epoch") or str(name).startswith("Unnamed"):
-            continue
-        col = pd.to_numeric(df[name], errors="coerce")
-        if col.notna().any():
-            cols[str(name)] = col
+    numeric = df.apply(pd.to_numeric, errors="coerce") if texts else df
+    wrong = pd.DataFrame(np.isinf(numeric.to_numpy(dtype=np.float64)), columns=df.columns, index=df.index)
+    for name in texts:  # "nan" is Lightning's own "not defined at this step"; other text is damage
+        cell = cells[name].str.strip()
+        wrong[name] |= numeric[name].isna() & (cell != "") & (cell.str.lower() != "nan")
+    bad = {str(k): int(v) for k, v in wrong.sum().items() if v and not str(k).startswith("Unnamed")}
+    numeric = numeric.mask(wrong)
+    step = numeric["step"]
+    cols = {str(name): numeric[name] for name in numeric.columns
+            if name not in ("step", "epoch") and not str(name).startswith("Unnamed") and numeric[name].notna().any()}
+    if not len(df):
+        issues.append(f"{what}: no rows; training curves skipped")
+        return None
+    if bad:
+        shown = ", ".join(f"{k} ({v})" for k, v in list(bad.items())[:4]) + (" and more" if len(bad) > 4 else "")
+        issues.append(f"{what}: {sum(bad.values())} cell(s) not a finite number in {shown}; read as not logged")
     if not cols:
         return None
     frame = pd.DataFrame(cols)
@@ -265,20 +310,15 @@ def load_run(path: Path, root: Path | None = None) -> Run:
     except ValueError:
         rel = str(path)
     issues: list[str] = []
-    overrides = _read(path.joinpath(*RUN_MARKER), issues, ".hydra/overrides.yaml", _yaml)
-    if overrides is not None and not isinstance(overrides, (list, tuple)):
-        issues.append(".hydra/overrides.yaml is not a list")
-        overrides = None
-    overrides = None if overrides is None else tuple(str(x) for x in overrides)
+    overrides = _hydra_file(path, "overrides.yaml", issues, lambda d, w, i: validate.check_overrides(d, w, i))
     condition, seed = split_overrides(overrides or ())
-    config = _read(path / ".hydra" / "config.yaml", issues, ".hydra/config.yaml", _yaml)
-    config = config if isinstance(config, dict) else None
+    config = _hydra_file(path, "config.yaml", issues, lambda d, w, i: validate.check_mapping(
+        d, w, i, "not used (seed from the overrides, the task's level Countdown's)"))
     if seed is None and config is not None and config.get("seed") is not None:
         seed = str(config["seed"])
-    status = _read(path / "status.json", issues, "status.json:")
-    if status is not None and not isinstance(status, dict):
-        issues.append("status.json is not a JSON object")
-        status = None
+    status = validate.check_status(_read(path / "status.json", issues, "status.json:"), issues)
+    if not (path / "status.json").exists():
+        issues.append("status.json: missing; the run's state is unknown")
     warnings = _status_warnings(status, issues)
     state = str(status.get("state", "unknown")) if status else "unknown"
 
@@ -290,19 +330,44 @@ def load_run(path: Path, root: Path | None = None) -> Run:
             evals[sub.name] = regime
             issues.extend(regime.issues)
     metrics = load_metrics_csv(path / "metrics.csv", issues, "metrics.csv")
+    if state == "completed" and not (path / "metrics.csv").exists():
+        issues.append("metrics.csv: missing from a completed run; training curves skipped")
 
     run = Run(path, rel, overrides or (), condition, seed, state, status, evals, metrics, issues,
-              config=config, warnings=warnings, sweeper_params=_sweeper_params(path / ".hydra" / "hydra.yaml"))
+              config=config, warnings=warnings, sweeper_params=_sweeper_params(path / ".hydra" / "hydra.yaml", issues))
     run.outcome, run.reason = _outcome(run, overrides is not None, eval_dir.is_dir())
     return run
 
 
-def _sweeper_params(path: Path) -> dict | None:
-    try:
-        hydra = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("hydra") or {}
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, AttributeError):
-        return None
-    params = (hydra.get("sweeper") or {}).get("params") if isinstance(hydra, dict) else None
+def _hydra_file(path: Path, name: str, issues: list[str], check):
+    """A `.hydra/` file, checked; when it is missing or damaged, the run's own copy in `.ablate/`
+    (ablate.run_record), and the problem says which was read."""
+    first: list[str] = []
+    data = check(_read(path / ".hydra" / name, first, f".hydra/{name}", _yaml), f".hydra/{name}", first)
+    copy = path / RECORD_DIR / name
+    spare: list[str] = []
+    backup = check(_read(copy, spare, f"{RECORD_DIR}/{name}", _yaml), f"{RECORD_DIR}/{name}", spare) \
+        if copy.is_file() else None
+    if data is not None and not first and (backup is None or backup == data):
+        return data
+    if data is not None and not first:  # both readable, and they differ: the copy is the run's own
+        first = [f".hydra/{name}: differs from the run's own copy (edited or cut short?)"]
+    if backup is not None and not spare:
+        issues.extend(f"{line}; read the run's own copy {RECORD_DIR}/{name} instead" for line in first or
+                      [f".hydra/{name}: missing"])
+        return backup
+    if data is None and not first and not copy.is_file() and name == "config.yaml":
+        first = [f".hydra/{name}: missing; seed from the overrides, the task's level Countdown's"]
+    issues.extend(first + spare)
+    return data
+
+
+def _sweeper_params(path: Path, issues: list[str]) -> dict | None:
+    data = validate.check_mapping(_read(path, issues, ".hydra/hydra.yaml", _yaml), ".hydra/hydra.yaml", issues,
+                                  "its sweep's parameters unknown (only next_look needs them)")
+    hydra = (data or {}).get("hydra")
+    sweeper = hydra.get("sweeper") if isinstance(hydra, dict) else None
+    params = sweeper.get("params") if isinstance(sweeper, dict) else None
     return dict(params) if isinstance(params, dict) else None
 
 
@@ -389,12 +454,17 @@ def load_sweep(paths: Path | str | Sequence[Path | str]) -> Sweep:
         if not p.is_dir():
             raise StatsInputError(f"not a directory: {p}")
         roots.append(p)
-    from ablate.stats.archive import is_archive, load_archive
+    from ablate.stats.archive import PROMPTS_FILE, RUNS_FILE, is_archive, load_archive
 
-    archived = {root: load_archive(root) for root in roots if is_archive(root)}
+    problems: list[str] = []
+    archived = {root: load_archive(root, problems) for root in roots if is_archive(root)}
     # a committed report directory stands for the sweep directories it read (ablate.stats.archive)
     expanded = [r for root in roots for r in (archived[root][0] if root in archived else [root])]
-    sweep = Sweep(roots=expanded, runs=[])
+    for root in roots:
+        if root not in archived and (root / PROMPTS_FILE).is_file():
+            problems.append(f"{root.name}/{RUNS_FILE}: missing from a report directory (it has {PROMPTS_FILE}); "
+                            "none of its runs can be read")
+    sweep = Sweep(roots=expanded, runs=[], warnings=problems)
     seen = set()
     for root in roots:
         if root in archived:

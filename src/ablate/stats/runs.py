@@ -180,7 +180,10 @@ def split_overrides(overrides: Iterable[str]) -> tuple[tuple[str, ...], str | No
 
 
 def is_run_dir(path: Path) -> bool:
-    return path.joinpath(*RUN_MARKER).is_file()
+    """Hydra's overrides.yaml marks a run; so does ablate's own copy of it (.ablate/), or a config with a
+    status.json: a run whose marker was lost is read (and the loss named), not skipped unseen."""
+    return (path.joinpath(*RUN_MARKER).is_file() or (path / ".ablate" / "overrides.yaml").is_file()
+            or ((path / ".hydra" / "config.yaml").is_file() and (path / "status.json").is_file()))
 
 
 def find_run_dirs(root: Path) -> list[Path]:
