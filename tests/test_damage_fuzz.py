@@ -56,7 +56,9 @@ USED = {
                                         "verdicts"),
     "summary.json": lambda p: True,  # its numbers (see _pick)
     "status.json": lambda p: p[0] in ("state", "duration_s", "attempts"),
-    "runs.jsonl.gz": lambda p: len(p) == 1 or p[0] in ("summaries", "metrics", "overrides")
+    # (its config and sweeper_params are free-form mappings: another mapping there is not detectable damage)
+    "runs.jsonl.gz": lambda p: (len(p) == 1 and p[0] not in ("config", "sweeper_params"))
+                                or p[0] in ("summaries", "metrics", "overrides")
                                 or p[:2] == ("status", "state"),
 }
 # where a reader takes text, other text is a valid value: damage it with what is not text
@@ -190,3 +192,15 @@ def test_damaged_files_are_named_and_never_raise(originals, tmp_path):
         print(f"{rel}: {time.perf_counter() - start:.1f} s")
     print("damage fuzzer: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     assert not failures, f"{len(failures)} failure(s):\n" + "\n---\n".join(failures[:8])
+
+
+@pytest.mark.parametrize("text", [b"[1,2", b"[1,2]", b"\xff\xfe\x00", b"", b'{"attempts": "x", "history": 5, "started_at": "t"}',
+                                  b'{"attempts": NaN, "history": [1, {"state": "failed"}]}'])
+def test_a_resume_reads_a_damaged_status_json_without_a_traceback(tmp_path, text):
+    from ablate.run_dir import RunStatus
+
+    (tmp_path / "status.json").write_bytes(text)
+    status = RunStatus(tmp_path, heartbeat_s=0)
+    status.start()
+    assert status.data["state"] == "running" and status.data["attempts"] == 1
+    assert json.loads((tmp_path / "status.json").read_text())["attempts"] == 1

@@ -96,11 +96,19 @@ def merge_metrics(run_dir: str | Path) -> None:
 
 
 def read_status(run_dir: str | Path) -> dict[str, Any] | None:
+    """status.json as an object, or None when it is absent or damaged (not JSON, not an object, bytes that
+    are not text): a resume then starts a fresh record rather than a traceback (issue 45)."""
     path = Path(run_dir) / "status.json"
     try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):  # JSON and Unicode decoding errors are ValueErrors
         return None
+    return data if isinstance(data, dict) else None
+
+
+def _attempts(status: dict[str, Any]) -> int:
+    count = status.get("attempts", 0)
+    return int(count) if isinstance(count, (int, float)) and not isinstance(count, bool) and 0 <= count < 1e9 else 0
 
 
 HEARTBEAT_S = 30.0  # a running job rewrites heartbeat_at this often
@@ -162,7 +170,8 @@ class RunStatus:
         """A new attempt. The caller owns the run directory (`ablate.ownership.owned`), so an earlier
         attempt still marked running is gone: it was killed, and is recorded as interrupted."""
         previous = read_status(self.path.parent) or {}
-        history = [dict(h) for h in previous.get("history", []) if isinstance(h, dict)]
+        old = previous.get("history")
+        history = [dict(h) for h in (old if isinstance(old, list) else []) if isinstance(h, dict)]
         if previous.get("started_at"):
             last = {key: previous.get(key) for key in _ATTEMPT_KEYS}
             if previous.get("takeover"):  # who found it stale, when and why (ablate.ownership)
@@ -173,7 +182,7 @@ class RunStatus:
             history.append(last)
         now = _now()
         self.data = {"state": "running", "started_at": now, "finished_at": None, "heartbeat_at": now,
-                     "duration_s": None, "attempts": int(previous.get("attempts", 0)) + 1, "git_sha": git_sha(),
+                     "duration_s": None, "attempts": _attempts(previous) + 1, "git_sha": git_sha(),
                      "versions": versions(), "host": socket.gethostname(), "pid": os.getpid(), "error": None,
                      "timings": {}, "history": history, **extra}
         self._totals()

@@ -154,7 +154,7 @@ def check_run_record(record) -> str | None:
     for key in ("overrides", "issues", "warnings"):
         if not isinstance(record.get(key), list) or not all(isinstance(x, str) for x in record[key]):
             return f"`{key}` is not a list of texts"
-    if record.get("seed") is not None and not isinstance(record["seed"], (str, int)):
+    if record.get("seed") is not None and (not isinstance(record["seed"], (str, int)) or isinstance(record["seed"], bool)):
         return f"seed {_show(record['seed'])} is not text"
     for key in _RECORD_MAPS:
         if record.get(key) is not None and not isinstance(record[key], dict):
