@@ -63,6 +63,7 @@ USED = {
 }
 # where a reader takes text, other text is a valid value: damage it with what is not text
 NOT_TEXT = [v for v in BAD_VALUES if not isinstance(v, str)]
+LAST: list[str] = []  # the last value damaged, for the failure message
 
 
 def _get(obj, path):
@@ -79,7 +80,10 @@ def _pick(obj, used, numbers_only: bool, rng: random.Random):
     leaves = [(p, _get(obj, p)) for p in _leaves(obj) if p and used(p)]
     leaves = [(p, v) for p, v in leaves if number(v) or not (numbers_only or p[0] == "summaries")]
     path, old = rng.choice(leaves)
-    return path, rng.choice(NOT_TEXT if isinstance(old, str) else BAD_VALUES)
+    # a training curve may be any finite number (a loss is negative): there only non-numbers are damage
+    bad = rng.choice([v for v in (NOT_TEXT if isinstance(old, str) else BAD_VALUES) if path[0] != "metrics" or v != -5])
+    LAST[:] = [f"{'/'.join(map(str, path))}: {old!r} -> {bad!r}"]
+    return path, bad
 
 
 def _bad_value(text: str, name: str, rng: random.Random) -> str:
@@ -167,6 +171,7 @@ def test_damaged_files_are_named_and_never_raise(originals, tmp_path):
             work = tmp_path / f"case{counts['directories']}"
             shutil.copytree(source, work)
             before = (work / rel).read_bytes()
+            LAST.clear()
             damage(work / rel, kind, rng)
             counts["directories"] += 1
             if (work / rel).exists() and (work / rel).read_bytes() == before:
@@ -187,7 +192,8 @@ def test_damaged_files_are_named_and_never_raise(originals, tmp_path):
                 continue
             if Path(rel).name not in told:
                 counts["unnamed"] += 1
-                failures.append(f"{rel} {kind}: not named; told:\n{told[:600]}")
+                failures.append(f"{rel} {kind} ({LAST[0][:200] if kind == 'bad_value' and LAST else ''}): "
+                                f"not named; told:\n{told[:600]}")
             shutil.rmtree(work)
         print(f"{rel}: {time.perf_counter() - start:.1f} s")
     print("damage fuzzer: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
