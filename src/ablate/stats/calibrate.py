@@ -316,16 +316,21 @@ def combine(paths) -> pd.DataFrame:
 
 
 def render(paths: list[Path], doc: Path | None) -> int:
+    return render_block(markdown(combine(paths)), doc, "calibration")
+
+
+def render_block(text: str, doc: Path | None, marker: str) -> int:
+    """Print `text`, or write it between `<!-- marker -->` and `<!-- /marker -->` in `doc` (atomically): the
+    rendered tables of docs/stats.md. Exit status 2, one line, when `doc` has no such block."""
     import re
 
-    text = markdown(combine(paths))
     if doc is None:
         print(text)
         return 0
     body = doc.read_text(encoding="utf-8")
-    block = re.compile(r"(<!-- calibration -->\n).*?(<!-- /calibration -->)", re.S)
+    block = re.compile(rf"(<!-- {re.escape(marker)} -->\n).*?(<!-- /{re.escape(marker)} -->)", re.S)
     if not block.search(body):
-        print(f"error: {doc} has no <!-- calibration --> ... <!-- /calibration --> block", file=sys.stderr)
+        print(f"error: {doc} has no <!-- {marker} --> ... <!-- /{marker} --> block", file=sys.stderr)
         return 2
     from ablate.atomic import write_text
 

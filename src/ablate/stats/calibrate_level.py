@@ -207,22 +207,10 @@ def markdown(table: pd.DataFrame) -> str:
 
 
 def render(paths, doc: Path | None) -> int:
-    import re
+    from ablate.stats.calibrate import render_block
 
     table = pd.concat([pd.read_csv(p, dtype={"plan": str}) for p in sorted(paths)], ignore_index=True)
-    text = markdown(table)
-    if doc is None:
-        print(text)
-        return 0
-    body = doc.read_text(encoding="utf-8")
-    block = re.compile(r"(<!-- calibration:level -->\n).*?(<!-- /calibration:level -->)", re.S)
-    if not block.search(body):
-        print(f"error: {doc} has no <!-- calibration:level --> ... <!-- /calibration:level --> block", file=sys.stderr)
-        return 2
-    from ablate.atomic import write_text
-
-    write_text(doc, block.sub(lambda m: m.group(1) + text + m.group(2), body))
-    return 0
+    return render_block(markdown(table), doc, "calibration:level")
 
 
 def main(argv: list[str] | None = None) -> int:
