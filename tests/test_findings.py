@@ -127,3 +127,31 @@ def test_committed_comparisons_intervals_are_welch_and_any_bootstrap_is_labelled
             assert np.isclose(r.diff_ci_low, want.low) and np.isclose(r.diff_ci_high, want.high), (f, r.metric, r.condition)
         if "bootstrap_ci_low" in table.columns:
             assert "bootstrap_ci_low" not in _text(f).split("\n", 1)[0] and REPLACED == "bootstrap_"
+
+
+def test_the_confirmatory_table_counts_agreements_from_the_committed_claims(tmp_path):
+    """A confirmatory claims.csv beside a study: each deciding row set beside the exploratory verdict;
+    a flipped verdict is a disagreement, a claim amended after the data does not count."""
+    import shutil
+
+    import pandas as pd
+
+    from ablate.stats.findings import render
+
+    study = tmp_path / "threshold_study"
+    shutil.copytree(FINDINGS / "threshold_study", study)
+    (study / "confirmatory").mkdir(exist_ok=True)
+    blocks, _, results = render(tmp_path)
+    assert "No confirmatory verdict yet" in blocks["confirmatory"]
+    table = results[study].table.copy()
+    table["standing"] = "confirmatory"
+    decided = table.index[table["verdict"] == "replicated"]
+    assert len(decided) >= 2
+    table.loc[decided[0], "verdict"] = "not replicated"
+    table.loc[decided[1], "standing"] = "amended after the data"
+    table.to_csv(study / "confirmatory" / "claims.csv", index=False)
+    blocks, _, _ = render(tmp_path)
+    block = blocks["confirmatory"]
+    family = int((table["verdict"] != "descriptive").sum()) - 1
+    assert f"**{family - 1} of {family} confirmatory claim verdicts agree" in block
+    assert block.count("| no (reversed) |") == 1 and table.loc[decided[1], "id"] + ":" not in block

@@ -32,6 +32,7 @@ import pandas as pd
 import yaml
 
 from ablate.stats.claims import parse_declared
+from ablate.stats.confirmatory import side_by_side
 from ablate.stats.engine import evaluate
 from ablate.stats.formatting import fmt_ci
 from ablate.stats.render_claims import claims_markdown, claims_tables, plan_sentence
@@ -237,6 +238,7 @@ def render(findings_dir: Path, conf: Path | None = None):
         results[study_dir] = result
     blocks["preconditions"] = preconditions_block(results)
     blocks["testbeds"] = testbeds_block(findings_dir, results)
+    blocks["confirmatory"] = side_by_side({d: r.table for d, r in results.items()}, Path(findings_dir))
     return blocks, files, results
 
 
@@ -349,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     blocks, files, results = render(args.findings_dir)
     text = doc.read_text(encoding="utf-8") if doc.is_file() else ""
     new = embed(text, blocks)
-    missing = [s for s in blocks if f"<!-- claims:{s} -->" not in text and s not in ("preconditions", "testbeds")
+    missing = [s for s in blocks if f"<!-- claims:{s} -->" not in text and s not in ("preconditions", "testbeds", "confirmatory")
                and not s.startswith("mechanisms:")]
     if args.check:
         from ablate.stats.prose import check as prose_check
