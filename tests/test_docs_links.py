@@ -3,6 +3,7 @@
 map of docs/ and its layout listing are checked against the tree, so neither can go stale by hand."""
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -66,3 +67,62 @@ def test_a_broken_link_or_anchor_is_caught(tmp_path):
     assert broken_links(page, tmp_path) == ["page.md: missing.md (no such file)",
                                             "page.md: other.md#nope (no heading #nope in other.md)",
                                             "page.md: other.md#twice-2 (no heading #twice-2 in other.md)"]
+
+
+def section(title: str) -> str:
+    """The README's text under `## title`, up to the next `## `."""
+    text = (ROOT / "README.md").read_text()
+    start = text.index(f"\n## {title}\n") + len(title) + 5
+    end = text.find("\n## ", start)
+    return text[start:end if end >= 0 else None]
+
+
+def first_column(table: str) -> list[str]:
+    return [row.split("|")[1].strip() for row in table.splitlines() if row.startswith("| ") and "---" not in row][1:]
+
+
+def test_the_readme_maps_every_page_of_docs():
+    listed = [re.search(r"\]\((docs/[^)]+)\)", cell).group(1) for cell in first_column(section("Documentation"))]
+    assert sorted(listed) == sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md"))
+
+
+def test_the_readme_lists_every_config_group_and_real_options():
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from ablate.config import CONF_DIR
+
+    rows = [row.split("|") for row in section("Config groups").splitlines() if row.startswith("| `")]
+    groups = {cells[1].strip().strip("`").rstrip("/"): cells[2] for cells in rows}
+    on_disk = {p.name for p in CONF_DIR.iterdir() if p.is_dir() and p.name != "hydra"}
+    assert sorted(groups) == sorted(on_disk | {"hydra/launcher"}), "README's config groups table vs conf/"
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        loader = GlobalHydra.instance().config_loader()
+        for group, chooses in groups.items():
+            options = loader.get_group_options(group)
+            options_named = re.findall(r"\(([^()]*)\)\s*$", chooses.strip())  # the options: the last (...)
+            for named in re.findall(r"`([\w.*-]+)`", options_named[0] if options_named else ""):
+                assert any(re.fullmatch(named.replace("*", r"\w*"), o) for o in options), (group, named, options)
+
+
+def test_the_readme_layout_matches_the_tree():
+    """Every tracked top-level folder is listed; every path the listing names exists or is git-ignored."""
+    block = section("Layout").split("```")[1]
+    entries = {line.split()[0]: line for line in block.splitlines() if line and not line[0].isspace()}
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    top = {path.split("/")[0] for path in tracked.splitlines() if "/" in path}
+    assert sorted(e.split("/")[0] for e in entries) == sorted(top), "README's Layout vs the tracked folders"
+    entry = ""
+    for line in block.splitlines():
+        entry = line.split()[0] if line and not line[0].isspace() else entry
+        for name in re.findall(r"(?<![\w./-])((?:[\w.-]+/)+(?:[\w.-]+)?|[\w-]+\.(?:py|md|yaml))", line):
+            here = [ROOT / name, ROOT / entry / name]
+            ignored = subprocess.run(["git", "check-ignore", "-q", name], cwd=ROOT).returncode == 0
+            assert any(p.exists() for p in here) or ignored, f"README's Layout names {name}, which is not there"
+
+
+def test_the_quick_start_is_the_ci_test_command():
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    command = ci[ci.index("# The README's test command:") + 1]
+    quick = section("Quick start").split("```")[1]
+    assert command in quick.splitlines()
