@@ -35,6 +35,7 @@ from ablate.stats.claims import parse_declared
 from ablate.stats.confirmatory import side_by_side
 from ablate.stats.engine import evaluate
 from ablate.stats.formatting import fmt_ci
+from ablate.stats.mechanisms import per_condition
 from ablate.stats.render_claims import claims_markdown, claims_tables, plan_sentence
 from ablate.stats.values import CURVE_REGIME, VALUE_COLUMNS, is_curve_metric, parse_reach, summary_values
 
@@ -322,19 +323,9 @@ def mechanisms_block(study_dir: Path, bridge: dict | None = None) -> str | None:
     frame = pd.concat(frames, ignore_index=True)
     key = "condition" if "condition" in frame else next(c for c in frame.columns if c not in ("run", "seed"))
     keys = [key] + (["regime"] if "regime" in frame and frame.groupby(key)["regime"].nunique().max() > 1 else [])
-    frame = frame.drop_duplicates(["run", *keys[1:]])
-    columns = [c for c in frame.columns if c not in ("run", "seed", "regime", key)
-               and pd.api.types.is_numeric_dtype(frame[c]) and frame[c].notna().any()]
-    rows = [f"| {' | '.join(keys)} | n | " + " | ".join(f"`{c}`" for c in columns) + " |",
-            "|---" * (len(keys) + 1) + "|" + "---|" * len(columns)]
-    for cond, group in frame.groupby(keys, sort=False):
-        cells = []
-        for c in columns:
-            v = group[c].dropna()
-            cells.append("–" if v.empty else f"{v.mean():.3g} [{v.min():.3g}, {v.max():.3g}]")
-        rows.append(f"| {' | '.join(map(str, cond))} | {len(group)} | " + " | ".join(cells) + " |")
+    table = per_condition(frame.drop_duplicates(["run", *keys[1:]]), keys)
     looks = f" of the {len(frames)} reports it lists (every look)" if len(frames) > 1 else ""
-    return ("\n".join(rows) + f"\n\nmean [min, max] over the condition's runs, from `mechanisms.csv` (per run)"
+    return (table + f"\nmean [min, max] over the condition's runs, from `mechanisms.csv` (per run)"
             f"{looks}.\n")
 
 
