@@ -32,7 +32,7 @@ import pandas as pd
 import yaml
 
 from ablate.stats.claims import parse_declared
-from ablate.stats.confirmatory import side_by_side
+from ablate.stats.confirmatory import confirmatory_rows, side_by_side
 from ablate.stats.engine import evaluate
 from ablate.stats.formatting import fmt_ci
 from ablate.stats.mechanisms import per_condition
@@ -365,7 +365,10 @@ def main(argv: list[str] | None = None) -> int:
     for f, body in files.items():
         write_text(f, body)
     for study_dir, result in results.items():  # the forest (a picture: rendered, not checked byte for byte)
-        claims_figure(result.table, study_dir / "claims.png", title=f"claims of {study_dir.name}")
+        conf = confirmatory_rows(study_dir)
+        claims_figure(result.table, study_dir / "claims.png", title=f"claims of {study_dir.name}"
+                      + (": exploratory (hollow) and confirmatory" if conf else ""),
+                      confirmatory=pd.DataFrame(conf) if conf else None)
     if new != text:
         write_text(doc, new)
     for study, block in blocks.items():
