@@ -5,8 +5,8 @@
     python -m ablate.train --cfg job                         # print the composed config
     python -m ablate.train hydra.run.dir=outputs/x           # re-running the same dir resumes it
 
-Run directory: `.hydra/` (config, overrides), `status.json`, `metrics.csv`, `checkpoints/`, `model/`
-(`save_pretrained` export), `eval/<regime>/{summary.json,samples.jsonl}`. Checks: `ablate.checks`;
+Run directory (`ablate.rundir.RunDir`): `.hydra/` (config, overrides), `status.json`, `metrics.csv`, `checkpoints/`,
+`model/` (`save_pretrained` export), `eval/<regime>/{summary.json,samples.jsonl}`. Checks: `ablate.checks`;
 the stages and their wiring: `ablate.stages`; Lightning's fit: `ablate.fit`; the device: `ablate.device`.
 """
 
@@ -26,6 +26,7 @@ from omegaconf import DictConfig
 from ablate.config import CONF_DIR, torch_threads  # also registers the group schemas and resolvers before Hydra composes
 from ablate.checks import ConfigError, check_config
 from ablate.fit import global_rank, launch_rank
+from ablate.rundir import RunDir
 from ablate.stages import REGIME_NO_TOOL, REGIME_TOOL, final_regimes, fit_stage, starting_model_config
 
 log = logging.getLogger("ablate.train")
@@ -63,22 +64,15 @@ def _run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any]) -> Path:
     from ablate.eval import evaluate, format_summary, write_eval
     from ablate.models import load_model, load_tokenizer, parameter_count, weights_sha256
     from ablate.rollout.tools import build_tool
-    from ablate.rundir import RunDir
-    from ablate.rundir.atomic import export_model, model_exported, remove_orphans
-    from ablate.rundir.record import record_config
-    from ablate.rundir.status import RunStatus, read_status
+    from ablate.rundir.atomic import export_model, model_exported
+    from ablate.rundir.status import RunStatus
     from ablate.tasks import build_task
 
     check_config(cfg)
     rd = RunDir(run_dir)
-    if global_rank() == 0:
-        record_config(cfg, rd)  # what this directory holds, out of Hydra's reach (ablate.rundir.record)
-        for folder in rd.writable_dirs((REGIME_NO_TOOL, REGIME_TOOL)):
-            remove_orphans(folder)  # temporary files of a killed attempt
     model_dir = rd.model_dir
     regimes = final_regimes(cfg)
-    done = (read_status(rd) or {}).get("state") == "completed"
-    if done and cfg.resume == "auto" and model_exported(model_dir) and all(rd.evaluated(r) for r in regimes):
+    if _prepared_and_complete(cfg, rd, regimes):
         print(f"run already completed, nothing to do: {run_dir}")
         return run_dir
 
@@ -124,6 +118,21 @@ def _run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any]) -> Path:
             print(f"eval [{regime}]: {format_summary(summary)}")
     print(f"run directory: {run_dir}")
     return run_dir
+
+
+def _prepared_and_complete(cfg: DictConfig, rd: RunDir, regimes: Sequence[str]) -> bool:
+    """Record the config and clear a killed attempt's temporary files (rank 0); True when a resumed run
+    already finished: completed, its model exported and every regime evaluated."""
+    from ablate.rundir.atomic import model_exported, remove_orphans
+    from ablate.rundir.record import record_config
+    from ablate.rundir.status import read_status
+
+    if global_rank() == 0:
+        record_config(cfg, rd)  # what this directory holds, out of Hydra's reach (ablate.rundir.record)
+        for folder in rd.writable_dirs((REGIME_NO_TOOL, REGIME_TOOL)):
+            remove_orphans(folder)  # temporary files of a killed attempt
+    done = (read_status(rd) or {}).get("state") == "completed"
+    return done and cfg.resume == "auto" and model_exported(rd.model_dir) and all(rd.evaluated(r) for r in regimes)
 
 
 # CONF_DIR, not "conf": in a clone that did not follow the src/ablate/conf link it is the top-level tree
