@@ -68,3 +68,26 @@ def test_what_training_writes_is_where_run_dir_says(tmp_path):
     assert not run.is_run()
     run.record_file(RunDir.OVERRIDES).write_text("- seed=3\n")
     assert run.is_run()  # as does the run's own copy of its overrides
+
+
+def test_a_resumed_run_is_complete_only_with_its_status_model_and_every_regime(tmp_path):
+    from omegaconf import OmegaConf
+
+    from ablate.train import _prepared_and_complete
+
+    run = RunDir(tmp_path)
+    cfg = OmegaConf.create({"resume": "auto", "seed": 0})
+    run.model_dir.mkdir()
+    (run.model_dir / "config.json").write_text("{}")
+    (run.model_dir / "model.safetensors").write_bytes(b"")
+    run.status_file.write_text('{"state": "completed"}')
+    write_eval(run, "no_tool", {}, [])
+    (run.checkpoint_dir / "last.ckpt.tmp-999999999").parent.mkdir()
+    (run.checkpoint_dir / "last.ckpt.tmp-999999999").write_bytes(b"half")  # a killed writer's leftover
+    assert _prepared_and_complete(cfg, run, ["no_tool"])
+    assert not (run.checkpoint_dir / "last.ckpt.tmp-999999999").exists()
+    assert run.record_file(RunDir.CONFIG).is_file()
+    assert not _prepared_and_complete(cfg, run, ["no_tool", "tool"])  # a regime not evaluated yet
+    assert not _prepared_and_complete(OmegaConf.merge(cfg, {"resume": "never"}), run, ["no_tool"])
+    run.status_file.write_text('{"state": "failed"}')
+    assert not _prepared_and_complete(cfg, run, ["no_tool"])
