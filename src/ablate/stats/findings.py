@@ -358,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"differ from what the committed reports render: {', '.join(stale)}; run "
                   f"python -m ablate.stats.findings {args.findings_dir}", file=sys.stderr)
         return 1 if stale or missing or typed else 0
-    from ablate.atomic import write_text
+    from ablate.rundir.atomic import write_text
 
     from ablate.stats.figures import claims_figure
 

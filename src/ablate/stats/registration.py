@@ -142,7 +142,7 @@ def read_registration(path: Path) -> Registration:
 def register(path: Path, block: dict, *, amend: bool = False, commit: str | None = None,
              now: str | None = None) -> Registration:
     """Write (or, with `amend`, add an amendment to) the registration at `path`, atomically."""
-    from ablate.atomic import write_text
+    from ablate.rundir.atomic import write_text
     from ablate.stats.block_diff import block_changes
 
     now = now or utc_now()
