@@ -35,7 +35,7 @@ def test_mechanisms_do_not_change_the_registered_fingerprint():
 
 
 def test_the_report_writes_each_runs_mechanisms(tmp_path):
-    from ablate.atomic import write_text
+    from ablate.rundir.atomic import write_text
     from ablate.stats.__main__ import main
     from ablate.stats.calibrate import Setting, _difficulty, plant, write_planted
 
