@@ -1,4 +1,4 @@
-"""`python -m ablate.probe`: a study's preconditions measured on a testbed, and docs/testbed.md rendered."""
+"""`python -m ablate.studies.probe`: a study's preconditions measured on a testbed, and docs/testbed.md rendered."""
 
 import json
 import math
@@ -8,8 +8,8 @@ import sys
 import pandas as pd
 import pytest
 
-from ablate.probe import compose, condition_overrides, main, preconditions, record
-from ablate.testbed_doc import evals_block, probes_block, render_doc
+from ablate.studies.probe import compose, condition_overrides, main, preconditions, record
+from ablate.studies.testbed_doc import evals_block, probes_block, render_doc
 
 
 def test_preconditions_are_the_studys_distinct_measured_checks_with_their_claims():
@@ -37,7 +37,7 @@ def test_a_condition_is_run_with_the_overrides_of_its_study_job():
 
 
 def test_the_testbed_is_the_presets_choice_unless_the_command_line_moves_it():
-    from ablate.probe import testbed_of
+    from ablate.studies.probe import testbed_of
 
     assert testbed_of(compose(["experiment=curriculum_study"])) == "tiny"
     assert testbed_of(compose(["experiment=curriculum_ladder_study"])) == "ladder23"
@@ -117,7 +117,7 @@ def test_a_probe_trains_the_condition_and_measures_its_precondition(tmp_path):
     assert (tmp_path / "probes" / "curriculum_ladder_study" / "ladder23" / "RLOO_frontier" / "seed_0" / "status.json").is_file()
     # the testbed's own starting point: the upstream SFT that run trained, as evaluated when it was cached
     # as a user runs it (a fresh process: this one's training turned every bar off), with a quiet console
-    out = subprocess.run([sys.executable, "-m", "ablate.probe", "--eval", "ladder sft", "--upstream", *overrides,
+    out = subprocess.run([sys.executable, "-m", "ablate.studies.probe", "--eval", "ladder sft", "--upstream", *overrides,
                           "--csv", str(csv)], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout == "" and out.stderr == "", out.stderr[-2000:]
     start = json.loads((tmp_path / "evals" / "ladder_sft.json").read_text())
@@ -134,4 +134,4 @@ def test_the_committed_testbed_page_matches_what_the_probes_wrote(monkeypatch):
     from pathlib import Path
 
     monkeypatch.chdir(Path(__file__).resolve().parent.parent)
-    assert main(["--render", "docs/testbed.md", "--check"]) == 0, "run: python -m ablate.probe --render docs/testbed.md"
+    assert main(["--render", "docs/testbed.md", "--check"]) == 0, "run: python -m ablate.studies.probe --render docs/testbed.md"

@@ -32,7 +32,7 @@ def _same(a: Path, b: Path, tables=TABLES) -> None:
 
 
 def _planted_looks(tmp_path: Path):
-    from ablate.stats.calibrate import Setting, _difficulty, plant, write_planted
+    from ablate.studies.calibrate import Setting, _difficulty, plant, write_planted
 
     sweep = plant(Setting(6, 6, "large", 0.02, (3, 6)), np.random.default_rng(3), _difficulty())
     return write_planted(sweep, tmp_path / "multirun")  # look0 (seeds 0-2), look1 (seeds 3-5)
@@ -86,7 +86,7 @@ def test_a_directory_with_an_archive_is_not_searched_for_run_directories(tmp_pat
 
 
 def test_next_look_continues_a_committed_report_into_multirun(tmp_path):
-    from ablate.stats.next_look import commands
+    from ablate.studies.next_look import commands
 
     look0, _ = _planted_looks(tmp_path)
     committed = _report([look0], tmp_path / "docs" / "findings" / "planted")

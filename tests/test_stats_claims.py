@@ -242,7 +242,7 @@ def test_summary_csv_rows_become_the_values_table_with_batches_by_directory():
 
 def test_cli_on_planted_run_directories_decides_as_the_harness_path(tmp_path):
     from ablate.stats.__main__ import main
-    from ablate.stats.calibrate import Setting, _difficulty, decide, plant, write_planted
+    from ablate.studies.calibrate import Setting, _difficulty, decide, plant, write_planted
 
     sweep = plant(Setting(6, 6, "large", 0.02, (3, 6)), np.random.default_rng(3), _difficulty())
     dirs = write_planted(sweep, tmp_path / "multirun")
@@ -261,7 +261,7 @@ def test_cli_on_planted_run_directories_decides_as_the_harness_path(tmp_path):
 def test_calibration_holds_the_level(seeds_a, seeds_b, variance):
     """A small version of docs/stats.md's table: 400 null sweeps. At a true 5%, 400 sweeps exceed
     9% with probability < 0.001; the per-prompt paired test this engine replaced fired in 17-71%."""
-    from ablate.stats.calibrate import Setting, run_setting
+    from ablate.studies.calibrate import Setting, run_setting
 
     res = run_setting(Setting(seeds_a, seeds_b, variance, 0.0), 400, seed=11, progress=False)
     assert res["rejects_0"] <= 0.09
@@ -269,8 +269,8 @@ def test_calibration_holds_the_level(seeds_a, seeds_b, variance):
 
 
 def test_next_look_adds_only_the_seeds_the_undecided_claims_lack(tmp_path):
-    from ablate.stats.calibrate import Setting, _difficulty, plant, write_planted
-    from ablate.stats.next_look import commands
+    from ablate.studies.calibrate import Setting, _difficulty, plant, write_planted
+    from ablate.studies.next_look import commands
 
     sweep = plant(Setting(6, 6, "large", 0.0, (3, 6)), np.random.default_rng(5), _difficulty())
     sweep.runs = [r for r in sweep.runs if r.path.parent.name == "look0"]  # the first look only: 3 seeds
@@ -290,8 +290,8 @@ def test_next_look_asks_for_the_registered_plan_not_the_presets(tmp_path):
     """The preset's plan says 3/6; the study was registered with 3/9 before its runs: the next look is 9."""
     import copy
 
-    from ablate.stats.calibrate import Setting, _difficulty, plant, write_planted
-    from ablate.stats.next_look import commands
+    from ablate.studies.calibrate import Setting, _difficulty, plant, write_planted
+    from ablate.studies.next_look import commands
     from ablate.stats.registration import register
 
     sweep = plant(Setting(6, 6, "large", 0.0, (3, 6)), np.random.default_rng(5), _difficulty())
@@ -310,14 +310,14 @@ def test_the_calibration_table_in_stats_md_is_rendered_from_the_saved_runs():
     import re
     from pathlib import Path
 
-    from ablate.stats.calibrate import combine, markdown
+    from ablate.studies.calibrate import combine, markdown
 
     root = Path(__file__).resolve().parent.parent
     table = combine((root / "docs" / "calibration").glob("*.csv"))
     want = markdown(table)
     doc = (root / "docs" / "stats.md").read_text()
     (have,) = re.findall(r"<!-- calibration -->\n(.*?)<!-- /calibration -->", doc, re.S)
-    assert have == want, "run: python -m ablate.stats.calibrate --render docs/calibration/*.csv --doc docs/stats.md"
+    assert have == want, "run: python -m ablate.studies.calibrate --render docs/calibration/*.csv --doc docs/stats.md"
     # the level the issue asks for, on the saved runs: every fixed design's false positives at most 6%
     fixed = table[~table["seeds"].str.startswith("plan") & (table["effect"] == 0) & (table["sweeps"] >= 1000)]
     assert len(fixed) >= 10 and (fixed["rejects_0"] <= 0.06).all() and (fixed["coverage"] >= 0.94).all()
@@ -348,7 +348,7 @@ def test_two_claims_on_one_reach_metric_each_count_every_seed_once():
 def test_next_look_quotes_grid_values_hydra_would_parse_as_bools_or_numbers():
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from ablate.stats.next_look import _quote
+    from ablate.studies.next_look import _quote
 
     grid = "[{" + ",".join(f"k{i}:{_quote(v)}" for i, v in enumerate(["True", "false", "5", "0.1", "none", "dots"])) + "}]"
     (override,) = OverridesParser.create().parse_overrides([f"hydra.sweeper.grids={grid}"])
@@ -417,7 +417,7 @@ def test_the_directories_of_one_look_are_one_batch():
 
 
 def test_run_directories_of_one_look_share_a_batch(tmp_path):
-    from ablate.stats.calibrate import Setting, _difficulty, plant, write_planted
+    from ablate.studies.calibrate import Setting, _difficulty, plant, write_planted
     from ablate.stats.load import load_sweep
     from ablate.stats.values import run_batches
 

@@ -135,7 +135,7 @@ def test_gatekeeping_passes_the_primarys_alpha_to_the_secondary_and_the_default_
 def test_the_harness_fast_path_is_the_engines_decision():
     """plan_rejections (vectorised) against engine.evaluate, sweep by sweep, in every regime, for both
     tests; a planted shift in half the sweeps makes decisions happen at every look."""
-    from ablate.stats.calibrate_level import REGIMES, entry_rejections, plant, plan_rejections
+    from ablate.studies.calibrate_level import REGIMES, entry_rejections, plant, plan_rejections
 
     rng = np.random.default_rng(0)
     decided = 0
@@ -150,7 +150,7 @@ def test_the_harness_fast_path_is_the_engines_decision():
 
 
 def test_the_planted_curve_summaries_are_the_reports():
-    from ablate.stats.calibrate_level import STEPS, _curves, curve_summary
+    from ablate.studies.calibrate_level import STEPS, _curves, curve_summary
     from ablate.stats.values import curve_value, restricted_reach
 
     curves = _curves(np.random.default_rng(1), (6,))
@@ -166,7 +166,7 @@ def test_calibration_at_the_studies_levels_ci_sized():
     """docs/stats.md's level table, small: the 5/10/20 plan in two regimes where the guard holds
     (3,000 null sweeps; at a true 1.0x the measured rate at alpha 0.008 exceeds 1.9x with probability
     < 0.001, at 0.05 (812 sweeps) 1.45x with probability < 0.01)."""
-    from ablate.stats.calibrate_level import run_cell
+    from ablate.studies.calibrate_level import run_cell
 
     for regime in ("bimodal both", "sd ratio 12"):
         rows = {(r["test"], r["alpha"]): r for r in run_cell(regime, "5/10/20", 3000, seed=7)}
@@ -178,14 +178,14 @@ def test_the_level_table_in_stats_md_is_rendered_from_the_saved_run():
     import re
     from pathlib import Path
 
-    from ablate.stats.calibrate_level import markdown
+    from ablate.studies.calibrate_level import markdown
 
     root = Path(__file__).resolve().parent.parent
     table = pd.concat([pd.read_csv(p, dtype={"plan": str}) for p in sorted((root / "docs" / "calibration" / "level")
                                                                           .glob("*.csv"))], ignore_index=True)
     doc = (root / "docs" / "stats.md").read_text()
     (have,) = re.findall(r"<!-- calibration:level -->\n(.*?)<!-- /calibration:level -->", doc, re.S)
-    assert have == markdown(table), ("run: python -m ablate.stats.calibrate_level --render "
+    assert have == markdown(table), ("run: python -m ablate.studies.calibrate_level --render "
                                      "docs/calibration/level/*.csv --doc docs/stats.md")
     # the saved run is the one the docs describe: every regime and plan, each level at its +-30% count
     assert len(table) == 9 * 2 * 4 * 2 and (table.groupby("alpha")["sweeps"].min() >= [42642, 14186, 5293, 812]).all()

@@ -37,7 +37,7 @@ def test_mechanisms_do_not_change_the_registered_fingerprint():
 def test_the_report_writes_each_runs_mechanisms(tmp_path):
     from ablate.rundir.atomic import write_text
     from ablate.stats.__main__ import main
-    from ablate.stats.calibrate import Setting, _difficulty, plant, write_planted
+    from ablate.studies.calibrate import Setting, _difficulty, plant, write_planted
 
     sweep = plant(Setting(3, 3, "large", 0.0, (3,)), np.random.default_rng(2), _difficulty())
     mechs = {"level_q2": "mean:curriculum/level@50:", "flips": "changes:curriculum/level"}

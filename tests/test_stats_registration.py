@@ -122,7 +122,7 @@ def test_confirmatory_and_amended_claims_render_apart(tmp_path):
 
 
 def test_the_register_command_composes_the_preset(tmp_path, capsys):
-    from ablate.stats.register import main
+    from ablate.studies.register import main
 
     assert main(["experiment=tool_annealing_study", "--out", str(tmp_path)]) == 0
     reg = read_registration(tmp_path / FILE)
@@ -140,7 +140,7 @@ def test_ablate_stats_finds_the_registration_beside_the_report(tmp_path):
     import numpy as np
 
     from ablate.stats.__main__ import main
-    from ablate.stats.calibrate import Setting, _difficulty, plant, write_planted
+    from ablate.studies.calibrate import Setting, _difficulty, plant, write_planted
 
     sweep = plant(Setting(3, 3, "large", 0.02, (3,)), np.random.default_rng(3), _difficulty())
     dirs = write_planted(sweep, tmp_path / "multirun")
@@ -164,7 +164,7 @@ def test_a_run_records_the_fingerprint_the_registration_holds():
     from hydra import compose, initialize_config_dir
 
     from ablate.config import CONF_DIR
-    from ablate.stats.register import compose_study
+    from ablate.studies.register import compose_study
     from ablate.train import study_fingerprint
 
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):

@@ -29,7 +29,7 @@ each decided by the rules of docs/stats.md (replicated / not replicated / inconc
 testable) from Welch's interval over per-seed values at the claim's share of alpha and its look's
 level under the seed plan (study.plan); then it describes: the deciding metrics (study.metrics), each
 condition against its family's baseline (study.baselines). Continue a study to its plan's next look
-with `python -m ablate.stats.next_look SWEEP_DIR`.
+with `python -m ablate.studies.next_look SWEEP_DIR`.
 """
 
 EPILOG = """\
@@ -117,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also write power.csv: for every metric and comparison, the minimum detectable "
                         "difference at the current seeds and the seeds needed to detect --effect")
     p.add_argument("--registration", type=Path, metavar="PATH",
-                   help="the study's registration.yaml (or its directory), written by python -m ablate.stats.register "
+                   help="the study's registration.yaml (or its directory), written by python -m ablate.studies.register "
                         "before the first run; default: beside the report (--out), else docs/findings/<study>/. "
                         "Claims are decided as registered; without one every verdict is exploratory")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG figures")

@@ -44,6 +44,8 @@ class ClaimsResult:
     alpha: float
     problems: list[str] = field(default_factory=list)
     note: str = ""  # which registration decided, and the claims' standing (ablate.stats.standing)
+    procedure: str = ""  # how alpha is shared over the family ("": Bonferroni; else multiplicity.Graph.name)
+    test: str = "welch"  # what decides a two-sample look (welch | randomization)
 
 
 def components(metric: str) -> list[str]:
@@ -178,7 +180,9 @@ def evaluate(declared: Declared, table: pd.DataFrame, effect_default: float = 0.
         rows.append(row)
         look_rows += looks
     return ClaimsResult(pd.DataFrame(rows, columns=CLAIM_COLUMNS), pd.DataFrame(look_rows, columns=LOOK_COLUMNS),
-                        declared.plan, declared.alpha, problems)
+                        declared.plan, declared.alpha, problems,
+                        procedure="" if declared.multiplicity is None else declared.multiplicity.name,
+                        test=declared.test)
 
 
 def family_levels(declared: Declared, family: list[Claim], table: pd.DataFrame,

@@ -1,6 +1,6 @@
 """A study's registration: its `study:` block frozen before the first run, kept by the tool.
 
-`python -m ablate.stats.register experiment=<study>` writes `registration.yaml` (the composed block,
+`python -m ablate.studies.register experiment=<study>` writes `registration.yaml` (the composed block,
 the commit, the UTC time and the block's fingerprint); every run records the fingerprint of the block
 it ran under (status.json `study_sha256`). `ablate.stats` decides with the registered block: a claim
 the preset changed or added later is *amended after the data* (exploratory), a registered claim the
@@ -105,7 +105,7 @@ def _record_dict(r: Record, kind: str) -> dict:
 def to_yaml(reg: Registration) -> str:
     body = {"format": FORMAT, "study_name": reg.study, **_record_dict(reg.original, "original"),
             "amendments": [_record_dict(r, "amendment") for r in reg.records[1:]]}
-    head = ("# Written by `python -m ablate.stats.register`; never edit by hand (the fingerprint is checked).\n"
+    head = ("# Written by `python -m ablate.studies.register`; never edit by hand (the fingerprint is checked).\n"
             "# ablate.stats decides with this block: later changes to the preset's claims are exploratory.\n")
     return head + yaml.safe_dump(body, sort_keys=False, allow_unicode=True, width=120)
 
@@ -113,7 +113,7 @@ def to_yaml(reg: Registration) -> str:
 def _record(raw: Mapping, kind: str, where: str) -> Record:
     block = raw.get("study")
     if not isinstance(block, dict):
-        raise StatsInputError(f"{where}: no `study` mapping; re-register with python -m ablate.stats.register")
+        raise StatsInputError(f"{where}: no `study` mapping; re-register with python -m ablate.studies.register")
     want = fingerprint(block)
     if raw.get("fingerprint") != want:
         raise StatsInputError(f"{where}: fingerprint {raw.get('fingerprint')!r} does not match its study block "
@@ -131,7 +131,7 @@ def read_registration(path: Path) -> Registration:
     except (OSError, yaml.YAMLError) as exc:
         raise StatsInputError(f"cannot read the registration {path}: {exc}") from None
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
-        raise StatsInputError(f"{path} is not a registration (format {FORMAT}) written by python -m ablate.stats.register")
+        raise StatsInputError(f"{path} is not a registration (format {FORMAT}) written by python -m ablate.studies.register")
     records = [_record(raw, "original", str(path))]
     for i, amendment in enumerate(raw.get("amendments") or [], 1):
         records.append(_record(amendment if isinstance(amendment, Mapping) else {}, "amendment",

@@ -29,8 +29,15 @@ def plan_sentence(result) -> str:
     fam = result.table[result.table["family_size"] > 0]
     m = int(fam["family_size"].iloc[0]) if len(fam) else 0
     plan = result.plan
-    head = (f"Family: the {m} declared claim(s) (descriptive rows are outside it); α={result.alpha:g} split "
-            f"equally (Bonferroni: {result.alpha / max(m, 1):.4g} each), intervals at the matching level. ")
+    procedure = getattr(result, "procedure", "")
+    shared = (f"split equally (Bonferroni: {result.alpha / max(m, 1):.4g} each)" if not procedure else
+              f"shared by {'the declared graph' if procedure == 'graph' else procedure} (Bretz et al. 2009: a "
+              "replicated claim passes its level on; each claim's reason names the level it was decided at)")
+    test = ("; a two-sample verdict also needs the exact randomization test over seed labels and arm SDs within "
+            "3-fold (docs/stats.md, the level where the studies decide)"
+            if getattr(result, "test", "welch") == "randomization" else "")
+    head = (f"Family: the {m} declared claim(s) (descriptive rows are outside it); α={result.alpha:g} {shared}, "
+            f"intervals at the matching level{test}. ")
     if plan.declared:
         return head + (f"Seed plan: looks at {'/'.join(map(str, plan.looks))} seeds per arm, "
                        f"{SPENDING_NAMES[plan.spending]} alpha spending (Lan-DeMets); each look's interval is at "

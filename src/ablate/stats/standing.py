@@ -67,7 +67,7 @@ def decide(current: Mapping, registration: Registration | None, started: datetim
         result = evaluate_fn(_declared(current, "study block", problems))
         result.table, result.looks = _mark(result, EXPLORATORY)
         result.note = ("No registration (registration.yaml): the claims were not registered before the data, so "
-                       "every verdict is exploratory. Register with `python -m ablate.stats.register "
+                       "every verdict is exploratory. Register with `python -m ablate.studies.register "
                        "experiment=<study>` before the first run.")
         result.problems[:0] = problems
         return result

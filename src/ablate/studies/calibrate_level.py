@@ -1,4 +1,4 @@
-"""`python -m ablate.stats.calibrate_level`: the false-positive rate where the studies decide.
+"""`python -m ablate.studies.calibrate_level`: the false-positive rate where the studies decide.
 
 calibrate.py plants whole sweeps (per-prompt counts) and runs `engine.claims_of` on each: exact, but a
 few ms a sweep. The studies decide at per-claim levels of 0.001-0.008, where knowing a rate to +-30%
@@ -207,14 +207,14 @@ def markdown(table: pd.DataFrame) -> str:
 
 
 def render(paths, doc: Path | None) -> int:
-    from ablate.stats.calibrate import render_block
+    from ablate.studies.calibrate import render_block
 
     table = pd.concat([pd.read_csv(p, dtype={"plan": str}) for p in sorted(paths)], ignore_index=True)
     return render_block(markdown(table), doc, "calibration:level")
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m ablate.stats.calibrate_level", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m ablate.studies.calibrate_level", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sweeps", type=int, default=sweeps_for(min(LEVELS)),
                    help=f"planted sweeps per (regime, plan) (default {sweeps_for(min(LEVELS))}: the rate at "

@@ -2,9 +2,9 @@
 
 * `<!-- probes -->`: every precondition of every study, on the tiny testbed (the committed studies under
   docs/findings/, all their seeds) and on each probed testbed (docs/testbed/probes.csv, written by
-  `python -m ablate.probe`);
+  `python -m ablate.studies.probe`);
 * `<!-- evals -->`: the shipped SFT evaluated under each probed task or budget (docs/testbed/evals/*.json,
-  `python -m ablate.probe --eval NAME ...`): what a testbed does to the starting point.
+  `python -m ablate.studies.probe --eval NAME ...`): what a testbed does to the starting point.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def committed_rows(findings_dir: Path) -> list[dict]:
     over every seed of every look."""
     import yaml
 
-    from ablate.stats.findings import BRIDGE, precondition_parts, render
+    from ablate.studies.findings import BRIDGE, precondition_parts, render
 
     if not findings_dir.is_dir():
         return []
@@ -103,7 +103,7 @@ def render_doc(csv: Path, doc: Path, check: bool = False, findings_dir: Path = P
               f"`<!-- /NAME -->` lines where each table goes", file=sys.stderr)
     if check:
         if new != text:
-            print(f"{doc} differs from what {csv} renders; run python -m ablate.probe --render {doc}", file=sys.stderr)
+            print(f"{doc} differs from what {csv} renders; run python -m ablate.studies.probe --render {doc}", file=sys.stderr)
         return 1 if new != text or missing else 0
     write_text(doc, new)
     return 1 if missing else 0

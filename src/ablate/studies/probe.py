@@ -1,4 +1,4 @@
-"""`python -m ablate.probe experiment=<study> [testbed=<name>] [key=value ...]`: measure a study's
+"""`python -m ablate.studies.probe experiment=<study> [testbed=<name>] [key=value ...]`: measure a study's
 preconditions on a testbed without running the study.
 
 A study preset declares, for each claim whose mechanism may not occur on a given model and task, a
@@ -7,8 +7,8 @@ This command trains that condition only (`--seeds` seeds, default 1) with the st
 plus the given overrides (a `testbed=` option of `conf/testbed/`, or any key=value), reads the
 metric exactly as `python -m ablate.stats` does, and says whether the precondition holds:
 
-    python -m ablate.probe experiment=curriculum_study testbed=ladder23
-    python -m ablate.probe experiment=tool_annealing_study testbed=mixed_sft --claim anneal_keeps_skill
+    python -m ablate.studies.probe experiment=curriculum_study testbed=ladder23
+    python -m ablate.studies.probe experiment=tool_annealing_study testbed=mixed_sft --claim anneal_keeps_skill
 
 Runs go to `probes/<study>/<testbed>/<condition>/seed_<k>/` (run again, a finished run is reused and
 an interrupted one resumes); each measured precondition replaces its row in `--csv`
@@ -233,7 +233,7 @@ def upstream_summary(name: str, overrides: list[str], out_dir: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m ablate.probe", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m ablate.studies.probe", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("overrides", nargs="*", help="Hydra overrides: experiment=<study preset> (required), testbed=..., key=value")
     p.add_argument("--claim", action="append", default=[], help="probe only this claim's precondition (repeatable)")
@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--check", action="store_true", help="with --render: change nothing; exit 1 if DOC is stale")
     args = p.parse_args(argv)
     if args.render:
-        from ablate.testbed_doc import render_doc
+        from ablate.studies.testbed_doc import render_doc
 
         return render_doc(args.csv, args.render, check=args.check)
     if args.eval:

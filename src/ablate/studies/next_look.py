@@ -1,11 +1,11 @@
-"""`python -m ablate.stats.next_look SWEEP_DIR...`: continue a study to its seed plan's next look.
+"""`python -m ablate.studies.next_look SWEEP_DIR...`: continue a study to its seed plan's next look.
 
 Reads the sweep(s) as `python -m ablate.stats` does, decides the declared claims, and for the claims
 still inconclusive whose plan has a next look, prints the training command that adds exactly the
 seeds their conditions lack (new seeds, numbered after the existing ones, into a directory of their
 own); decided claims add nothing. `--run` runs the command(s). Then report every directory pooled:
 
-    python -m ablate.stats.next_look multirun/curriculum_study --run
+    python -m ablate.studies.next_look multirun/curriculum_study --run
     python -m ablate.stats multirun/curriculum_study multirun/curriculum_study_look2
 
 Claims are decided as `ablate.stats` decides them: under the study's registration (`--registration
@@ -132,7 +132,7 @@ def _preset(experiments: set[str], runs) -> dict:
 def main(argv: list[str] | None = None) -> int:
     from ablate.stats.runs import StatsInputError
 
-    p = argparse.ArgumentParser(prog="python -m ablate.stats.next_look", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m ablate.studies.next_look", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("sweep_dirs", nargs="+", type=Path, metavar="SWEEP_DIR", help="the study's sweep directories")
     p.add_argument("--run", action="store_true", help="run the command(s) instead of printing them")

@@ -1,4 +1,4 @@
-"""`python -m ablate.stats.register experiment=<study>`: register a study's claims before its first run.
+"""`python -m ablate.studies.register experiment=<study>`: register a study's claims before its first run.
 
 Composes the preset as a run would (Hydra, no training), checks its study block as start-up does, and
 writes `registration.yaml` (default docs/findings/<study.name>/, or --out DIR) atomically: the composed
@@ -32,7 +32,7 @@ def compose_study(overrides: list[str]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m ablate.stats.register", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m ablate.studies.register", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("overrides", nargs="+", metavar="KEY=VALUE", help="Hydra overrides, e.g. experiment=curriculum_study")
     p.add_argument("--out", type=Path, metavar="DIR", help="directory of registration.yaml "

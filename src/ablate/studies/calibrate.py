@@ -1,4 +1,4 @@
-"""`python -m ablate.stats.calibrate`: the error rates of the verdict engine, measured.
+"""`python -m ablate.studies.calibrate`: the error rates of the verdict engine, measured.
 
 Plants sweeps of run directories with a known truth and runs the claims engine on each, the code
 path `python -m ablate.stats` runs from a loaded sweep (`engine.claims_of`): the sweeps are built in
@@ -222,7 +222,7 @@ def fixed_seeds_for(power: float, sd: float, effect: float, alpha: float = 0.05)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m ablate.stats.calibrate", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m ablate.studies.calibrate", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sweeps", type=int, default=1000, help="planted sweeps per setting (default 1000)")
     p.add_argument("--effects", default="0,0.01,0.02,0.03", help="planted effects on pass@1 (comma list)")
