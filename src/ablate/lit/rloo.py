@@ -1,7 +1,8 @@
-"""The RLOO stage: one training_step = one rollout batch (B prompts x k samples) = one optimizer step.
+"""The RLOO stage: one training_step = one rollout batch (B prompts x k samples) = one Lightning step.
 
-Manual optimization: the batch is scored and its loss back-propagated in micro-batches before a
-single optimizer step, after which the rollout engine gets the new weights. The engine, the task
+Manual optimization: the batch is scored and its loss back-propagated in micro-batches before an
+optimizer step (by default one per batch; stage.ppo_epochs x stage.ppo_mini_batches, `ablate.lit.updates`),
+after which the rollout engine gets the new weights. The engine, the task
 (whose verifier scores the rollouts: `ablate.tasks.base.Task.score`), the prompt sampler
 (`ablate.curriculum`) and the optional replay buffer are injected; this module imports none of
 them by name. A sampler that asks for a reference set (DOTS) gets it rolled out and
