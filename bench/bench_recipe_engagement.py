@@ -8,9 +8,10 @@ For each arm, per window of `--every` steps and over the whole run (means over s
 (`train/is_clip_frac_low`, `_high`: tokens whose ratio lies past 1 - 0.2 with A < 0, past 1 + 0.28 with A > 0),
 the mean and largest importance ratio, the share of fresh completions cut at the budget (`train/truncated_frac`),
 the mean soft overlong penalty of the batch learnt from (`train/overlong_penalty_mean`), dynamic sampling's refill
-rounds (`dynamic/gen_batches` - 1) and topped-up share, the training reward, and s/step. A part engages where its
-figure is away from 0. Starts from the shipped SFT (`model=tiny`), no evaluation, no checkpoints in the window.
-Prints figures and the load average before and after; asserts nothing.
+rounds (`dynamic/gen_batches` - 1) and topped-up share, the mean response length of the batch learnt from (tokens;
+the overlong buffer is the last `stage.overlong_buffer` of `sampling.max_new_tokens`), the training reward, and
+s/step. A part engages where its figure is away from 0. Starts from the shipped SFT (`model=tiny`), no evaluation,
+no checkpoints in the window. Prints figures and the load average before and after; asserts nothing.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ COLUMNS = {  # printed name -> (metrics.csv column, transform)
     "overlong pen.": ("train/overlong_penalty_mean", None),
     "refills": ("dynamic/gen_batches", lambda v: v - 1),
     "topped up": ("dynamic/topped_up_frac", None),
+    "length": ("train/response_length", None),
     "reward": ("train/reward_mean", None),
 }
 
@@ -50,8 +52,8 @@ def window_means(rows: list[dict[str, float]], start: int, stop: int) -> dict[st
 def table(rows: list[dict[str, float]], every: int) -> str:
     seconds = step_seconds(rows)
     lines = ["| steps | " + " | ".join(COLUMNS) + " | s/step |", "|---" * (len(COLUMNS) + 2) + "|"]
-    windows = [(f"{s}-{min(s + every, len(rows)) - 1}", s, min(s + every, len(rows))) for s in range(0, len(rows), every)]
-    for label, start, stop in windows + [("all", 0, len(rows))]:
+    windows = [(start, min(start + every, len(rows))) for start in range(0, len(rows), every)]
+    for label, start, stop in [(f"{a}-{b - 1}", a, b) for a, b in windows] + [("all", 0, len(rows))]:
         means = window_means(rows, start, stop)
         cells = [f"{v:.4f}" if v == 0 or abs(v) >= 1e-3 else f"{v:.1e}" for v in means.values()]  # a small share shows
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {sum(seconds[start:stop]) / (stop - start):.2f} |")
