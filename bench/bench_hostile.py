@@ -8,7 +8,7 @@ Inputs: `ablate.tasks.countdown.hostile.hostile_inputs` (long numbers, unicode d
 huge products, tag floods, megabytes of text, random mixes; one in 500 up to 5 MB) plus `CRAFTED`,
 the 5 MB shapes that are worst for each step of the scoring (tag floods of every arrangement, one
 long literal, a product of 4,000-digit factors, 5 MB of one character). Per function, the worst
-case: its time, its kind and its size. The README's promise is every input up to 5 MB under 15 ms.
+case: its time, its kind and its size. docs/tasks.md's promise (Speed) is every input up to 5 MB under 15 ms.
 """
 
 from __future__ import annotations

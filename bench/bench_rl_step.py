@@ -73,7 +73,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-rl-step-") as workdir:
         for rollout in args.rollouts.split(","):
             if rollout == "vllm" and importlib.util.find_spec("vllm") is None:
-                print("rollout=vllm: skipped, vLLM is not installed (README, rollout=vllm)")
+                print("rollout=vllm: skipped, vLLM is not installed (docs/rollout.md, rollout=vllm)")
                 continue
             clock = time.monotonic()
             rows = run_engine(rollout, args.warmup + args.steps, args.overrides, Path(workdir))

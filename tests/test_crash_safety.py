@@ -15,8 +15,8 @@ import time
 import pytest
 import yaml
 
-from ablate.atomic import checkpoint_io, model_exported, remove_orphans, write_jsonl
-from ablate.run_dir import RunStatus, interrupted, read_status
+from ablate.rundir.atomic import checkpoint_io, model_exported, remove_orphans, write_jsonl
+from ablate.rundir.status import RunStatus, interrupted, read_status
 
 
 class Unserializable:
@@ -66,7 +66,7 @@ def test_checkpoints_are_saved_atomically_in_their_own_directory(tmp_path, monke
 
 
 def test_model_export_is_all_or_nothing(tmp_path, tiny_policy, monkeypatch):
-    from ablate.atomic import export_model
+    from ablate.rundir.atomic import export_model
 
     model, tokenizer = tiny_policy
     target = tmp_path / "model"

@@ -203,7 +203,7 @@ def test_damaged_files_are_named_and_never_raise(originals, tmp_path):
 @pytest.mark.parametrize("text", [b"[1,2", b"[1,2]", b"\xff\xfe\x00", b"", b'{"attempts": "x", "history": 5, "started_at": "t"}',
                                   b'{"attempts": NaN, "history": [1, {"state": "failed"}]}'])
 def test_a_resume_reads_a_damaged_status_json_without_a_traceback(tmp_path, text):
-    from ablate.run_dir import RunStatus
+    from ablate.rundir.status import RunStatus
 
     (tmp_path / "status.json").write_bytes(text)
     status = RunStatus(tmp_path, heartbeat_s=0)

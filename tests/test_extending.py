@@ -1,4 +1,4 @@
-"""README "Extending ablate": a part registered under a new key is built, checked and accepted by the
+"""docs/extending.md: a part registered under a new key is built, checked and accepted by the
 config check through its registry alone."""
 
 import dataclasses
@@ -132,7 +132,7 @@ def test_a_preference_loss_is_a_stage_by_its_registry_key(monkeypatch):
     assert module.loss is hinge and module.stage.beta == cfg.stage.beta
 
 
-# README "A stage": the example stage, registered from the test instead of a module of ablate.stages.
+# docs/extending.md, "A stage": the example stage, registered from the test instead of a module of ablate.stages.
 @dataclasses.dataclass
 class SFTTopConfig(SFTStageConfig):
     name: str = "sft_top_test"
@@ -195,7 +195,7 @@ def test_a_registered_stage_is_checked_and_trained_through_the_registry(sft_top)
 
 
 def test_a_registered_policy_loss_is_checked_by_its_key(monkeypatch):
-    """README "A policy-gradient loss": REINFORCE without importance weights, registered from the test."""
+    """docs/extending.md, "A policy-gradient loss": REINFORCE without importance weights, registered from the test."""
     from ablate import objectives
 
     def reinforce(logprobs, delta, adv, mask, **_):
@@ -212,7 +212,7 @@ def test_a_registered_policy_loss_is_checked_by_its_key(monkeypatch):
 
 
 @pytest.mark.slow
-def test_the_readme_stage_trains_end_to_end(sft_top, tmp_path, monkeypatch):
+def test_the_documented_stage_trains_end_to_end(sft_top, tmp_path, monkeypatch):
     """The example stage runs through the entry point's `run`: from the cached SFT upstream, its lower
     block frozen, the top one trained."""
     from transformers import AutoModelForCausalLM

@@ -97,6 +97,61 @@ def test_a_study_rerun_on_another_testbed_is_set_beside_its_base(tmp_path):
     bridge.update(base="tool_annealing_study", testbed="mixed_sft")
     (rerun / "committed.yaml").write_text(yaml.safe_dump(bridge))
     blocks, _, _ = render(tmp_path)
-    lines = [r for r in blocks["testbeds"].splitlines() if r.startswith("| fixed_tool_collapses")]
+    lines = [r for r in blocks["testbeds"].splitlines() if r.startswith("| fixed_tool_beats_no_tool")]
     assert len(lines) == 1 and "tool_annealing_study (calc_sft)" in lines[0] and "rerun (mixed_sft)" in lines[0]
     assert lines[0].count("**replicated**") == 2
+
+
+def test_committed_comparisons_intervals_are_welch_and_any_bootstrap_is_labelled():
+    """Every committed comparisons.csv's diff_ci_* is Welch's interval over summary.csv's per-run values
+    (what ablate.stats computes today); the replaced hierarchical bootstrap survives only as bootstrap_ci_*,
+    which the prose check does not accept as backing."""
+    import numpy as np
+    import pandas as pd
+
+    from ablate.stats.prose import REPLACED, _text
+    from ablate.stats.verdicts import welch
+
+    files = sorted((ROOT / "docs" / "findings").glob("**/comparisons.csv"))
+    assert len(files) >= 10
+    for f in files:
+        table = pd.read_csv(f)
+        runs = pd.read_csv(f.parent / "summary.csv").query("level == 'run'")
+        for r in table.itertuples():
+            def arm(cond):
+                return runs[(runs.metric == r.metric) & (runs.condition == cond) & (runs.regime == r.regime)].value
+            x, y = arm(r.condition).to_numpy(float), arm(r.baseline).to_numpy(float)
+            if len(x) < 2 or len(y) < 2 or not np.isfinite(r.diff_ci_low):
+                continue
+            want = welch(x, y, 0.95)
+            assert np.isclose(r.diff_ci_low, want.low) and np.isclose(r.diff_ci_high, want.high), (f, r.metric, r.condition)
+        if "bootstrap_ci_low" in table.columns:
+            assert "bootstrap_ci_low" not in _text(f).split("\n", 1)[0] and REPLACED == "bootstrap_"
+
+
+def test_the_confirmatory_table_counts_agreements_from_the_committed_claims(tmp_path):
+    """A confirmatory claims.csv beside a study: each deciding row set beside the exploratory verdict;
+    a flipped verdict is a disagreement, a claim amended after the data does not count."""
+    import shutil
+
+    import pandas as pd
+
+    from ablate.stats.findings import render
+
+    study = tmp_path / "threshold_study"
+    shutil.copytree(FINDINGS / "threshold_study", study)
+    (study / "confirmatory").mkdir(exist_ok=True)
+    blocks, _, results = render(tmp_path)
+    assert "No confirmatory verdict yet" in blocks["confirmatory"]
+    table = results[study].table.copy()
+    table["standing"] = "confirmatory"
+    decided = table.index[table["verdict"] == "replicated"]
+    assert len(decided) >= 2
+    table.loc[decided[0], "verdict"] = "not replicated"
+    table.loc[decided[1], "standing"] = "amended after the data"
+    table.to_csv(study / "confirmatory" / "claims.csv", index=False)
+    blocks, _, _ = render(tmp_path)
+    block = blocks["confirmatory"]
+    family = int((table["verdict"] != "descriptive").sum()) - 1
+    assert f"**{family - 1} of {family} confirmatory claim verdicts agree" in block
+    assert block.count("| no (reversed) |") == 1 and table.loc[decided[1], "id"] + ":" not in block

@@ -80,3 +80,13 @@ def test_the_stage_registry_imports_no_part():
     """The registry is read by the checks and the upstream cache before any compute: no part behind it."""
     found = modules()
     assert imports_of("ablate.stages.registry", found["ablate.stages.registry"], set(found)) <= {"ablate.config"}
+
+
+def test_the_rundir_package_imports_no_part():
+    """The run-directory contract sits under training and stats alike: it imports no part of ablate (only
+    the leaf ablate.stopping, whose signals a run's status records)."""
+    found = modules()
+    inside = {name for name in found if name == "ablate.rundir" or name.startswith("ablate.rundir.")}
+    for name in sorted(inside):
+        above = imports_of(name, found[name], set(found)) - inside
+        assert above <= {"ablate.stopping"}, f"{name} imports {sorted(above)}"

@@ -66,7 +66,7 @@ def test_machine_faults_name_the_path_and_the_fix():
 
 
 def test_a_failed_atomic_write_names_its_file_and_leaves_nothing_half_written(tmp_path, monkeypatch):
-    from ablate import atomic
+    from ablate.rundir import atomic
 
     def full(_):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -85,7 +85,7 @@ def test_a_full_disk_ends_a_run_with_exit_3_and_one_line(tmp_path, monkeypatch, 
 
     from hydra import compose, initialize_config_dir
 
-    from ablate import atomic
+    from ablate.rundir import atomic
     from ablate.config import CONF_DIR
     from ablate.train import EXIT_MACHINE_FAULT, checked_run
 

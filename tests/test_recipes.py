@@ -1,4 +1,4 @@
-"""The field's recipes as presets (conf/recipe/): each composes to the README's table, a command-line value
+"""The field's recipes as presets (conf/recipe/): each composes to docs/training.md's table, a command-line value
 beats the recipe, every recipe trains, and the new parts engage in the learner (truncation mask, overlong
 penalty, clip fractions) and are checked before any compute."""
 
@@ -14,8 +14,8 @@ from omegaconf import OmegaConf
 from ablate.config import CONF_DIR
 
 RECIPES = ("rloo", "grpo", "dr_grpo", "dapo", "gspo", "cispo")
-README = Path(__file__).resolve().parents[1] / "README.md"
-# README column -> how the composed config shows it
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "training.md"
+# the table's column -> how the composed config shows it
 COLUMNS = {"advantage": "stage.advantage", "advantage_scale": "stage.advantage_scale", "is_level": "stage.is_level",
            "clip_eps_low / high": ("stage.clip_eps_low", "stage.clip_eps_high"), "aggregation": "stage.aggregation",
            "kl_coef": "stage.kl_coef", "dynamic_sampling": "dynamic_sampling.enabled",
@@ -27,10 +27,10 @@ def composed(*overrides):
         return compose(config_name="config", overrides=list(overrides))
 
 
-def readme_table() -> dict[str, dict[str, str]]:
-    lines = [line for line in README.read_text().splitlines() if line.startswith("| recipe | paper |")]
-    assert len(lines) == 1, "the README has one recipe table"
-    text = README.read_text()
+def recipe_table() -> dict[str, dict[str, str]]:
+    lines = [line for line in PAGE.read_text().splitlines() if line.startswith("| recipe | paper |")]
+    assert len(lines) == 1, "docs/training.md has one recipe table"
+    text = PAGE.read_text()
     header = [c.strip() for c in lines[0].strip("|").split("|")]
     rows = {}
     for line in text[text.index(lines[0]):].splitlines()[2:]:
@@ -45,8 +45,8 @@ def shown(value) -> str:
     return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def test_every_recipe_composes_to_the_readme_table():
-    table = readme_table()
+def test_every_recipe_composes_to_the_documented_table():
+    table = recipe_table()
     assert sorted(table) == sorted(RECIPES) == sorted(p.stem for p in (CONF_DIR / "recipe").glob("*.yaml"))
     for name in RECIPES:
         cfg = composed(f"recipe={name}")

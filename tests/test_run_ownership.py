@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from ablate.ownership import LOCK_NAME, RunOwned, owned
-from ablate.run_dir import STALE_S, RunStatus, read_status
+from ablate.rundir import RunDir
+from ablate.rundir.ownership import RunOwned, owned
+from ablate.rundir.status import STALE_S, RunStatus, read_status
 
 sys.path.insert(0, str(Path(__file__).parent / "goldens"))
 from record import numbers_of_run  # noqa: E402 - every number of a run but wall-clock ones
@@ -48,7 +49,7 @@ def alive(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
-        from ablate.atomic import pid_alive
+        from ablate.rundir.atomic import pid_alive
 
         return pid_alive(pid) and not Path("/proc").is_dir()
 
@@ -64,7 +65,7 @@ def wait_for(predicate, timeout: float, what: str):
 
 
 def test_a_second_owner_is_refused_naming_the_first_and_the_way_out(tmp_path):
-    holder = python(f"from ablate.ownership import claim; claim({str(tmp_path)!r}); print('held', flush=True); "
+    holder = python(f"from ablate.rundir.ownership import claim; claim({str(tmp_path)!r}); print('held', flush=True); "
                     "input()", stdin=subprocess.PIPE)
     try:
         assert holder.stdout.readline().strip() == "held", holder.stderr.read()
@@ -79,8 +80,8 @@ def test_a_second_owner_is_refused_naming_the_first_and_the_way_out(tmp_path):
         holder.wait(10)
     with owned(tmp_path):  # its process is gone: so is its lock
         with owned(tmp_path):  # re-entrant in one process (run() inside the entry point)
-            assert json.loads((tmp_path / LOCK_NAME).read_text())["pid"] == os.getpid()
-    assert (tmp_path / LOCK_NAME).read_text() == ""  # released: it names no one
+            assert json.loads(RunDir(tmp_path).lock_file.read_text())["pid"] == os.getpid()
+    assert RunDir(tmp_path).lock_file.read_text() == ""  # released: it names no one
 
 
 def _running(tmp_path, **fields) -> None:
@@ -123,7 +124,7 @@ def test_a_live_pid_that_does_not_hold_the_lock_is_not_the_owner(tmp_path):
 
 STOPPABLE = """
 import sys, time
-from ablate.run_dir import RunStatus
+from ablate.rundir.status import RunStatus
 from ablate.stopping import stop_on_signals
 with stop_on_signals(watch_parent=True), RunStatus(sys.argv[1], heartbeat_s=0).running(stage="x"):
     print("running", flush=True)
@@ -213,7 +214,8 @@ def hold_upstream(tmp_path, monkeypatch):
     from hydra import compose, initialize_config_dir
 
     from ablate.config import CONF_DIR
-    from ablate.upstream import models_dir, upstream_key
+    from ablate.rundir.cache import models_dir
+    from ablate.upstream import upstream_key
 
     monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):

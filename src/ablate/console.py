@@ -9,7 +9,7 @@ person watches them.
 * Lightning's advertising tips (litlogger, litmodels) are dropped everywhere.
 * Warnings that say nothing to a user: the CSV logger's "Experiment logs directory ... exists and is
   not empty" (the run directory always exists, Hydra created it; a resumed run's rows are kept by
-  `ablate.run_dir.stash_metrics`), torch's `LeafSpec` deprecation raised inside Lightning, and on a
+  `ablate.rundir.metrics_csv.stash_metrics`), torch's `LeafSpec` deprecation raised inside Lightning, and on a
   resume, "Checkpoint directory ... exists" and the dataloader-not-resumable note (ablate restores
   its data order and sampler state itself; the resume tests check it).
 * transformers' per-file bars (loading weights, writing shards) are off. When the run is not

@@ -34,6 +34,7 @@ from ablate.config import CONF_DIR, torch_threads  # also registers the group sc
 from ablate.metrics import REGIME_TOOL, REGIMES, prompt_ratios
 from ablate.rollout import SamplingParams
 from ablate.rollout.tools import Tool, ToolPrompt, build_tool
+from ablate.rundir import RunDir, RunDirLike
 from ablate.tasks import CORRECT, NO_ANSWER, OPERANDS, Task
 
 if TYPE_CHECKING:  # the modeling stack takes seconds to import; a config check needs none of it
@@ -127,14 +128,15 @@ def evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problem
     return summarize(rows, [int(k) for k in eval_cfg["ks"]], task.verdicts, (task.level_column, task.level_block)), rows
 
 
-def write_eval(run_dir: str | Path, regime: str, summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> Path:
-    from ablate.atomic import write_json, write_jsonl
+def write_eval(run_dir: RunDirLike, regime: str, summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> Path:
+    from ablate.rundir.atomic import write_json, write_jsonl
 
-    out = Path(run_dir) / "eval" / regime
+    run = RunDir.of(run_dir)
+    out = run.eval_dir(regime)
     out.mkdir(parents=True, exist_ok=True)
     # Each file whole or absent (temp file + rename); summary.json last: its presence marks a finished evaluation.
-    write_jsonl(out / "samples.jsonl", rows)
-    write_json(out / "summary.json", {"regime": regime, **summary})
+    write_jsonl(run.samples_file(regime), rows)
+    write_json(run.summary_file(regime), {"regime": regime, **summary})
     return out
 
 
@@ -158,8 +160,8 @@ def main(cfg: DictConfig) -> None:
 
     import ablate.device
     from ablate.models import load_model, load_tokenizer, resolve_path
-    from ablate.ownership import RunOwned, owned
-    from ablate.run_dir import RunStatus
+    from ablate.rundir.ownership import RunOwned, owned
+    from ablate.rundir.status import RunStatus
     from ablate.stopping import stop_on_signals
     from ablate.tasks import build_task
 

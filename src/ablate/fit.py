@@ -13,6 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ablate.config import ConfigError, require
 from ablate.device import device, precision
+from ablate.rundir import RunDir
 
 log = logging.getLogger("ablate.train")
 
@@ -42,19 +43,20 @@ def fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=None
     from lightning.pytorch.callbacks import ModelCheckpoint
     from lightning.pytorch.loggers import CSVLogger
 
-    from ablate.atomic import checkpoint_io
+    from ablate.rundir.atomic import checkpoint_io
     from ablate.lit.elapsed import ElapsedTime
     from ablate.console import progress_bars, progress_log
-    from ablate.run_dir import merge_metrics, stash_metrics
+    from ablate.rundir.metrics_csv import merge_metrics, stash_metrics
     from ablate.stopping import step_boundaries
 
+    # name="" and version="": the CSV lands on the run directory's metrics.csv (RunDir.metrics_file)
     loggers: list[Any] = [CSVLogger(save_dir=str(run_dir), name="", version="", flush_logs_every_n_steps=10)]
     if cfg.logger.wandb:
         from lightning.pytorch.loggers import WandbLogger
 
         loggers.append(WandbLogger(project=cfg.logger.project, save_dir=str(run_dir), offline=cfg.logger.mode == "offline"))
     loggers.extend(extra_loggers(cfg, run_dir))
-    checkpoints = run_dir / "checkpoints"
+    checkpoints = RunDir(run_dir).checkpoint_dir
     trainer = L.Trainer(
         max_steps=int(cfg.stage.max_steps), max_epochs=-1, accelerator=cfg.trainer.accelerator,
         devices=cfg.trainer.devices, strategy=cfg.trainer.strategy, num_nodes=int(cfg.trainer.num_nodes),
@@ -102,7 +104,7 @@ def resume_checkpoint(checkpoints: Path) -> str | None:
 
     steps = sorted(checkpoints.glob("epoch=*-step=*.ckpt"), key=step, reverse=True) if checkpoints.is_dir() else []
     passed_over = []
-    for path in [checkpoints / "last.ckpt", *steps]:
+    for path in [checkpoints / RunDir.LAST_CHECKPOINT, *steps]:
         if not path.is_file():
             continue
         try:

@@ -27,6 +27,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from ablate.metrics import REGIME_NO_TOOL
+from ablate.rundir import RunDir
+
 DEFAULT_CSV = Path("docs/testbed/probes.csv")
 COLUMNS = ["study", "testbed", "check", "claims", "metric", "condition", "op", "threshold", "value", "status",
            "seeds", "wall_s", "overrides", "commit"]
@@ -138,7 +141,7 @@ def commit() -> str:
 
 def record(csv: Path, rows: list[dict]) -> None:
     """Replace the rows of the same (study, testbed, check) in `csv`, atomically."""
-    from ablate.atomic import write_text
+    from ablate.rundir.atomic import write_text
 
     old = pd.read_csv(csv) if csv.is_file() else pd.DataFrame(columns=COLUMNS)
     new = pd.DataFrame(rows, columns=COLUMNS)
@@ -178,7 +181,7 @@ def probe_eval(name: str, overrides: list[str], root: Path, out_dir: Path) -> di
     The summary and the command go to `<out_dir>/<name>.json`."""
     import json
 
-    from ablate.atomic import write_text
+    from ablate.rundir.atomic import write_text
 
     if not any(o.startswith("model_dir=") for o in overrides):
         overrides = ["model_dir=builtin:tiny-sft", *overrides]
@@ -187,7 +190,9 @@ def probe_eval(name: str, overrides: list[str], root: Path, out_dir: Path) -> di
     print("+ " + " ".join(cmd), flush=True)
     if subprocess.run(cmd).returncode != 0:
         raise SystemExit(f"error: the evaluation {run_dir} failed")
-    summary = json.loads(next(run_dir.glob("eval/*/summary.json")).read_text())
+    evaluated = RunDir(run_dir)
+    regime = next(r for r in evaluated.regimes() if evaluated.evaluated(r))
+    summary = json.loads(evaluated.summary_file(regime).read_text())
     record_ = {"name": name, "overrides": " ".join(overrides), "commit": commit(), "summary": summary}
     write_text(out_dir / f"{slug(name)}.json", json.dumps(record_, indent=1, sort_keys=True) + "\n")
     return record_
@@ -199,12 +204,14 @@ def upstream_summary(name: str, overrides: list[str], out_dir: Path) -> dict:
     first job trains it (or `python -m ablate.train <overrides>`)."""
     import json
 
-    from ablate.atomic import write_text
-    from ablate.upstream import models_dir, upstream_key
+    from ablate.rundir.atomic import write_text
+    from ablate.rundir.cache import models_dir
+    from ablate.upstream import upstream_key
 
     cfg = compose(overrides)
     key = upstream_key(cfg, "sft")
-    path = models_dir() / key / "eval" / "no_tool" / "summary.json"
+    upstream = RunDir(models_dir() / key)
+    path = upstream.summary_file(REGIME_NO_TOOL)
     if not path.is_file():
         raise SystemExit(f"error: no evaluated upstream SFT {key} in {models_dir()}; train it first: "
                          f"python -m ablate.train {' '.join(overrides)} (its first job trains it)")
@@ -215,12 +222,12 @@ def upstream_summary(name: str, overrides: list[str], out_dir: Path) -> dict:
 
     hf_logging.disable_progress_bar()  # a record, not a run: no per-file "Loading weights" bar
 
-    trained_at = (json.loads((path.parents[2] / "status.json").read_text()).get("git_sha") or "")[:7]
+    trained_at = (json.loads(upstream.status_file.read_text()).get("git_sha") or "")[:7]
     # the commit that trained it, and its weights' fingerprint: the same cache key can hold other
     # weights on another machine (a re-trained upstream), which status.json's init_sha256 tells apart
     record_ = {"name": name, "overrides": f"upstream SFT of {' '.join(overrides)} ({key})",
                "commit": trained_at or commit(), "summary": json.loads(path.read_text()),
-               "weights_sha256": weights_sha256(AutoModelForCausalLM.from_pretrained(str(path.parents[2] / "model")))}
+               "weights_sha256": weights_sha256(AutoModelForCausalLM.from_pretrained(str(upstream.model_dir)))}
     write_text(out_dir / f"{slug(name)}.json", json.dumps(record_, indent=1, sort_keys=True) + "\n")
     return record_
 

@@ -91,7 +91,7 @@ def evals_block(folder: Path) -> str:
 
 def render_doc(csv: Path, doc: Path, check: bool = False, findings_dir: Path = Path("docs/findings")) -> int:
     """Write (or with `check`, compare) DOC's rendered blocks; exit status as for a command."""
-    from ablate.atomic import write_text
+    from ablate.rundir.atomic import write_text
 
     blocks = {"probes": probes_block(committed_rows(findings_dir) + probe_rows(csv)),
               "evals": evals_block(csv.parent / "evals")}

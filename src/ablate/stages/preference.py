@@ -10,6 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ablate.device import device, precision
 from ablate.fit import fit, global_rank
+from ablate.rundir import RunDir
 from ablate.config.schemas import PreferenceStageConfig
 from ablate.stages.registry import Stage, check_schedule, groups, register
 
@@ -68,7 +69,7 @@ def pairs_and_reference(cfg: DictConfig, model, tokenizer, train_problems, task,
     from ablate.lit.pairs import load_pairs, save_pairs
 
     s = cfg.stage
-    pairs_file = run_dir / "pairs.jsonl"
+    pairs_file = RunDir(run_dir).pairs_file
     if cfg.resume == "auto" and pairs_file.is_file():
         pairs = load_pairs(pairs_file)
         rows = [json.loads(line) for line in pairs_file.read_text().splitlines() if line.strip()]

@@ -2,7 +2,7 @@
 
 A stage module registers one `Stage` when it is imported (`ablate.stages` imports every module of the
 package); the config check, the upstream cache and the entry point read this registry and nothing else,
-so a new stage is its module and its `conf/stage/<name>.yaml` (README, "Extending ablate").
+so a new stage is its module and its `conf/stage/<name>.yaml` (docs/extending.md, "A stage").
 
 This module imports no part (no Lightning, no torch): the entry point reads it before it may refuse a
 run, within a second.

@@ -8,6 +8,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from ablate.fit import fit, global_rank
+from ablate.rundir import RunDir
 from ablate.config.schemas import RLOOStageConfig
 from ablate.stages.registry import Stage, check_schedule, register
 
@@ -78,13 +79,14 @@ def prompt_embeddings(cfg: DictConfig, model, tokenizer, problems, task):
 
 def record_engagement(cfg: DictConfig, run_dir: Path, status) -> None:
     """Warn (log, status.json `warnings`) when the curriculum ended the run behaving as uniform sampling."""
-    if not cfg.get("curriculum") or not (run_dir / "metrics.csv").is_file():
+    metrics = RunDir(run_dir).metrics_file
+    if not cfg.get("curriculum") or not metrics.is_file():
         return
     import pandas as pd
 
     from ablate.curriculum import engagement_warnings
 
-    found = engagement_warnings(cfg.curriculum.kind, pd.read_csv(run_dir / "metrics.csv"))
+    found = engagement_warnings(cfg.curriculum.kind, pd.read_csv(metrics))
     for warning in found:
         log.warning("%s", warning)
     status.update(warnings=found)

@@ -15,6 +15,7 @@ from typing import Any, Callable
 from omegaconf import DictConfig, OmegaConf
 
 from ablate.metrics import REGIME_NO_TOOL, REGIME_TOOL
+from ablate.rundir import RunDir
 from ablate.stages.registry import stage_of
 
 
@@ -43,7 +44,7 @@ def validation_callbacks(cfg: DictConfig, val_problems, tokenizer, task, run_dir
     from ablate.rollout.tools import build_tool
     from ablate.periodic_eval import ValidationCallback
 
-    keep = run_dir / "checkpoints" if cfg.checkpoint.keep_evaluated else None
+    keep = RunDir(run_dir).checkpoint_dir if cfg.checkpoint.keep_evaluated else None
     tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if validation_regime(cfg) == REGIME_TOOL else None
     return [ValidationCallback(val_problems, tokenizer, cfg.model.template, task,
                                OmegaConf.to_container(cfg.eval, resolve=True), int(cfg.seed), int(cfg.eval.every),

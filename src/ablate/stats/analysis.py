@@ -89,6 +89,7 @@ class Analysis:
     # condition -> its label without names: what resampling generators are keyed by
     keys: dict = field(default_factory=dict)
     claims: ClaimsResult | None = None  # the study's declared claims and their verdicts
+    mechanisms: pd.DataFrame | None = None  # the study's declared mechanisms, per run (ablate.stats.mechanisms)
 
     def baselines_in(self, regime: str) -> set:
         """The conditions some condition evaluated in this regime is compared with."""
@@ -163,7 +164,21 @@ def analyze(sweep: Sweep, settings: Settings) -> Analysis:
         problems.extend(claims.problems)
     return Analysis(sweep, settings, labels, common, baseline, rule, regimes, inventory,
                     conditions_table, summary, comparisons, curves, reach, problems, notes, groups,
-                    study, baseline_for, families, power, robust, keys, claims)
+                    study, baseline_for, families, power, robust, keys, claims,
+                    _mechanisms(sweep, study, labels, regimes, problems))
+
+
+def _mechanisms(sweep: Sweep, study: Study | None, labels: dict, regimes: Sequence[str], problems: list[str]):
+    """The study's declared mechanisms per run (None when it declares none)."""
+    from ablate.stats.mechanisms import declared_mechanisms, mechanism_table, preset_mechanisms
+    from ablate.stats.values import sweep_values
+
+    if study is None:
+        return None
+    declared = declared_mechanisms(study.block, problems) or preset_mechanisms(study.name, problems)
+    if not declared:
+        return None
+    return mechanism_table(sweep_values(sweep, labels, list(declared.values()), regimes), declared)
 
 
 ROBUST_COLUMNS = ["regime", "metric", "condition", "n_runs", "mean", "iqm", "iqm_ci_low", "iqm_ci_high",

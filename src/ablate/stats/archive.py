@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ablate.rundir import RunDir
 from ablate.stats.runs import PromptTable, RegimeEval, Run, split_overrides, task_level
 from ablate.stats.validate import check_prompt_rows, check_run_record, finite
 
@@ -75,7 +76,7 @@ def run_record(run: Run, root: Path) -> dict:
 
 def write_runs(runs: list[tuple[Run, Path]], out: Path) -> Path:
     """runs.jsonl.gz under `out`, atomically (a reader may be pooling it)."""
-    from ablate.atomic import write_bytes
+    from ablate.rundir.atomic import write_bytes
 
     # a NaN/inf that reached a run's status or config (YAML has .nan) is null in JSON, never a crash
     text = "".join(json.dumps(finite(run_record(run, root), "", []), allow_nan=False) + "\n" for run, root in runs)
@@ -155,7 +156,7 @@ def _run(r: dict, run_path: Path, prompts: dict) -> Run:
         table = prompts.get((r["rel"], regime))
         if table is not None:
             table.level_block = block
-        evals[regime] = RegimeEval(regime, run_path / "eval" / regime, table, summary)
+        evals[regime] = RegimeEval(regime, RunDir(run_path).eval_dir(regime), table, summary)
     condition, _ = split_overrides(r["overrides"])
     run = Run(run_path, r["rel"], tuple(r["overrides"]), condition, r["seed"], r["state"], r["status"],
               evals, _metrics_frame(r["metrics"]), list(r["issues"]), outcome=r["outcome"],

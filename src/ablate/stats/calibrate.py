@@ -31,6 +31,7 @@ import scipy.optimize
 import scipy.special
 
 from ablate.metrics import REGIME_NO_TOOL
+from ablate.rundir import RunDir
 from ablate.stats.runs import PromptTable, RegimeEval, Run, Sweep
 
 VARIANCE = {"small": (0.02, 0.5), "large": (0.15, 0.5)}
@@ -104,7 +105,7 @@ def plant(s: Setting, rng: np.random.Generator, difficulty: np.ndarray) -> Sweep
             c = rng.binomial(N_SAMPLES, scipy.special.expit(z)).astype(np.float64)
             n_ = np.full(N_PROMPTS, float(N_SAMPLES))
             table = PromptTable(ids, {"n": n_, "n_correct": c, "n_answered": n_.copy()})
-            ev = RegimeEval(REGIME_NO_TOOL, roots[batch] / "eval" / REGIME_NO_TOOL, table, {"n_prompts": N_PROMPTS})
+            ev = RegimeEval(REGIME_NO_TOOL, RunDir(roots[batch]).eval_dir(REGIME_NO_TOOL), table, {"n_prompts": N_PROMPTS})
             overrides = (f"arm={arm}", f"seed={seed}")
             status = {"state": "completed", "started_at": f"2026-01-0{batch + 1}T00:00:00"}
             runs.append(Run(roots[batch] / f"{arm}{seed}", f"look{batch}/{arm}{seed}", overrides, (f"arm={arm}",),
@@ -118,23 +119,23 @@ def write_planted(sweep: Sweep, root: Path) -> list[Path]:
     own summarize/write_eval), one sweep directory per look under `root`; returns those directories."""
     import yaml
 
-    from ablate.atomic import write_json, write_text
+    from ablate.rundir.atomic import write_json, write_text
     from ablate.eval import summarize, write_eval
 
     dirs = []
     for run in sweep.runs:
         look_dir = Path(root) / run.path.parent.name
-        run_dir = look_dir / run.path.name
-        (run_dir / ".hydra").mkdir(parents=True, exist_ok=True)
-        write_text(run_dir / ".hydra" / "overrides.yaml", yaml.safe_dump(list(run.overrides)))
-        write_text(run_dir / ".hydra" / "config.yaml", yaml.safe_dump(run.config))
-        write_json(run_dir / "status.json", run.status)
+        rd = RunDir(look_dir / run.path.name)
+        rd.hydra_dir.mkdir(parents=True, exist_ok=True)
+        write_text(rd.hydra_file(rd.OVERRIDES), yaml.safe_dump(list(run.overrides)))
+        write_text(rd.hydra_file(rd.CONFIG), yaml.safe_dump(run.config))
+        write_json(rd.status_file, run.status)
         for regime, ev in run.evals.items():
             cols = ev.prompts.cols
             rows = [{"id": str(pid), "n_numbers": 4, "n": int(n), "n_correct": int(c), "n_answered": int(a),
                      "mean_length": 40.0, "verdicts": {"correct": int(c), "wrong_value": int(n - c)}}
                     for pid, n, c, a in zip(ev.prompts.ids, cols["n"], cols["n_correct"], cols["n_answered"])]
-            write_eval(run_dir, regime, summarize(rows, [1]), rows)
+            write_eval(rd, regime, summarize(rows, [1]), rows)
         if look_dir not in dirs:
             dirs.append(look_dir)
     return dirs
@@ -262,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         print(_line(rows[-1]), flush=True)
     table = pd.DataFrame(rows)
     if args.out:
-        from ablate.atomic import write_text
+        from ablate.rundir.atomic import write_text
 
         write_text(args.out, table.to_csv(index=False, float_format="%.4f"))
     return 0
@@ -332,7 +333,7 @@ def render_block(text: str, doc: Path | None, marker: str) -> int:
     if not block.search(body):
         print(f"error: {doc} has no <!-- {marker} --> ... <!-- /{marker} --> block", file=sys.stderr)
         return 2
-    from ablate.atomic import write_text
+    from ablate.rundir.atomic import write_text
 
     write_text(doc, block.sub(lambda m: m.group(1) + text + m.group(2), body))
     return 0

@@ -243,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['test'][:4]}@{r['alpha']:g} {r['ratio']:.2f}x{'R' if r['refused'] else ''}"
                 f"{'!' + str(r['entry_mismatches']) if r['entry_mismatches'] else ''}" for r in cell), flush=True)
     if args.out:
-        from ablate.atomic import write_text
+        from ablate.rundir.atomic import write_text
 
         write_text(args.out, pd.DataFrame(rows).to_csv(index=False, float_format="%.6g"))
     return 0

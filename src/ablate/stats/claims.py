@@ -331,8 +331,11 @@ def parse_declared(block: Mapping | None, problems: list[str]) -> Declared:
 
 def check_study_block(block: Mapping | None) -> list[str]:
     """Problems of a study block's claims and plan (empty when fine): for start-up validation."""
+    from ablate.stats.mechanisms import declared_mechanisms
+
     problems: list[str] = []
     declared = parse_declared(block, problems)
+    declared_mechanisms(block, problems)
     if declared.test == "randomization" and not problems:  # refused before compute: a first look that cannot decide
         plan = declared.plan
         problems += first_look_problems([c for c in declared.claims if c.in_family], plan.looks, plan.spending,

@@ -55,44 +55,62 @@ def make_figures(a, out: Path) -> list[tuple[str, str]]:
     return figures
 
 
-def claims_figure(table: pd.DataFrame, path: Path, title: str = "claims") -> None:
+def _claim_points(r: dict) -> tuple[float, float, float, list[float]]:
+    lo, hi, est = (float(r[k]) if pd.notna(r[k]) else math.nan for k in ("ci_low", "ci_high", "estimate"))
+    points = [v for v in (lo, hi, est, float(r["paper"]) if pd.notna(r["paper"]) else math.nan, 0.0)
+              if math.isfinite(v)]
+    return lo, hi, est, points
+
+
+def _draw_claim(ax, r: dict, y: float, filled: bool) -> list[float]:
+    """One claim's interval and estimate at height y (hollow: the exploratory realisation)."""
+    colour = VERDICT_COLOURS.get(r["verdict"], "black")
+    lo, hi, est, points = _claim_points(r)
+    if math.isfinite(lo) and math.isfinite(hi):
+        ax.hlines(y, lo, hi, color=colour, lw=3 if filled else 2, linestyles="solid" if filled else "dotted")
+    if math.isfinite(est):
+        ax.plot([est], [y], "o", color=colour, ms=6, mfc=colour if filled else "white")
+    return points
+
+
+def claims_figure(table: pd.DataFrame, path: Path, title: str = "claims",
+                  confirmatory: pd.DataFrame | None = None) -> None:
     """A forest of the claims, one panel each (claims have their own units): the estimate and its
     deciding interval coloured by verdict, the paper's one-seed effect as ×, 0 as a line, the
-    equivalence or non-inferiority margin shaded."""
+    equivalence or non-inferiority margin shaded. With `confirmatory` (the same claims decided on fresh,
+    registered seeds), each panel shows both: exploratory hollow and dotted above, confirmatory below."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     rows = table.to_dict("records")
-    fig, axes = plt.subplots(len(rows), 1, figsize=(8.5, 0.72 * len(rows) + 0.9), squeeze=False)
+    second = {} if confirmatory is None else {r["id"]: r for r in confirmatory.to_dict("records")}
+    fig, axes = plt.subplots(len(rows), 1, figsize=(8.5, (1.0 if second else 0.72) * len(rows) + 0.9), squeeze=False)
     for ax, r in zip(axes[:, 0], rows):
-        colour = VERDICT_COLOURS.get(r["verdict"], "black")
-        lo, hi, est = (float(r[k]) if pd.notna(r[k]) else math.nan for k in ("ci_low", "ci_high", "estimate"))
-        points = [v for v in (lo, hi, est, float(r["paper"]) if pd.notna(r["paper"]) else math.nan, 0.0)
-                  if math.isfinite(v)]
+        other = second.get(r["id"])
+        points = _draw_claim(ax, r, 0.25 if other else 0.0, filled=other is None)
+        points += _draw_claim(ax, other, -0.25, filled=True) if other else []
         margin = float(r["margin"]) if pd.notna(r["margin"]) else math.nan
         if math.isfinite(margin):
-            ax.axvspan(-margin if r["type"] == "equivalence" else -margin, margin if r["type"] == "equivalence"
-                       else max(points + [margin]), color="#dee2e6", alpha=0.6, lw=0)
+            ax.axvspan(-margin, margin if r["type"] == "equivalence" else max(points + [margin]),
+                       color="#dee2e6", alpha=0.6, lw=0, zorder=0)
             points += [-margin, margin]
         ax.axvline(0, color="grey", lw=0.8)
-        if math.isfinite(lo) and math.isfinite(hi):
-            ax.hlines(0, lo, hi, color=colour, lw=3)
-        if math.isfinite(est):
-            ax.plot([est], [0], "o", color=colour, ms=6)
         if pd.notna(r["paper"]):
             ax.plot([float(r["paper"])], [0], "x", color="black", ms=8, mew=2)
         span = (max(points) - min(points)) or 1.0
         ax.set_xlim(min(points) - 0.08 * span, max(points) + 0.08 * span)
+        ax.set_ylim(-0.6, 0.6)
         ax.set_yticks([])
         ax.tick_params(labelsize=7)
-        label = textwrap.shorten(f"{r['id']}: {r['claim']}", 95)
-        ax.set_title(label, fontsize=7.5, loc="left")
-        ax.text(1.01, 0.5, r["verdict"], transform=ax.transAxes, color=colour, fontsize=8, va="center",
-                fontweight="bold")
+        ax.set_title(textwrap.shorten(f"{r['id']}: {r['claim']}", 95), fontsize=7.5, loc="left")
+        for y, row, tag in ((0.25, r, "expl. "), (-0.25, other, "conf. ")) if other else ((0.5, r, ""),):
+            ax.text(1.01, y if other else 0.5, tag + row["verdict"], transform=ax.transAxes if not other else
+                    ax.get_yaxis_transform(), color=VERDICT_COLOURS.get(row["verdict"], "black"), fontsize=8,
+                    va="center", fontweight="bold")
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout(rect=(0, 0, 0.86, 0.97))
+    fig.tight_layout(rect=(0, 0, 0.84, 0.97))
     fig.savefig(path, dpi=100)
     plt.close(fig)
 

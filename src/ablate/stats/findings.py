@@ -32,8 +32,10 @@ import pandas as pd
 import yaml
 
 from ablate.stats.claims import parse_declared
+from ablate.stats.confirmatory import confirmatory_rows, side_by_side
 from ablate.stats.engine import evaluate
 from ablate.stats.formatting import fmt_ci
+from ablate.stats.mechanisms import per_condition
 from ablate.stats.render_claims import claims_markdown, claims_tables, plan_sentence
 from ablate.stats.values import CURVE_REGIME, VALUE_COLUMNS, is_curve_metric, parse_reach, summary_values
 
@@ -237,6 +239,7 @@ def render(findings_dir: Path, conf: Path | None = None):
         results[study_dir] = result
     blocks["preconditions"] = preconditions_block(results)
     blocks["testbeds"] = testbeds_block(findings_dir, results)
+    blocks["confirmatory"] = side_by_side({d: r.table for d, r in results.items()}, Path(findings_dir))
     return blocks, files, results
 
 
@@ -320,19 +323,9 @@ def mechanisms_block(study_dir: Path, bridge: dict | None = None) -> str | None:
     frame = pd.concat(frames, ignore_index=True)
     key = "condition" if "condition" in frame else next(c for c in frame.columns if c not in ("run", "seed"))
     keys = [key] + (["regime"] if "regime" in frame and frame.groupby(key)["regime"].nunique().max() > 1 else [])
-    frame = frame.drop_duplicates(["run", *keys[1:]])
-    columns = [c for c in frame.columns if c not in ("run", "seed", "regime", key)
-               and pd.api.types.is_numeric_dtype(frame[c]) and frame[c].notna().any()]
-    rows = [f"| {' | '.join(keys)} | n | " + " | ".join(f"`{c}`" for c in columns) + " |",
-            "|---" * (len(keys) + 1) + "|" + "---|" * len(columns)]
-    for cond, group in frame.groupby(keys, sort=False):
-        cells = []
-        for c in columns:
-            v = group[c].dropna()
-            cells.append("–" if v.empty else f"{v.mean():.3g} [{v.min():.3g}, {v.max():.3g}]")
-        rows.append(f"| {' | '.join(map(str, cond))} | {len(group)} | " + " | ".join(cells) + " |")
+    table = per_condition(frame.drop_duplicates(["run", *keys[1:]]), keys)
     looks = f" of the {len(frames)} reports it lists (every look)" if len(frames) > 1 else ""
-    return ("\n".join(rows) + f"\n\nmean [min, max] over the condition's runs, from `mechanisms.csv` (per run)"
+    return (table + f"\nmean [min, max] over the condition's runs, from `mechanisms.csv` (per run)"
             f"{looks}.\n")
 
 
@@ -349,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     blocks, files, results = render(args.findings_dir)
     text = doc.read_text(encoding="utf-8") if doc.is_file() else ""
     new = embed(text, blocks)
-    missing = [s for s in blocks if f"<!-- claims:{s} -->" not in text and s not in ("preconditions", "testbeds")
+    missing = [s for s in blocks if f"<!-- claims:{s} -->" not in text and s not in ("preconditions", "testbeds", "confirmatory")
                and not s.startswith("mechanisms:")]
     if args.check:
         from ablate.stats.prose import check as prose_check
@@ -365,14 +358,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"differ from what the committed reports render: {', '.join(stale)}; run "
                   f"python -m ablate.stats.findings {args.findings_dir}", file=sys.stderr)
         return 1 if stale or missing or typed else 0
-    from ablate.atomic import write_text
+    from ablate.rundir.atomic import write_text
 
     from ablate.stats.figures import claims_figure
 
     for f, body in files.items():
         write_text(f, body)
     for study_dir, result in results.items():  # the forest (a picture: rendered, not checked byte for byte)
-        claims_figure(result.table, study_dir / "claims.png", title=f"claims of {study_dir.name}")
+        conf = confirmatory_rows(study_dir)
+        claims_figure(result.table, study_dir / "claims.png", title=f"claims of {study_dir.name}"
+                      + (": exploratory (hollow) and confirmatory" if conf else ""),
+                      confirmatory=pd.DataFrame(conf) if conf else None)
     if new != text:
         write_text(doc, new)
     for study, block in blocks.items():

@@ -13,9 +13,10 @@ from typing import Sequence
 import numpy as np
 import yaml
 
-from ablate.run_record import RECORD_DIR
+from ablate.rundir import RunDir
+from ablate.rundir.status import interrupted
 from ablate.stats import validate
-from ablate.stats.runs import (RUN_MARKER, PromptTable, RegimeEval, Run, StatsInputError, Sweep, find_run_dirs,
+from ablate.stats.runs import (PromptTable, RegimeEval, Run, StatsInputError, Sweep, find_run_dirs,
                                normalise_override, split_overrides, task_level)
 from ablate.tasks.base import OPERANDS
 
@@ -185,12 +186,12 @@ def _columns(good: list[dict], level_column: str = "n_numbers") -> dict[str, np.
     return cols
 
 
-def load_regime(path: Path, rel: str, level: tuple[str, str] = OPERANDS) -> RegimeEval:
+def load_regime(run: RunDir, regime: str, rel: str, level: tuple[str, str] = OPERANDS) -> RegimeEval:
     issues: list[str] = []
-    summary = _read(path / "summary.json", issues, f"{rel}/summary.json:")
+    summary = _read(run.summary_file(regime), issues, f"{rel}/summary.json:")
     prompts = None
-    samples = path / "samples.jsonl"
-    if not (path / "summary.json").is_file():
+    samples = run.samples_file(regime)
+    if not run.evaluated(regime):
         # evaluation writes summary.json last: without it, samples.jsonl may be half written
         issues.append(f"{rel}: no summary.json (evaluation unfinished?); regime not used")
     elif samples.is_file():
@@ -203,7 +204,7 @@ def load_regime(path: Path, rel: str, level: tuple[str, str] = OPERANDS) -> Regi
         if declared is not None and declared != len(prompts):
             issues.append(f"{rel}: summary.json says {declared} prompts, samples.jsonl has "
                           f"{len(prompts)} usable lines")
-    return RegimeEval(path.name, path, prompts, summary, issues)
+    return RegimeEval(regime, run.eval_dir(regime), prompts, summary, issues)
 
 
 def load_metrics_csv(path: Path, issues: list[str], what: str):
@@ -310,50 +311,49 @@ def load_run(path: Path, root: Path | None = None) -> Run:
     except ValueError:
         rel = str(path)
     issues: list[str] = []
-    overrides = _hydra_file(path, "overrides.yaml", issues, lambda d, w, i: validate.check_overrides(d, w, i))
+    rd = RunDir(path)
+    overrides = _hydra_file(rd, rd.OVERRIDES, issues, lambda d, w, i: validate.check_overrides(d, w, i))
     condition, seed = split_overrides(overrides or ())
-    config = _hydra_file(path, "config.yaml", issues, lambda d, w, i: validate.check_mapping(
+    config = _hydra_file(rd, rd.CONFIG, issues, lambda d, w, i: validate.check_mapping(
         d, w, i, "not used (seed from the overrides, the task's level Countdown's)"))
     if seed is None and config is not None and config.get("seed") is not None:
         seed = str(config["seed"])
-    status = validate.check_status(_read(path / "status.json", issues, "status.json:"), issues)
-    if not (path / "status.json").exists():
+    status = validate.check_status(_read(rd.status_file, issues, "status.json:"), issues)
+    if not rd.status_file.exists():
         issues.append("status.json: missing; the run's state is unknown")
     warnings = _status_warnings(status, issues)
     state = str(status.get("state", "unknown")) if status else "unknown"
 
     evals: dict[str, RegimeEval] = {}
-    eval_dir = path / "eval"
-    if eval_dir.is_dir():
-        for sub in sorted(p for p in eval_dir.iterdir() if p.is_dir()):
-            regime = load_regime(sub, f"eval/{sub.name}", task_level(config))
-            evals[sub.name] = regime
-            issues.extend(regime.issues)
-    metrics = load_metrics_csv(path / "metrics.csv", issues, "metrics.csv")
-    if state == "completed" and not (path / "metrics.csv").exists():
+    for name in rd.regimes():
+        regime = load_regime(rd, name, f"eval/{name}", task_level(config))
+        evals[name] = regime
+        issues.extend(regime.issues)
+    metrics = load_metrics_csv(rd.metrics_file, issues, "metrics.csv")
+    if state == "completed" and not rd.metrics_file.exists():
         issues.append("metrics.csv: missing from a completed run; training curves skipped")
 
     run = Run(path, rel, overrides or (), condition, seed, state, status, evals, metrics, issues,
-              config=config, warnings=warnings, sweeper_params=_sweeper_params(path / ".hydra" / "hydra.yaml", issues))
-    run.outcome, run.reason = _outcome(run, overrides is not None, eval_dir.is_dir())
+              config=config, warnings=warnings, sweeper_params=_sweeper_params(rd.hydra_file("hydra.yaml"), issues))
+    run.outcome, run.reason = _outcome(run, overrides is not None, rd.eval_root.is_dir())
     return run
 
 
-def _hydra_file(path: Path, name: str, issues: list[str], check):
+def _hydra_file(rd: RunDir, name: str, issues: list[str], check):
     """A `.hydra/` file, checked; when it is missing or damaged, the run's own copy in `.ablate/`
-    (ablate.run_record), and the problem says which was read."""
+    (ablate.rundir.record), and the problem says which was read."""
     first: list[str] = []
-    data = check(_read(path / ".hydra" / name, first, f".hydra/{name}", _yaml), f".hydra/{name}", first)
-    copy = path / RECORD_DIR / name
+    data = check(_read(rd.hydra_file(name), first, f".hydra/{name}", _yaml), f".hydra/{name}", first)
+    copy = rd.record_file(name)
     spare: list[str] = []
-    backup = check(_read(copy, spare, f"{RECORD_DIR}/{name}", _yaml), f"{RECORD_DIR}/{name}", spare) \
+    backup = check(_read(copy, spare, f"{rd.RECORD}/{name}", _yaml), f"{rd.RECORD}/{name}", spare) \
         if copy.is_file() else None
     if data is not None and not first and (backup is None or backup == data):
         return data
     if data is not None and not first:  # both readable, and they differ: the copy is the run's own
         first = [f".hydra/{name}: differs from the run's own copy (edited or cut short?)"]
     if backup is not None and not spare:
-        issues.extend(f"{line}; read the run's own copy {RECORD_DIR}/{name} instead" for line in first or
+        issues.extend(f"{line}; read the run's own copy {rd.RECORD}/{name} instead" for line in first or
                       [f".hydra/{name}: missing"])
         return backup
     if data is None and not first and not copy.is_file() and name == "config.yaml":
@@ -408,8 +408,6 @@ def _expected_prompts(config: dict) -> int | None:
 
 
 def _interrupted(status: dict | None) -> str | None:
-    from ablate.run_dir import interrupted
-
     return interrupted(status or {})
 
 

@@ -8,6 +8,11 @@ own); decided claims add nothing. `--run` runs the command(s). Then report every
     python -m ablate.stats.next_look multirun/curriculum_study --run
     python -m ablate.stats multirun/curriculum_study multirun/curriculum_study_look2
 
+Claims are decided as `ablate.stats` decides them: under the study's registration (`--registration
+PATH`, else registration.yaml beside a committed report given as SWEEP_DIR, else
+docs/findings/<study>/), so the plan, alpha and claims that say what is still open are the
+registered ones, not whatever the preset says today.
+
 The report then records the new look (planned, since the seeds reach the plan's count) and applies
 the plan's boundary to it. Arms that need different seed ranges get one command and one directory
 each, `<study>_look<N>_<first seed>`; the report counts those directories as one look.
@@ -51,18 +56,28 @@ def _grid(cond: tuple) -> dict[str, str]:
     return {k: v for k, _, v in (o.partition("=") for o in cond) if k != "experiment"}
 
 
-def commands(sweep_dirs: list[Path]) -> list[list[str]]:
+def _decided(sweep, sweep_dirs: list[Path], registration: Path | None):
+    """The claims, decided under the registration `ablate.stats` would use, and the sweep's labels."""
     from ablate.stats.archive import is_archive
-    from ablate.stats.conditions import label_sweep
-    from ablate.stats.engine import claims_of
-    from ablate.stats.load import load_sweep
+    from ablate.stats.conditions import label_sweep, usable_regimes
     from ablate.stats.runs import StatsInputError
+    from ablate.stats.standing import sweep_decided
+
+    problems: list[str] = []
+    study, _, _, labels, _ = label_sweep(sweep, (), False, problems)
+    if study is None or not study.declared.claims:
+        raise StatsInputError("the runs declare no claims (a study preset's study.claims): no plan to continue")
+    beside = sweep_dirs[0] if is_archive(sweep_dirs[0]) else None
+    result = sweep_decided(sweep, study, labels, usable_regimes(sweep), study.effect or 0.03, registration, beside)
+    return result, labels
+
+
+def commands(sweep_dirs: list[Path], registration: Path | None = None) -> list[list[str]]:
+    from ablate.stats.archive import is_archive
+    from ablate.stats.load import load_sweep
 
     sweep = load_sweep(sweep_dirs)
-    result = claims_of(sweep)
-    if result is None:
-        raise StatsInputError("the runs declare no claims (a study preset's study.claims): no plan to continue")
-    _, _, _, labels, _ = label_sweep(sweep, (), False, [])
+    result, labels = _decided(sweep, sweep_dirs, registration)
     by_label = {label: cond for cond, label in labels.items()}
     need = _needs(result, by_label, sweep)
     experiments = {o.partition("=")[2] for cond in need for o in cond if o.startswith("experiment=")}
@@ -121,9 +136,12 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("sweep_dirs", nargs="+", type=Path, metavar="SWEEP_DIR", help="the study's sweep directories")
     p.add_argument("--run", action="store_true", help="run the command(s) instead of printing them")
+    p.add_argument("--registration", type=Path, metavar="PATH",
+                   help="the study's registration.yaml (or its directory); default: beside a committed report, "
+                        "else docs/findings/<study>/")
     args = p.parse_args(argv)
     try:
-        cmds = commands(args.sweep_dirs)
+        cmds = commands(args.sweep_dirs, args.registration)
     except StatsInputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

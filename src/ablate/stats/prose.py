@@ -38,12 +38,28 @@ def _values(texts: Iterable[str]) -> set[float]:
     return out
 
 
+REPLACED = "bootstrap_"  # comparisons.csv columns of the replaced hierarchical bootstrap: prose may not quote them
+
+
+def _text(path: Path) -> str:
+    """A committed file's text, less the columns of a replaced method (so prose cannot cite them)."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if path.suffix != ".csv" or REPLACED not in text.split("\n", 1)[0]:
+        return text
+    import csv
+    import io
+
+    rows = list(csv.reader(io.StringIO(text)))
+    keep = [i for i, name in enumerate(rows[0]) if not name.startswith(REPLACED)]
+    return "\n".join(",".join(row[i] for i in keep if i < len(row)) for row in rows)
+
+
 def table_values(markdown: str, findings_dir: Path, conf_dir: Path | None) -> set[float]:
     """Every number of the rendered blocks, the committed reports and CSVs, and the presets."""
     texts = [m.group(0) for m in _BLOCKS.finditer(markdown)]
     for pattern in ("**/report.md", "**/committed.yaml", "**/claims.csv", "**/reach.csv", "**/comparisons.csv",
                     "**/mechanisms.csv"):  # the rendered reports' tables (not every curve point of curves.csv)
-        texts += [p.read_text(encoding="utf-8", errors="replace") for p in sorted(Path(findings_dir).glob(pattern))]
+        texts += [_text(p) for p in sorted(Path(findings_dir).glob(pattern))]
     if conf_dir is not None:
         texts += [p.read_text(encoding="utf-8") for p in sorted(Path(conf_dir).glob("experiment/*.yaml"))]
     return _values(texts)

@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     from hydra.errors import HydraException
 
     from ablate.config import ConfigError
-    from ablate.run_dir import git_sha
+    from ablate.rundir.status import git_sha
     from ablate.stats.registration import FILE, register
     from ablate.stats.runs import StatsInputError
 

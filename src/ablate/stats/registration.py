@@ -31,8 +31,16 @@ def canonical(block: Mapping) -> str:
     return json.dumps(block, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
+DESCRIPTIVE = ("mechanisms",)  # study keys that describe and decide nothing: not part of what is registered
+
+
 def fingerprint(block: Mapping | None) -> str | None:
-    return None if block is None else hashlib.sha256(canonical(block).encode()).hexdigest()
+    """sha256 of the block's canonical JSON, less its descriptive keys (declaring a mechanism to describe
+    after the runs is not an amendment of what decides)."""
+    if block is None:
+        return None
+    deciding = {k: v for k, v in block.items() if k not in DESCRIPTIVE}
+    return hashlib.sha256(canonical(deciding).encode()).hexdigest()
 
 
 def utc_now() -> str:
@@ -134,7 +142,7 @@ def read_registration(path: Path) -> Registration:
 def register(path: Path, block: dict, *, amend: bool = False, commit: str | None = None,
              now: str | None = None) -> Registration:
     """Write (or, with `amend`, add an amendment to) the registration at `path`, atomically."""
-    from ablate.atomic import write_text
+    from ablate.rundir.atomic import write_text
     from ablate.stats.block_diff import block_changes
 
     now = now or utc_now()

@@ -15,6 +15,7 @@ from ablate.stats.analysis import Analysis
 from ablate.stats.archive import RUNS_FILE, root_of, write_runs
 from ablate.stats.formatting import fmt, fmt_ci, fmt_p, md_table, slug, twins  # noqa: F401  (re-exported)
 from ablate.stats.figures import make_figures, pct as _pct
+from ablate.stats.mechanisms import declared_mechanisms, mechanisms_markdown
 from ablate.stats.render_claims import claims_markdown
 from ablate.stats.render_console import print_summary, run_warnings  # noqa: F401  (print_summary re-exported)
 
@@ -61,6 +62,7 @@ def _warnings_section(a: Analysis) -> list[str]:
 def render_markdown(a: Analysis, figures: list[tuple[str, str]], command: str = "") -> str:
     """report.md: sections in reading order, each a function of the analysis' tables."""
     out = _header(a, command) + (claims_markdown(a.claims) if a.claims is not None else [])
+    out += mechanisms_markdown(a.mechanisms, declared_mechanisms(a.study.block if a.study else None, []))
     out += _runs_section(a) + _warnings_section(a) + _results_sections(a) + _comparisons_section(a)
     out += _robust_section(a) + _reach_section(a) + _figures_section(figures) + _closing_sections(a)
     return "\n".join(out)
@@ -385,6 +387,8 @@ def write_report(a: Analysis, out: Path, formats: Iterable[str] = ("md",), plots
     if a.claims is not None:
         tables["claims.csv"] = a.claims.table
         tables["claims_looks.csv"] = a.claims.looks
+    if a.mechanisms is not None:
+        tables["mechanisms.csv"] = a.mechanisms
     for name, df in tables.items():
         path = out / name
         df.to_csv(path, index=False)

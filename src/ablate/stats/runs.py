@@ -13,9 +13,10 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-RUN_MARKER = (".hydra", "overrides.yaml")
+from ablate.rundir import RunDir
+
 # Directories a run writes that never contain other runs; skipping them keeps discovery fast.
-_NO_DESCEND = {".hydra", "checkpoints", "model", "eval", "wandb", "lightning_logs", "__pycache__", ".git"}
+_NO_DESCEND = {*RunDir.SUBDIRS, "wandb", "lightning_logs", "__pycache__", ".git"}
 SEED_KEYS = {"seed"}
 
 
@@ -179,21 +180,14 @@ def split_overrides(overrides: Iterable[str]) -> tuple[tuple[str, ...], str | No
     return tuple(sorted(set(cond))), seed
 
 
-def is_run_dir(path: Path) -> bool:
-    """Hydra's overrides.yaml marks a run; so does ablate's own copy of it (.ablate/), or a config with a
-    status.json: a run whose marker was lost is read (and the loss named), not skipped unseen."""
-    return (path.joinpath(*RUN_MARKER).is_file() or (path / ".ablate" / "overrides.yaml").is_file()
-            or ((path / ".hydra" / "config.yaml").is_file() and (path / "status.json").is_file()))
-
-
 def find_run_dirs(root: Path) -> list[Path]:
     root = Path(root)
-    if is_run_dir(root):
+    if RunDir(root).is_run():
         return [root]
     found = []
     for dirpath, dirnames, _ in os.walk(root):
         here = Path(dirpath)
-        if here != root and is_run_dir(here):
+        if here != root and RunDir(here).is_run():
             found.append(here)
             dirnames[:] = []
             continue

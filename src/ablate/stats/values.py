@@ -7,7 +7,8 @@ committed reports (summary.csv's per-run rows) decide by the same code. Three ki
   recomputed from samples.jsonl as summary.csv has it (a summary-only number as the run reports it);
 - a training-curve summary of a metrics.csv column, written `AGG:COLUMN[@START:END]` with AGG one of
   final, mean, max, min, auc (mean over the logged points by the trapezoid rule: the area under the
-  curve per step), slope (change per step from the first to the last point), over steps START <= step <= END (either may be left out): e.g.
+  curve per step), slope (change per step from the first to the last point), changes (the share of
+  consecutive logged points whose value differs: a controller that flips), over steps START <= step <= END (either may be left out): e.g.
   `mean:curriculum/explore_frac@50:` or `max:val/no_answer_rate@50:99`;
 - steps to reach, censored: `reach:COLUMN>=VALUE` is the first step whose value reaches VALUE, or
   the run's last step when it never does (the restricted mean: a run that never reached counts as
@@ -30,8 +31,8 @@ from ablate.stats.blocks import flatten_summary
 
 VALUE_COLUMNS = ["run", "batch", "condition", "seed", "regime", "metric", "value"]
 CURVE_REGIME = "train"  # metrics.csv has no eval regime
-AGGREGATES = ("final", "mean", "max", "min", "auc", "slope")
-_CURVE = re.compile(r"^(final|mean|max|min|auc|slope):(.+?)(?:@(-?\d*):(-?\d*))?$")
+AGGREGATES = ("final", "mean", "max", "min", "auc", "slope", "changes")
+_CURVE = re.compile(r"^(final|mean|max|min|auc|slope|changes):(.+?)(?:@(-?\d*):(-?\d*))?$")
 _REACH = re.compile(r"^reach(?:_time)?:(.+?)(>=|<=)(baseline|[-+0-9.eE]+)$")
 TIME_COLUMN = "time/elapsed_s"
 
@@ -65,6 +66,8 @@ def curve_value(frame: pd.DataFrame | None, metric: str) -> float:
     if agg == "slope":  # change per step, first to last logged point (e.g. seconds per step of time/elapsed_s)
         span = float(s.index[-1] - s.index[0])
         return float((s.iloc[-1] - s.iloc[0]) / span) if span > 0 else math.nan
+    if agg == "changes":
+        return float((s.to_numpy()[1:] != s.to_numpy()[:-1]).mean()) if s.size > 1 else math.nan
     if agg == "auc":
         x, y = s.index.to_numpy(dtype=np.float64), s.to_numpy(dtype=np.float64)
         return float(y[0]) if x.size == 1 else float(np.trapezoid(y, x) / (x[-1] - x[0]))

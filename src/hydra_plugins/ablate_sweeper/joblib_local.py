@@ -4,7 +4,7 @@ Joblib runs each job in a worker process of its own. A SIGTERM or SIGINT to the 
 that was launched) would end it alone and leave the workers training; this launcher stops them
 first (`ablate.stopping.stop_workers`: each marks its run interrupted, resumable), then exits. At
 the end it counts the jobs skipped because another live process owned their run directory
-(`ablate.ownership`).
+(`ablate.rundir.ownership`).
 """
 
 import logging
@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 
 class LocalJoblibLauncher(JoblibLauncher):
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from ablate.ownership import SKIPPED
+        from ablate.rundir.ownership import SKIPPED
         from ablate.stopping import workers_stop_with_parent
 
         with workers_stop_with_parent():

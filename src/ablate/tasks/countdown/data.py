@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from ablate.cache import cache_dir  # noqa: F401 - where generated pools are cached (also read here by tests)
+from ablate.rundir.cache import cache_dir  # noqa: F401 - where generated pools are cached (also read here by tests)
 from ablate.tasks.base import Splits, stratified_indices
 
 from .generator import generate

@@ -3,7 +3,7 @@
 Written atomically (temp file + rename) so a crash never leaves half a file. A run stopped by
 SIGTERM / SIGINT records itself `interrupted` (ablate.stopping). One killed outright still reads
 `running`; its pid, host and heartbeat tell `ablate.stats` that it was interrupted (`interrupted`),
-and the next attempt, once it owns the directory (ablate.ownership), records it so in `history`.
+and the next attempt, once it owns the directory (ablate.rundir.ownership), records it so in `history`.
 """
 
 from __future__ import annotations
@@ -21,6 +21,9 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterator
+
+from ablate.rundir import atomic
+from ablate.rundir.layout import RunDir, RunDirLike
 
 PACKAGES = ("ablate", "torch", "transformers", "lightning", "hydra-core", "datasets", "vllm")
 # Recorded under the import name; looked up under the distribution's (the package index's `ablate` is
@@ -57,48 +60,10 @@ def versions() -> dict[str, str | None]:
     return found
 
 
-def stash_metrics(run_dir: str | Path) -> None:
-    """Move `metrics.csv` aside before a resumed fit: Lightning's CSVLogger deletes an existing
-    file when it starts. `merge_metrics` puts the rows back."""
-    run_dir = Path(run_dir)
-    current, stash = run_dir / "metrics.csv", run_dir / "metrics.resume.csv"
-    if not current.is_file():
-        return
-    import pandas as pd
-
-    frames = [pd.read_csv(p) for p in (stash, current) if p.is_file() and p.stat().st_size]
-    if frames:
-        from ablate.atomic import write_with
-
-        merged = pd.concat(frames, ignore_index=True).drop_duplicates(subset=["step"], keep="last")
-        write_with(stash, lambda f: merged.to_csv(f, index=False))
-    current.unlink()
-
-
-def merge_metrics(run_dir: str | Path) -> None:
-    """Rows logged before a resume (steps the resumed fit did not log again) + the new rows."""
-    run_dir = Path(run_dir)
-    current, stash = run_dir / "metrics.csv", run_dir / "metrics.resume.csv"
-    if not stash.is_file():
-        return
-    import pandas as pd
-
-    old = pd.read_csv(stash)
-    if current.is_file() and current.stat().st_size:
-        new = pd.read_csv(current)
-        old = old[old["step"] < new["step"].min()] if len(new) else old
-        old = pd.concat([old, new], ignore_index=True)
-    from ablate.atomic import write_with
-
-    merged = old.sort_values("step")
-    write_with(current, lambda f: merged.to_csv(f, index=False))
-    stash.unlink()
-
-
-def read_status(run_dir: str | Path) -> dict[str, Any] | None:
+def read_status(run_dir: RunDirLike) -> dict[str, Any] | None:
     """status.json as an object, or None when it is absent or damaged (not JSON, not an object, bytes that
     are not text): a resume then starts a fresh record rather than a traceback (issue 45)."""
-    path = Path(run_dir) / "status.json"
+    path = RunDir.of(run_dir).status_file
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):  # JSON and Unicode decoding errors are ValueErrors
@@ -120,13 +85,11 @@ _ATTEMPT_KEYS = ("state", "started_at", "finished_at", "heartbeat_at", "duration
 def interrupted(status: dict[str, Any], now: float | None = None, host: str | None = None) -> str | None:
     """Why a status that says `running` is not running any more, or None when it may be: its process
     is gone (same host, pid not alive), or its heartbeat is older than STALE_S."""
-    from ablate.atomic import pid_alive
-
     if status.get("state") != "running":
         return None
     host = socket.gethostname() if host is None else host
     pid = status.get("pid")
-    if status.get("host") == host and isinstance(pid, int) and not pid_alive(pid):
+    if status.get("host") == host and isinstance(pid, int) and not atomic.pid_alive(pid):
         return f"interrupted: its process {pid} on {host} is gone"
     beat = status.get("heartbeat_at")
     if beat:
@@ -148,8 +111,9 @@ class RunStatus:
     `heartbeat_at` every HEARTBEAT_S seconds; with `pid` and `host` that lets `ablate.stats` tell a
     killed job from a running one (`interrupted`)."""
 
-    def __init__(self, run_dir: str | Path, writer: bool = True, heartbeat_s: float = HEARTBEAT_S):
-        self.path = Path(run_dir) / "status.json"
+    def __init__(self, run_dir: RunDirLike, writer: bool = True, heartbeat_s: float = HEARTBEAT_S):
+        self.run = RunDir.of(run_dir)
+        self.path = self.run.status_file
         self.data: dict[str, Any] = {}
         self.writer = writer
         self._start = time.monotonic()
@@ -161,20 +125,18 @@ class RunStatus:
     def _write(self) -> None:
         if not self.writer:
             return
-        from ablate.atomic import write_json
-
         with self._lock:
-            write_json(self.path, self.data)
+            atomic.write_json(self.path, self.data)
 
     def start(self, **extra: Any) -> None:
-        """A new attempt. The caller owns the run directory (`ablate.ownership.owned`), so an earlier
+        """A new attempt. The caller owns the run directory (`ablate.rundir.ownership.owned`), so an earlier
         attempt still marked running is gone: it was killed, and is recorded as interrupted."""
-        previous = read_status(self.path.parent) or {}
+        previous = read_status(self.run) or {}
         old = previous.get("history")
         history = [dict(h) for h in (old if isinstance(old, list) else []) if isinstance(h, dict)]
         if previous.get("started_at"):
             last = {key: previous.get(key) for key in _ATTEMPT_KEYS}
-            if previous.get("takeover"):  # who found it stale, when and why (ablate.ownership)
+            if previous.get("takeover"):  # who found it stale, when and why (ablate.rundir.ownership)
                 last["takeover"] = previous["takeover"]
             if last["state"] == "running":  # killed: it never wrote an end
                 last["state"] = "interrupted"

@@ -9,7 +9,7 @@ inodes); while held it names its holder (host, pid, since) for the refusal messa
 
 A flock only reaches as far as the filesystem shares it (an NFS mount without lock support keeps
 locks per host), so status.json is checked as well: a `running` attempt on another host owns the
-directory until its heartbeat is older than `ablate.run_dir.STALE_S` (10 min). On this host the lock
+directory until its heartbeat is older than `ablate.rundir.status.STALE_S` (10 min). On this host the lock
 is the whole truth: a `running` status whose process no longer holds the lock was killed.
 
 Taking over such a stale attempt marks it `interrupted` in status.json, with a `takeover` record
@@ -28,9 +28,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
+from ablate.rundir import atomic
+from ablate.rundir.layout import RunDir, RunDirLike
+from ablate.rundir.status import STALE_S, interrupted, read_status
+
 log = logging.getLogger("ablate.ownership")
 
-LOCK_NAME = "run.lock"
 SKIPPED = "skipped: run directory in use"  # a sweep job's return value when another process owns its run
 _CONTENTION = (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK)
 _held: dict[str, "_Claim"] = {}  # run directories this process owns: a nested `owned` is a no-op
@@ -41,8 +44,8 @@ class RunOwned(Exception):
 
 
 class _Claim:
-    def __init__(self, run_dir: Path, fd: int | None):
-        self.run_dir, self.fd, self.depth = run_dir, fd, 1
+    def __init__(self, run: RunDir, fd: int | None):
+        self.run, self.fd, self.depth = run, fd, 1
 
 
 def _now() -> str:
@@ -69,10 +72,10 @@ def _lock(path: Path) -> tuple[int | None, bool]:
     return fd, True
 
 
-def _holder(run_dir: Path) -> dict[str, Any]:
+def _holder(run: RunDir) -> dict[str, Any]:
     """The lock holder's record, or {} while it is still writing it."""
     try:
-        record = json.loads((run_dir / LOCK_NAME).read_text() or "{}")
+        record = json.loads(run.lock_file.read_text() or "{}")
     except (OSError, ValueError):
         return {}
     return record if isinstance(record, dict) else {}
@@ -80,8 +83,6 @@ def _holder(run_dir: Path) -> dict[str, Any]:
 
 def owner_message(run_dir: Path, owner: dict[str, Any]) -> str:
     """Who owns `run_dir` and what to do: the refusal a second launch prints."""
-    from ablate.run_dir import STALE_S
-
     host, pid = owner.get("host"), owner.get("pid")
     if pid is None:  # the holder has not written its record yet
         return (f"run directory {run_dir} is in use by another process that has just started; this launch "
@@ -104,50 +105,44 @@ def owner_message(run_dir: Path, owner: dict[str, Any]) -> str:
 
 def _stale_reason(status: dict[str, Any], locked: bool) -> str | None:
     """Why a `running` status.json is no one's any more, or None when its process may be alive."""
-    from ablate.run_dir import interrupted
-
     reason = interrupted(status)
     if reason is None and locked and status.get("host") == socket.gethostname():
         # The lock is the truth on this host: a live pid here that does not hold it is another process
         # that reused the number.
-        reason = f"interrupted: its process {status.get('pid')} no longer holds {LOCK_NAME}"
+        reason = f"interrupted: its process {status.get('pid')} no longer holds {RunDir.LOCK}"
     return reason
 
 
-def _take_over(run_dir: Path, status: dict[str, Any], reason: str) -> None:
+def _take_over(run: RunDir, status: dict[str, Any], reason: str) -> None:
     """Mark the stale attempt interrupted, saying who took the directory over and why."""
-    from ablate.atomic import write_json
-
-    log.warning("%s: taking over from a gone process (%s)", run_dir, reason)
+    log.warning("%s: taking over from a gone process (%s)", run.root, reason)
     status.update(state="interrupted", finished_at=status.get("heartbeat_at") or status.get("started_at"),
                   takeover={"at": _now(), "host": socket.gethostname(), "pid": os.getpid(), "reason": reason})
-    write_json(run_dir / "status.json", status)
+    atomic.write_json(run.status_file, status)
 
 
-def claim(run_dir: str | Path, sweep_pid: int | None = None) -> _Claim:
+def claim(run_dir: RunDirLike, sweep_pid: int | None = None) -> _Claim:
     """Own `run_dir` (created if absent) or raise RunOwned naming its owner; a stale owner's attempt
     is taken over. `sweep_pid`: the sweep this job belongs to, which a refusal names as the one to
     stop. Release with `release`."""
-    from ablate.run_dir import read_status
-
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run = RunDir.of(run_dir)
+    run.root.mkdir(parents=True, exist_ok=True)
     try:
-        fd, locked = _lock(run_dir / LOCK_NAME)
+        fd, locked = _lock(run.lock_file)
     except BlockingIOError:
-        status = read_status(run_dir) or {}
-        owner = _holder(run_dir)
+        status = read_status(run) or {}
+        owner = _holder(run)
         if status.get("pid") == owner.get("pid") and status.get("host") == owner.get("host"):
             owner = {**owner, "heartbeat_at": status.get("heartbeat_at")}
-        raise RunOwned(owner_message(run_dir, owner)) from None
-    claimed = _Claim(run_dir, fd)
+        raise RunOwned(owner_message(run.root, owner)) from None
+    claimed = _Claim(run, fd)
     try:
-        status = read_status(run_dir) or {}
+        status = read_status(run) or {}
         if status.get("state") == "running":
             reason = _stale_reason(status, locked)
             if reason is None:
-                raise RunOwned(owner_message(run_dir, status))
-            _take_over(run_dir, status, reason)
+                raise RunOwned(owner_message(run.root, status))
+            _take_over(run, status, reason)
         if fd is not None:
             record = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "since": _now(),
                                  **({"sweep_pid": sweep_pid} if sweep_pid else {})})
@@ -169,16 +164,17 @@ def release(claimed: _Claim) -> None:
 
 
 @contextlib.contextmanager
-def owned(run_dir: str | Path, sweep_pid: int | None = None) -> Iterator[Path]:
+def owned(run_dir: RunDirLike, sweep_pid: int | None = None) -> Iterator[Path]:
     """Own `run_dir` for the block (RunOwned if another live process does; see `claim`); re-entrant
     in one process."""
-    key = str(Path(run_dir).resolve())
+    root = RunDir.of(run_dir).root
+    key = str(root.resolve())
     if key in _held:
         _held[key].depth += 1
     else:
-        _held[key] = claim(run_dir, sweep_pid)
+        _held[key] = claim(root, sweep_pid)
     try:
-        yield Path(run_dir)
+        yield root
     finally:
         held = _held[key]
         held.depth -= 1

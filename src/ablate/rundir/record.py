@@ -11,13 +11,13 @@ when a key that shapes the results differs, restores Hydra's files from the copy
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 from typing import Any, Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
-RECORD_DIR = ".ablate"
-HYDRA_FILES = ("config.yaml", "hydra.yaml", "overrides.yaml")
+from ablate.rundir import atomic
+from ablate.rundir.layout import RunDir, RunDirLike
+
 # Keys that do not change what a run computes: a resume may change them.
 IGNORED = ("resume", "trainer.num_threads", "logger")
 
@@ -51,41 +51,35 @@ def _container(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
     return OmegaConf.to_container(cfg, resolve=False) if isinstance(cfg, DictConfig) else dict(cfg)
 
 
-def record_config(cfg: DictConfig, run_dir: str | Path) -> None:
+def record_config(cfg: DictConfig, run_dir: RunDirLike) -> None:
     """On a run's first attempt (no record yet), copy Hydra's files (or the config) to `<run>/.ablate/`."""
-    from ablate.atomic import write_text
-
-    run_dir = Path(run_dir)
-    record, hydra = run_dir / RECORD_DIR, run_dir / ".hydra"
-    if (record / "config.yaml").is_file():
+    run = RunDir.of(run_dir)
+    if run.record_file(run.CONFIG).is_file():
         return
-    if (hydra / "config.yaml").is_file():
-        for name in HYDRA_FILES:
-            if (hydra / name).is_file():
-                write_text(record / name, (hydra / name).read_text())
+    if run.hydra_file(run.CONFIG).is_file():
+        for name in run.HYDRA_FILES:
+            if run.hydra_file(name).is_file():
+                atomic.write_text(run.record_file(name), run.hydra_file(name).read_text())
     else:
-        write_text(record / "config.yaml", OmegaConf.to_yaml(cfg))
+        atomic.write_text(run.record_file(run.CONFIG), OmegaConf.to_yaml(cfg))
 
 
-def restore_hydra_files(run_dir: str | Path) -> None:
+def restore_hydra_files(run_dir: RunDirLike) -> None:
     """Put the run's own `.hydra/` files back from its record: a refused launch finds them already
     overwritten, as Hydra writes them before the task function runs."""
-    from ablate.atomic import write_bytes
-
-    record, hydra = Path(run_dir) / RECORD_DIR, Path(run_dir) / ".hydra"
-    for name in HYDRA_FILES:
-        if (record / name).is_file() and hydra.is_dir():
-            write_bytes(hydra / name, (record / name).read_bytes())
+    run = RunDir.of(run_dir)
+    for name in run.HYDRA_FILES:
+        if run.record_file(name).is_file() and run.hydra_dir.is_dir():
+            atomic.write_bytes(run.hydra_file(name), run.record_file(name).read_bytes())
 
 
-def check_run_dir(cfg: DictConfig, run_dir: str | Path) -> str | None:
+def check_run_dir(cfg: DictConfig, run_dir: RunDirLike) -> str | None:
     """None when `run_dir` holds no started run or a run of this config; otherwise restore Hydra's
     files from the record and return the refusal message naming the keys that differ."""
-    run_dir = Path(run_dir)
-    record = run_dir / RECORD_DIR
-    saved = record / "config.yaml"
-    if not saved.is_file() or not (run_dir / "status.json").is_file():
-        shutil.rmtree(record, ignore_errors=True)  # a record of a run that never started (a config error)
+    run = RunDir.of(run_dir)
+    saved = run.record_file(run.CONFIG)
+    if not saved.is_file() or not run.status_file.is_file():
+        shutil.rmtree(run.record_dir, ignore_errors=True)  # a record of a run that never started (a config error)
         return None
     try:
         old = OmegaConf.to_container(OmegaConf.load(saved), resolve=False)
@@ -94,7 +88,7 @@ def check_run_dir(cfg: DictConfig, run_dir: str | Path) -> str | None:
     diffs = config_differences(old, _container(cfg))
     if not diffs:
         return None
-    restore_hydra_files(run_dir)
+    restore_hydra_files(run)
     shown = "; ".join(diffs[:8]) + (f"; and {len(diffs) - 8} more" if len(diffs) > 8 else "")
-    return (f"{run_dir} already holds a run with another config ({shown}); it was left as it was. "
+    return (f"{run.root} already holds a run with another config ({shown}); it was left as it was. "
             "Run the new config in a new directory (another hydra.run.dir), or delete this one to redo it")

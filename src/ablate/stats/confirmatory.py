@@ -1,0 +1,79 @@
+"""The third edition's side-by-side table: each claim's exploratory verdict (the earlier editions' runs,
+re-decided by docs/findings' renderer under today's preset) beside its confirmatory verdict (fresh seeds,
+decided by `ablate.stats` under a registration committed before those runs), and whether they agree.
+
+A study's confirmatory realisation lives in `docs/findings/<study>/confirmatory/`: registration.yaml
+(committed before the runs), and the report `ablate.stats` wrote there (claims.csv, report.md,
+runs.jsonl.gz, prompts.csv.gz, ...):
+
+    python -m ablate.stats multirun/<study>_confirmatory --out docs/findings/<study>/confirmatory
+
+Only rows whose standing is `confirmatory` (or `removed after registration`) count: a claim amended or
+added after the data is exploratory there too. The table is rendered from the committed claims.csv
+files (the rows report.md renders), so `python -m ablate.stats.findings --check` holds it in CI.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from ablate.stats.formatting import fmt_ci
+
+SUBDIR = "confirmatory"
+COUNTED = ("confirmatory", "removed after registration")
+DECIDED = ("replicated", "not replicated")
+
+
+def confirmatory_rows(study_dir: Path) -> list[dict]:
+    """The confirmatory report's deciding rows (claims.csv), [] when the study has none yet."""
+    path = study_dir / SUBDIR / "claims.csv"
+    if not path.is_file():
+        return []
+    table = pd.read_csv(path)
+    return [r for r in table.to_dict("records") if r.get("standing") in COUNTED and r.get("verdict") != "descriptive"]
+
+
+def _cell(r: dict | None) -> str:
+    if r is None:
+        return "–"
+    n = f"{int(r['n'])} vs {int(r['n_baseline'])}" if pd.notna(r.get("n_baseline")) else f"n {int(r['n'])}"
+    return f"**{r['verdict']}** {fmt_ci(r['estimate'], r['ci_low'], r['ci_high'])} ({n})"
+
+
+def agreement(exploratory: dict | None, confirmatory: dict) -> str:
+    """'yes' (same verdict), 'no', or 'no (reversed)' when both decided and disagree."""
+    if exploratory is None:
+        return "new claim"
+    if exploratory["verdict"] == confirmatory["verdict"]:
+        return "yes"
+    both = exploratory["verdict"] in DECIDED and confirmatory["verdict"] in DECIDED
+    return "no (reversed)" if both else "no"
+
+
+def side_by_side(exploratory: dict[Path, pd.DataFrame], findings_dir: Path) -> str:
+    """The markdown block: a headline count, then one row per confirmatory claim of every study.
+    `exploratory`: study directory -> its re-decided claims table (findings.render's results)."""
+    rows, agree, total, pending = [], 0, 0, []
+    for study_dir in sorted(p for p in Path(findings_dir).iterdir() if p.is_dir()):
+        conf = confirmatory_rows(study_dir)
+        if not conf:
+            if (study_dir / SUBDIR / "registration.yaml").is_file():
+                pending.append(study_dir.name)
+            continue
+        before = {r["id"]: r for r in exploratory.get(study_dir, pd.DataFrame()).to_dict("records")
+                  if r.get("standing") not in ("amended after the data", "added after the data")}
+        for r in conf:
+            b = before.get(r["id"])
+            verdict = agreement(b, r)
+            total += 1
+            agree += verdict == "yes"
+            rows.append(f"| {study_dir.name} | {r['id']}: {r['claim']} | {_cell(b)} | {_cell(r)} | {verdict} |")
+    head = (f"**{agree} of {total} confirmatory claim verdicts agree with the exploratory ones.**"
+            if total else "**No confirmatory verdict yet.**")
+    if pending:
+        head += f" Registered, runs not yet reported: {', '.join(pending)}."
+    table = ["| study | claim | exploratory (earlier editions' seeds) | confirmatory (fresh seeds, registered first) "
+             "| agree |", "|---|---|---|---|---|", *rows]
+    return head + "\n\n" + ("\n".join(table) + "\n" if rows else "")

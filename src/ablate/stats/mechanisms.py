@@ -1,0 +1,104 @@
+"""Declared mechanism checks: what each arm's runs did, per run, described and never decided.
+
+A study declares them beside its claims, each a name and a metric of the claims' grammar
+(ablate.stats.values: a training-curve summary `AGG:COLUMN[@START:END]` or an evaluation metric):
+
+    study:
+      mechanisms:
+        level_q1: "mean:curriculum/level@0:31"        # the controller's level, first quarter
+        level_changes_q4: "changes:curriculum/level@96:"   # share of steps the level changed
+        final_val: "final:val/pass@1"
+
+`ablate.stats` computes every one for every run through the same loader and values table the claims
+read, writes them per run to mechanisms.csv (run, condition, seed, one column a mechanism), and
+renders report.md's Mechanisms section: per condition, mean [min, max] over its runs (n). The same
+table renders in docs/findings.md (`<!-- mechanisms:STUDY -->`): no script computes them by hand.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import pandas as pd
+
+KEY = "mechanisms"
+
+
+def declared_mechanisms(block: Mapping | None, problems: list[str]) -> dict[str, str]:
+    """name -> metric of the study's `mechanisms:`; malformed entries named in `problems`."""
+    from ablate.stats.values import is_curve_metric
+
+    raw = (block or {}).get(KEY) or {}
+    if not isinstance(raw, Mapping):
+        problems.append(f"{KEY} must map a name to a metric (e.g. level_q1: \"mean:curriculum/level@0:31\"), "
+                        f"got {raw!r}")
+        return {}
+    out = {}
+    for name, metric in raw.items():
+        if not isinstance(metric, str) or not metric.strip():
+            problems.append(f"{KEY}.{name}: needs a metric string, got {metric!r}")
+        elif ":" in metric and not is_curve_metric(metric):
+            problems.append(f"{KEY}.{name}: {metric!r} is not a curve metric AGG:COLUMN[@START:END] "
+                            "(AGG one of final, mean, max, min, auc, slope, changes) nor an evaluation metric")
+        else:
+            out[str(name)] = metric.strip()
+    return out
+
+
+def mechanism_table(values: pd.DataFrame, mechanisms: Mapping[str, str]) -> pd.DataFrame:
+    """Per run: run, condition, seed, then one column per mechanism (NaN where a run lacks it).
+    `values`: the tidy per-run values table (ablate.stats.values.VALUE_COLUMNS) holding their metrics."""
+    base = values.drop_duplicates("run")[["run", "condition", "seed"]].set_index("run")
+    for name, metric in mechanisms.items():
+        rows = values[values["metric"] == metric].drop_duplicates("run").set_index("run")["value"]
+        base[name] = rows.reindex(base.index)
+    return base.reset_index()
+
+
+def per_condition(frame: pd.DataFrame, keys: Sequence[str] = ("condition",)) -> str:
+    """The markdown table: per condition (and regime, where given), mean [min, max] over its runs (n)."""
+    keys = list(keys)
+    columns = [c for c in frame.columns if c not in ("run", "seed", "regime", *keys)
+               and pd.api.types.is_numeric_dtype(frame[c]) and frame[c].notna().any()]
+    rows = [f"| {' | '.join(keys)} | n | " + " | ".join(f"`{c}`" for c in columns) + " |",
+            "|---" * (len(keys) + 1) + "|" + "---|" * len(columns)]
+    for cond, group in frame.groupby(keys, sort=False):
+        cells = []
+        for c in columns:
+            v = group[c].dropna()
+            cells.append("–" if v.empty else f"{v.mean():.3g} [{v.min():.3g}, {v.max():.3g}]")
+        cond = cond if isinstance(cond, tuple) else (cond,)
+        rows.append(f"| {' | '.join(map(str, cond))} | {len(group)} | " + " | ".join(cells) + " |")
+    return "\n".join(rows) + "\n"
+
+
+def mechanisms_markdown(frame: pd.DataFrame, mechanisms: Mapping[str, str]) -> list[str]:
+    """report.md's Mechanisms section (empty when the study declares none)."""
+    if frame is None or frame.empty or not mechanisms:
+        return []
+    legend = "; ".join(f"`{name}` = `{metric}`" for name, metric in mechanisms.items())
+    return ["## Mechanisms", "",
+            "Declared in the study (`study.mechanisms`), per run in `mechanisms.csv`; they describe what the "
+            "arms did and decide nothing. Per condition: mean [min, max] over its runs (n).", "",
+            per_condition(frame), legend, ""]
+
+
+def preset_mechanisms(study_name: str, problems: list[str]) -> dict[str, str]:
+    """The mechanisms today's preset of that name declares, for runs whose study block predates the
+    declaration (they describe, so declaring them later changes no verdict; the report says so)."""
+    import yaml
+
+    from ablate.config import CONF_DIR
+
+    path = CONF_DIR / "experiment" / f"{study_name}.yaml"
+    if not path.is_file():
+        return {}
+    try:
+        block = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("study") or {}
+    except yaml.YAMLError:
+        return {}
+    found = declared_mechanisms(block, [])
+    if found:
+        problems.append(f"mechanisms: the runs' study block declares none; described with the ones "
+                        f"conf/experiment/{study_name}.yaml declares today ({', '.join(found)})")
+    return found

@@ -1,0 +1,59 @@
+"""Declared mechanisms (study.mechanisms): computed per run by ablate.stats through the values table,
+written to mechanisms.csv and report.md, never part of what a registration fingerprints."""
+
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+
+def test_changes_is_the_share_of_consecutive_points_that_differ():
+    from ablate.stats.values import curve_value
+
+    frame = pd.DataFrame({"level": [0, 0, 1, 1, 2, 1, 1]}, index=pd.Index(range(7), name="step"))
+    assert curve_value(frame, "changes:level") == pytest.approx(3 / 6)
+    assert curve_value(frame, "changes:level@3:") == pytest.approx(2 / 3)  # 1, 2, 1, 1
+    assert np.isnan(curve_value(frame, "changes:level@6:"))  # one point: nothing can change
+
+
+def test_a_bad_mechanism_is_refused_at_declaration():
+    from ablate.stats.claims import check_study_block
+
+    block = {"plan": {"looks": [3]}, "claims": [], "mechanisms": {"lvl": "median:curriculum/level"}}
+    (problem,) = check_study_block(block)
+    assert "mechanisms.lvl" in problem and "median:curriculum/level" in problem
+    assert check_study_block({**block, "mechanisms": {"lvl": "mean:curriculum/level@96:"}}) == []
+
+
+def test_mechanisms_do_not_change_the_registered_fingerprint():
+    from ablate.stats.registration import fingerprint
+
+    block = {"plan": {"looks": [3]}, "claims": [{"id": "a"}]}
+    assert fingerprint({**block, "mechanisms": {"x": "final:val/pass@1"}}) == fingerprint(block)
+    assert fingerprint({**block, "effect": 0.05}) != fingerprint(block)
+
+
+def test_the_report_writes_each_runs_mechanisms(tmp_path):
+    from ablate.rundir.atomic import write_text
+    from ablate.stats.__main__ import main
+    from ablate.stats.calibrate import Setting, _difficulty, plant, write_planted
+
+    sweep = plant(Setting(3, 3, "large", 0.0, (3,)), np.random.default_rng(2), _difficulty())
+    mechs = {"level_q2": "mean:curriculum/level@50:", "flips": "changes:curriculum/level"}
+    sweep.runs = [replace(r, config={**r.config, "study": {**r.config["study"], "mechanisms": mechs}})
+                  for r in sweep.runs]
+    (root,) = write_planted(sweep, tmp_path / "multirun")
+    want = {}
+    for run_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+        level = (np.arange(100) >= (30 if run_dir.name.startswith("a") else 70)).astype(float)
+        write_text(run_dir / "metrics.csv", pd.DataFrame({"step": range(100), "curriculum/level": level})
+                   .to_csv(index=False))
+        want[run_dir.name] = level[50:].mean()
+    assert main([str(root), "--out", str(tmp_path / "report"), "--no-plots", "--quiet", "--resamples", "200"]) == 0
+    table = pd.read_csv(tmp_path / "report" / "mechanisms.csv")
+    got = dict(zip(table["run"].astype(str), table["level_q2"]))
+    assert got == pytest.approx(want) and set(got) == set(want)
+    assert list(table["flips"]) == pytest.approx([1 / 99] * len(table))
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert "## Mechanisms" in report and "`level_q2` = `mean:curriculum/level@50:`" in report
