@@ -59,6 +59,16 @@ def test_every_recipe_composes_to_the_documented_table():
         assert re.search(r"eqs?\. \d", header), f"{name}.yaml names the paper's equations"
 
 
+def test_recipes_set_the_updates_per_batch_their_papers_use_and_say_why():
+    # DAPO section 4.1: 16 gradient updates per rollout step; GSPO section 5.1: four minibatches; the rest one
+    papers = {"dapo": 16, "gspo": 4, "grpo": 1, "dr_grpo": 1, "cispo": 1, "rloo": 1}
+    for name, mini_batches in papers.items():
+        cfg = composed(f"recipe={name}")
+        assert (cfg.stage.ppo_epochs, cfg.stage.ppo_mini_batches) == (1, mini_batches), name
+        header = (CONF_DIR / "recipe" / f"{name}.yaml").read_text().split("defaults:")[0]
+        assert name == "rloo" or "update" in header, f"{name}.yaml says why its updates per batch"
+
+
 def test_the_rloo_recipe_is_the_shipped_stage_and_the_command_line_beats_a_recipe():
     plain, recipe = composed("stage=rloo"), composed("recipe=rloo")
     assert OmegaConf.to_container(plain.stage) == OmegaConf.to_container(recipe.stage)

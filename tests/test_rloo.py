@@ -213,7 +213,9 @@ def test_pad_rollouts_aligns_masks_with_next_token_targets():
     ["curriculum=dots", "curriculum.every=2", "curriculum.reference_size=6", "replay.enabled=true"],
     # dynamic sampling: extra generation batches draw from the sampler and the rollout generator
     ["dynamic_sampling.enabled=true", "dynamic_sampling.max_gen_batches=2", "stage.is_mode=mask"],
-], ids=["uniform", "dots+replay", "dynamic"])
+    # several updates per batch: Lightning still counts one step per batch (max_steps, schedules, checkpoints)
+    ["stage.ppo_epochs=2", "stage.ppo_mini_batches=2", "stage.is_level=token"],
+], ids=["uniform", "dots+replay", "dynamic", "updates"])
 def test_rloo_smoke_run_and_resume_continue_exactly(tmp_path, monkeypatch, variant):
     from ablate.train import run
 

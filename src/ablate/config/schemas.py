@@ -164,6 +164,8 @@ class RLOOStageConfig:
     grad_clip: float = 1.0
     micro_batch: int = 64
     micro_batch_tokens: Optional[int] = None  # micro-batches by padded-token budget (null: micro_batch sequences)
+    ppo_epochs: int = 1  # passes over each collected batch (verl ppo_epochs, TRL num_iterations; ablate.lit.updates)
+    ppo_mini_batches: int = 1  # optimizer steps per pass, each on a run of whole groups
     advantage: str = "rloo"
     advantage_scale: str = "none"
     is_level: str = "sequence"

@@ -1,7 +1,8 @@
-"""The RLOO stage: one training_step = one rollout batch (B prompts x k samples) = one optimizer step.
+"""The RLOO stage: one training_step = one rollout batch (B prompts x k samples) = one Lightning step.
 
-Manual optimization: the batch is scored and its loss back-propagated in micro-batches before a
-single optimizer step, after which the rollout engine gets the new weights. The engine, the task
+Manual optimization: the batch is scored and its loss back-propagated in micro-batches before an
+optimizer step (by default one per batch; stage.ppo_epochs x stage.ppo_mini_batches, `ablate.lit.updates`),
+after which the rollout engine gets the new weights. The engine, the task
 (whose verifier scores the rollouts: `ablate.tasks.base.Task.score`), the prompt sampler
 (`ablate.curriculum`) and the optional replay buffer are injected; this module imports none of
 them by name. A sampler that asks for a reference set (DOTS) gets it rolled out and
@@ -21,12 +22,14 @@ import time
 from typing import Any, Mapping, Sequence
 
 import lightning as L
+from lightning.pytorch.core.optimizer import LightningOptimizer
 import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ablate.lit import CompilableLearner
 from ablate.lit import overlong
+from ablate.lit.updates import mean_metrics, update_plan
 from ablate.objectives import (CLIPPED_LOSSES, aggregate, chunked_logprobs, entropy_from_logits, kl_penalty,
                                policy_gradient_loss, scaled_advantages, token_level, token_logprobs)
 from ablate.padding import attention_mask, right_pad
@@ -181,6 +184,22 @@ def micro_batches(order: torch.Tensor, lengths: torch.Tensor, size: int, token_b
         parts.append(order[start:start + rows])
         start += rows
     return parts
+
+
+def learner_totals(stage: RLOOStageConfig, kl: bool) -> tuple[dict[str, float], dict[str, str]]:
+    """An update's running sums of its `train/*` metrics, zero, and the optional ones (the policy loss's
+    diagnostic key -> the metric's name), logged only when switched on so a default run's metrics.csv keeps
+    its columns."""
+    totals = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "is_weight_mean": 0.0, "is_clip_frac": 0.0}
+    if not kl:
+        del totals["kl"]
+    optional = {"mask_fraction": "is_mask_frac"} if stage.is_mode == "mask" else {}
+    if stage.dual_clip is not None:
+        optional["dual_clip_fraction"] = "is_dual_clip_frac"
+    if stage.is_level in CLIPPED_LOSSES:
+        optional.update(clip_low_fraction="is_clip_frac_low", clip_high_fraction="is_clip_frac_high")
+    totals.update({name: 0.0 for name in optional.values()})
+    return totals, optional
 
 
 @dataclasses.dataclass
@@ -353,34 +372,43 @@ class RLOOModule(CompilableLearner, L.LightningModule):
         return Collected(seen, rollouts, rewards, self.p_available, metrics)
 
     def learn(self, rollouts: Rollouts, rewards: torch.Tensor) -> dict[str, float]:
-        """One optimizer step on the batch, back-propagated in micro-batches: the `train/*` loss metrics.
-
-        Micro-batches of sequences of similar length (cut to their longest: right padding changes no
-        logit) compute less padding; each one's loss is scaled by its `micro_batch_shares`."""
+        """The batch's optimizer steps (`ablate.lit.updates`: stage.ppo_epochs passes of stage.ppo_mini_batches
+        steps each, one by default), against the behaviour log-probs fixed at collection: the `train/*` loss
+        metrics, each the mean over the updates (is_weight_max the largest). The lr schedule steps once per
+        batch, so stage.warmup_steps counts batches as max_steps does."""
         s = self.stage
         advantages = scaled_advantages(rewards, s.advantage, s.advantage_scale).flatten()
         batch = pad_rollouts(rollouts, self.tokenizer.pad_token_id)
         if s.mask_truncated:  # no loss on completions cut at the budget (their rewards still set the baselines)
             batch["loss_mask"] *= ~overlong.truncated(rollouts, self.tokenizer.eos_token_id)[:, None]
-        length = s.sampling.max_new_tokens  # aggregation=token_sum_norm's fixed normaliser
         optimizer = self.optimizers()
-        n = advantages.numel()
-        totals = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "is_weight_mean": 0.0, "is_clip_frac": 0.0}
-        if self.reference is None:
-            del totals["kl"]
-        # logged only when switched on, so a default run's metrics.csv keeps its columns
-        optional = {"mask_fraction": "is_mask_frac"} if s.is_mode == "mask" else {}
-        if s.dual_clip is not None:
-            optional["dual_clip_fraction"] = "is_dual_clip_frac"
-        if s.is_level in CLIPPED_LOSSES:
-            optional.update(clip_low_fraction="is_clip_frac_low", clip_high_fraction="is_clip_frac_high")
-        totals.update({name: 0.0 for name in optional.values()})
-        is_weight_max = 0.0
+        lr = optimizer.param_groups[0]["lr"]
+        plan = update_plan(rewards.shape[0], rewards.shape[1], s.ppo_epochs, s.ppo_mini_batches)
         self.model.train()
+        self.learner_tokens = s.ppo_epochs * int(batch["attention_mask"].sum())
+        updates = [self._update(batch, advantages, rows, optimizer, last=i == len(plan) - 1)
+                   for i, rows in enumerate(plan)]
+        if s.warmup_steps > 0:
+            with self.timer("optimizer"):
+                self.lr_schedulers().step()
+        metrics = mean_metrics(updates, maxima=("train/is_weight_max",))
+        metrics["train/lr"] = lr
+        return metrics
+
+    def _update(self, batch: dict[str, torch.Tensor], advantages: torch.Tensor, rows: torch.Tensor, optimizer: Any,
+                last: bool) -> dict[str, float]:
+        """One optimizer step on the batch's `rows`, back-propagated in micro-batches: its `train/*` metrics.
+
+        Micro-batches of sequences of similar length (cut to their longest: right padding changes no
+        logit) compute less padding; each one's loss is scaled by its `micro_batch_shares` of the rows."""
+        s = self.stage
+        length = s.sampling.max_new_tokens  # aggregation=token_sum_norm's fixed normaliser
+        n = len(rows)
+        totals, optional = learner_totals(s, self.reference is not None)
+        is_weight_max = 0.0
         lengths = batch["attention_mask"].sum(-1)
-        order = torch.argsort(lengths, descending=True, stable=True)
-        tokens_total = batch["loss_mask"].sum().clamp(min=1)
-        self.learner_tokens = int(lengths.sum())
+        order = rows[torch.argsort(lengths[rows], descending=True, stable=True)]
+        tokens_total = batch["loss_mask"][rows].sum().clamp(min=1)
         for part in micro_batches(order, lengths, s.micro_batch, s.micro_batch_tokens):
             width = int(lengths[part].max())
             ids = batch["input_ids"][part, :width].to(self.device)
@@ -414,15 +442,21 @@ class RLOOModule(CompilableLearner, L.LightningModule):
                 totals[name] += float(info[key]) * share.fraction
             is_weight_max = max(is_weight_max, float(info["ratio_max"]))
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), s.grad_clip)
-        lr = optimizer.param_groups[0]["lr"]
         with self.timer("optimizer"):
-            optimizer.step()
+            self._optimizer_step(optimizer, counted=last)
             optimizer.zero_grad(set_to_none=True)
-            if s.warmup_steps > 0:
-                self.lr_schedulers().step()
         metrics = {f"train/{key}": value for key, value in totals.items()}
-        metrics.update({"train/is_weight_max": is_weight_max, "train/grad_norm": float(grad_norm), "train/lr": lr})
+        metrics.update({"train/is_weight_max": is_weight_max, "train/grad_norm": float(grad_norm)})
         return metrics
+
+    def _optimizer_step(self, optimizer: Any, counted: bool) -> None:
+        """Lightning counts each LightningOptimizer.step as a global step, and a run's steps are its batches
+        (max_steps, checkpoints, the tool schedule, metrics.csv's rows): a batch's earlier updates go to the
+        strategy directly (what that step calls, uncounted), its last one through the counted step."""
+        if counted or not isinstance(optimizer, LightningOptimizer):
+            optimizer.step()
+        else:
+            self.trainer.strategy.optimizer_step(optimizer.optimizer, closure=lambda: None)
 
     def _logprobs(self, model: torch.nn.Module, ids: torch.Tensor,
                   entropy: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:

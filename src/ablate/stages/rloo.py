@@ -100,7 +100,8 @@ def check_rloo(cfg: DictConfig) -> None:
     from ablate.rollout import check_rollout
 
     s = cfg.stage
-    check_schedule(s, ("batch_prompts", "max_steps", "micro_batch", "pool_size", "checkpoint_every"))
+    check_schedule(s, ("batch_prompts", "max_steps", "micro_batch", "pool_size", "checkpoint_every", "ppo_epochs",
+                       "ppo_mini_batches"))
     require(s.k >= 2, f"stage.k={s.k}: RLOO needs at least 2 samples per prompt")
     require(s.micro_batch_tokens is None or s.micro_batch_tokens >= 1,
             f"stage.micro_batch_tokens={s.micro_batch_tokens} must be >= 1 (padded tokens per micro-batch), or "
