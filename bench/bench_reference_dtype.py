@@ -43,7 +43,7 @@ def main() -> None:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from ablate.lit.rloo import pad_rollouts
+    from ablate.lit.rollout_batch import pad_rollouts
     from ablate.models import encode_prompt, load_tokenizer, prompt_text, resolve_path
     from ablate.objectives import aggregate, kl_penalty, token_logprobs
     from ablate.rollout import SamplingParams

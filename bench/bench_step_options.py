@@ -42,7 +42,7 @@ def rollout_batch(batch_prompts: int, k: int, max_new_tokens: int, seed: int):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from ablate.lit.rloo import pad_rollouts
+    from ablate.lit.rollout_batch import pad_rollouts
     from ablate.models import encode_prompt, load_tokenizer, prompt_text, resolve_path
     from ablate.rollout import SamplingParams
     from ablate.rollout.hf import HFEngine

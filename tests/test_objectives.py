@@ -305,7 +305,7 @@ def test_chunked_logprobs_match_the_whole_logits_and_their_gradients():
 
 
 def test_micro_batches_by_token_budget():
-    from ablate.lit.rloo import micro_batches
+    from ablate.lit.micro_batches import micro_batches
 
     lengths = torch.tensor([10, 40, 20, 40, 5, 20])
     order = torch.argsort(lengths, descending=True, stable=True)  # 1, 3, 2, 5, 0, 4

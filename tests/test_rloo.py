@@ -8,7 +8,8 @@ from omegaconf import OmegaConf
 
 from ablate.config import CONF_DIR, load_group_config
 from ablate.curriculum import Sampler, build_sampler
-from ablate.lit.rloo import RLOOModule, pad_rollouts
+from ablate.lit.rloo import RLOOModule
+from ablate.lit.rollout_batch import pad_rollouts
 from ablate.models import encode_prompt, prompt_text
 from ablate.objectives import token_logprobs
 from ablate.rollout import Rollouts
@@ -180,7 +181,7 @@ def test_a_compiled_learner_computes_the_same_step_up_to_rounding_and_leaves_the
 
 
 def test_auto_reference_dtype_is_bfloat16_only_where_the_hardware_multiplies_it(monkeypatch):
-    from ablate.lit.rloo import reference_dtype
+    from ablate.lit.micro_batches import reference_dtype
 
     assert reference_dtype("float32") is torch.float32 and reference_dtype("bfloat16") is torch.bfloat16
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
@@ -310,7 +311,7 @@ def dynamic_module(tiny_policy, script, max_gen_batches, replay=None):
 
 
 def test_informative_groups_reads_correctness_not_reward():
-    from ablate.lit.rloo import informative_groups
+    from ablate.lit.rollout_batch import informative_groups
 
     correct = torch.tensor([[True, False], [True, True], [False, False]])
     assert informative_groups(correct).tolist() == [True, False, False]
@@ -428,7 +429,7 @@ def test_collect_and_learn_run_on_their_own(tiny_policy):
 @pytest.mark.parametrize("aggregation", ["token_mean", "sequence_mean", "sum"])
 @pytest.mark.parametrize("level", ["sequence", "token", "geometric"])
 def test_micro_batch_shares_sum_to_one_however_the_batch_is_cut(aggregation, level):
-    from ablate.lit.rloo import micro_batch_shares
+    from ablate.lit.micro_batches import micro_batch_shares
 
     tokens = torch.tensor([3.0, 5.0, 2.0, 6.0])
     for cut in ([[0, 1, 2, 3]], [[0], [1], [2], [3]], [[0, 1, 2], [3]]):

@@ -208,7 +208,7 @@ CLIPPED_LOSSES = ("token", "gspo", "cispo")
 
 def token_level(level: str) -> bool:
     """Whether policy loss `level` reports its ratio statistics (and masked fractions) over tokens: a
-    micro-batch then weighs them by its tokens (ablate.lit.rloo.micro_batch_shares), not its sequences."""
+    micro-batch then weighs them by its tokens (ablate.lit.micro_batches.micro_batch_shares), not its sequences."""
     return bool(getattr(POLICY_LOSSES[level], "token_level", False))
 
 

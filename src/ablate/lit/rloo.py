@@ -15,204 +15,30 @@ its prompt says so (the calculator preamble), so the k prompts of a group may di
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
-import time
 from typing import Any, Mapping, Sequence
 
 import lightning as L
 from lightning.pytorch.core.optimizer import LightningOptimizer
-import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ablate.lit import CompilableLearner
 from ablate.lit import overlong
 from ablate.lit.updates import mean_metrics, update_plan
-from ablate.objectives import (CLIPPED_LOSSES, aggregate, chunked_logprobs, entropy_from_logits, kl_penalty,
-                               policy_gradient_loss, scaled_advantages, token_level, token_logprobs)
-from ablate.padding import attention_mask, right_pad
+from ablate.lit.micro_batches import (CHUNKED_VOCAB, LOGIT_CHUNK, learner_totals, micro_batch_shares, micro_batches,
+                                     reference_dtype)
+from ablate.lit.rollout_batch import (Collected, FreshGroups, PhaseTimer, availability_seed, informative_groups,
+                                      level_metrics, pad_rollouts)
+from ablate.objectives import (aggregate, chunked_logprobs, entropy_from_logits, kl_penalty, policy_gradient_loss,
+                               scaled_advantages, token_logprobs)
 from ablate.perf import step_throughput
 from ablate.rollout import Rollouts, SamplingParams
 from ablate.rollout.schedules import ToolAvailability, p_tool
 from ablate.rollout.tools import TOOL_OFF, ToolPrompt
 from ablate.config.schemas import RLOOStageConfig, typed
 from ablate.tasks import CORRECT, Task
-
-
-def reference_dtype(name: str) -> torch.dtype:
-    """`stage.reference_dtype`: float32, bfloat16, or auto = bfloat16 where the hardware multiplies it natively
-    (a CUDA GPU with bf16, a CPU with AVX512-BF16 or AMX), else float32. In bf16 the reference's forward
-    takes ~2.3x less time on such a CPU and the KL estimate moves by ~0.1% (bench/bench_reference_dtype.py)."""
-    if name != "auto":
-        return getattr(torch, name)
-    if torch.cuda.is_available():
-        native = torch.cuda.is_bf16_supported()
-    else:
-        native = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
-    return torch.bfloat16 if native else torch.float32
-
-
-def availability_seed(seed: int) -> int:
-    """The availability draws' own seed, derived from the run's so that its stream is unrelated
-    to the sampler's and the rollout generator's (which start from `seed` itself)."""
-    return int(np.random.SeedSequence([seed, 3]).generate_state(1)[0])
-
-
-def pad_rollouts(rollouts: Rollouts, pad_id: int) -> dict[str, torch.Tensor]:
-    """Right-padded prompt+completion ids with masks aligned to next-token targets [N, L-1]."""
-    sequences = [p + c for p, c in zip(rollouts.prompt_ids, rollouts.completion_ids)]
-    # Position t predicts token t+1: [N, L-1] targets, a completion's from position len(prompt) - 1 on.
-    targets = max(map(len, sequences)) - 1
-    before = [[0.0] * (len(prompt) - 1) for prompt in rollouts.prompt_ids]
-    ids, attention = right_pad(sequences, pad_id), attention_mask(sequences)
-    loss_mask = right_pad([b + [0.0 if tool else 1.0 for tool in rollouts.tool_mask[i]] for i, b in enumerate(before)],
-                          0.0, torch.float32, targets)
-    behaviour = right_pad([b + list(rollouts.behaviour_logprobs[i]) for i, b in enumerate(before)], 0.0,
-                          torch.float32, targets)
-    return {"input_ids": ids, "attention_mask": attention, "loss_mask": loss_mask, "behaviour": behaviour}
-
-
-def level_metrics(levels: Sequence[Any], rewards: torch.Tensor, verdicts: Sequence[str], values: Sequence[Any],
-                  verdict_names: Sequence[str], block: str = "by_operands") -> dict[str, float]:
-    """Training reward and verdict rates per report level of the task (`levels`: each prompt's; Countdown's
-    is the operand count: `train/by_operands/3/reward_mean`, `train/by_operands/3/verdict/correct`, ...);
-    NaN for a level the batch did not draw, so a mean over steps is a mean over the steps that trained on
-    it. `rewards` is [prompts, k], verdicts prompt-major."""
-    k = rewards.shape[1]
-    out: dict[str, float] = {}
-    for n in values:
-        rows = [i for i, level in enumerate(levels) if level == n]
-        mine = [v for i in rows for v in verdicts[i * k:(i + 1) * k]]
-        out[f"train/{block}/{n}/reward_mean"] = rewards[rows].mean().item() if rows else float("nan")
-        for verdict in verdict_names:
-            out[f"train/{block}/{n}/verdict/{verdict}"] = sum(v == verdict for v in mine) / len(mine) if mine else float("nan")
-    return out
-
-
-def informative_groups(correct: torch.Tensor) -> torch.Tensor:
-    """Dynamic sampling's filter (DAPO; verl `algorithm.filter_groups`): [prompts, k] booleans (sample
-    judged correct) -> [prompts] True where the group's samples do not all share one outcome. It reads
-    the verdict, never the shaped reward: a group of wrong answers with format credit on some samples
-    has unequal rewards but no success signal (NeMo-RL #2431), and is dropped."""
-    return correct.any(dim=-1) & ~correct.all(dim=-1)
-
-
-@dataclasses.dataclass
-class FreshGroups:
-    """Freshly rolled-out groups of one step, prompt-major: what the learner trains on (`kept`) or
-    everything generated (`seen`, which the step's reward and verdict metrics describe)."""
-
-    indices: list[int]
-    problems: list[Any]
-    rollouts: Rollouts
-    rewards: torch.Tensor  # [prompts, k]
-    verdicts: list[str]
-    available: list[bool]
-
-    def groups(self, which: Sequence[int]) -> "FreshGroups":
-        k = self.rollouts.k
-        rows = [g * k + j for g in which for j in range(k)]
-        return FreshGroups([self.indices[g] for g in which], [self.problems[g] for g in which],
-                           self.rollouts.groups(which), self.rewards[list(which)].reshape(len(which), k),
-                           [self.verdicts[r] for r in rows], [self.available[r] for r in rows])
-
-    @staticmethod
-    def concat(parts: Sequence["FreshGroups"]) -> "FreshGroups":
-        if len(parts) == 1:
-            return parts[0]
-        return FreshGroups([i for p in parts for i in p.indices], [q for p in parts for q in p.problems],
-                           Rollouts.concat([p.rollouts for p in parts]), torch.cat([p.rewards for p in parts]),
-                           [v for p in parts for v in p.verdicts], [a for p in parts for a in p.available])
-
-
-class PhaseTimer:
-    """Wall seconds of each phase of one step, summed over its entries: `with timer("generate"): ...`.
-    Phases nest (learn holds the forwards, backward and optimizer), so they are not a partition."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = {}
-
-    @contextlib.contextmanager
-    def __call__(self, phase: str):
-        start = time.monotonic()
-        try:
-            yield
-        finally:
-            self.seconds[phase] = self.seconds.get(phase, 0.0) + time.monotonic() - start
-
-    def metrics(self) -> dict[str, float]:
-        return {f"time/{phase}_s": seconds for phase, seconds in self.seconds.items()}
-
-
-@dataclasses.dataclass
-class Shares:
-    loss: float      # of the loss (and the loss, pg_loss, kl, entropy metrics)
-    ratio: float     # of the importance-weight mean and clip fraction
-    fraction: float  # of the masked and dual-clipped fractions
-
-
-def micro_batch_shares(rows: int, n: int, tokens: torch.Tensor, tokens_total: torch.Tensor, aggregation: str,
-                       is_level: str) -> Shares:
-    """A micro-batch's weights in the batch's sums. Its loss is scaled by its share of what the batch's loss
-    averages over (tokens for token_mean, sequences otherwise), so the sum over micro-batches is the whole
-    batch's loss however it is cut. The importance-weight statistics are means over sequences, or at the
-    token level over what the loss averages; the masked / dual-clipped fractions over sequences, or tokens."""
-    sequences = rows / n
-    loss = float(tokens / tokens_total) if aggregation == "token_mean" else sequences
-    if not token_level(is_level):
-        return Shares(loss, sequences, sequences)
-    return Shares(loss, loss, float(tokens / tokens_total))
-
-
-# Above this vocabulary the learner computes log-probs and entropies from the hidden states in chunks of
-# LOGIT_CHUNK positions (`chunked_logprobs`); the tiny model keeps the whole-logits path (goldens).
-CHUNKED_VOCAB = 4096
-LOGIT_CHUNK = 2048
-
-
-def micro_batches(order: torch.Tensor, lengths: torch.Tensor, size: int, token_budget: int | None) -> list[torch.Tensor]:
-    """`order` (sequence indices, longest first) cut into micro-batches: `size` sequences each, or with
-    `token_budget` as many as fit in that many padded tokens (rows x the micro-batch's longest, at least
-    one row), so short batches fill the device and long ones do not run out of memory."""
-    if not token_budget:
-        return [order[start:start + size] for start in range(0, len(order), size)]
-    parts, start = [], 0
-    while start < len(order):
-        rows = max(1, token_budget // max(int(lengths[order[start]]), 1))  # the first row is the longest
-        parts.append(order[start:start + rows])
-        start += rows
-    return parts
-
-
-def learner_totals(stage: RLOOStageConfig, kl: bool) -> tuple[dict[str, float], dict[str, str]]:
-    """An update's running sums of its `train/*` metrics, zero, and the optional ones (the policy loss's
-    diagnostic key -> the metric's name), logged only when switched on so a default run's metrics.csv keeps
-    its columns."""
-    totals = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "is_weight_mean": 0.0, "is_clip_frac": 0.0}
-    if not kl:
-        del totals["kl"]
-    optional = {"mask_fraction": "is_mask_frac"} if stage.is_mode == "mask" else {}
-    if stage.dual_clip is not None:
-        optional["dual_clip_fraction"] = "is_dual_clip_frac"
-    if stage.is_level in CLIPPED_LOSSES:
-        optional.update(clip_low_fraction="is_clip_frac_low", clip_high_fraction="is_clip_frac_high")
-    totals.update({name: 0.0 for name in optional.values()})
-    return totals, optional
-
-
-@dataclasses.dataclass
-class Collected:
-    """What `collect` hands on: the groups freshly generated (`seen`, which the reward, verdict and tool
-    metrics describe), the batch to learn from (kept fresh groups plus replayed ones), its group rewards
-    [prompts, k], the step's p_tool, and the collection's own metrics (dynamic/, replay/)."""
-
-    seen: FreshGroups
-    rollouts: Rollouts
-    rewards: torch.Tensor
-    p_available: float
-    metrics: dict[str, float]
 
 
 class RLOOModule(CompilableLearner, L.LightningModule):
