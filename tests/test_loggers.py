@@ -21,14 +21,14 @@ def smoke_cfg(*overrides):
 
 
 def test_mlflow_names_keep_at_and_hat_apart():
-    from ablate.fit import mlflow_name
+    from ablate.loggers import mlflow_name
 
     assert mlflow_name("val/pass@1") == "val/pass_at_1" and mlflow_name("pass^4") == "pass_hat_4"
     assert mlflow_name("train/reward_mean") == "train/reward_mean"
 
 
 def test_the_default_logs_csv_only():
-    from ablate.fit import extra_loggers
+    from ablate.loggers import extra_loggers
 
     cfg = smoke_cfg()
     assert not cfg.logger.tensorboard and not cfg.logger.mlflow and extra_loggers(cfg, CONF_DIR) == []
@@ -77,3 +77,17 @@ def test_a_missing_logger_package_is_a_config_error(monkeypatch):
     for logger, extra in (("tensorboard", "tensorboard"), ("mlflow", "mlflow")):
         with pytest.raises(checks.ConfigError, match=rf"pip install -e '\.\[{extra}\]'"):
             checks.check_config(smoke_cfg(f"logger={logger}"))
+
+
+def test_a_switched_on_logger_without_its_package_is_refused_naming_the_extra(monkeypatch):
+    from omegaconf import OmegaConf
+
+    from ablate.config import ConfigError
+    from ablate.loggers import LOGGERS, NEEDS, check_loggers, register
+
+    monkeypatch.setitem(LOGGERS, "fake", None)
+    monkeypatch.setitem(NEEDS, "fake", None)
+    register("fake", ("no_such_module_for_ablate",), "fakeextra")(lambda cfg, run_dir, params: None)
+    check_loggers(OmegaConf.create({"logger": {"fake": False}}))  # off: nothing asked
+    with pytest.raises(ConfigError, match=r"logger=fake needs the fakeextra extra: pip install -e '\.\[fakeextra\]'"):
+        check_loggers(OmegaConf.create({"logger": {"fake": True}}))

@@ -86,3 +86,25 @@ def test_rollout_compile_is_opt_in_and_needs_a_cpp_compiler_on_the_cpu(monkeypat
     check_config(rloo_cfg("trainer.accelerator=cpu"))  # off: no compiler asked for
     with pytest.raises(Exception, match="compile"):
         rloo_cfg("rollout=vllm", "rollout.compile=true")
+
+
+def test_a_registered_engine_is_checked_and_built_by_name(monkeypatch):
+    """rollout=<name> reaches the engine registered under it: its check first, then its builder; an
+    unknown name lists the registered ones."""
+    from omegaconf import OmegaConf
+
+    from ablate.config import ConfigError
+    from ablate.rollout import ENGINES, build_engine, check_rollout, register_engine
+
+    calls = []
+
+    def check(r, model_cfg, trainer=None):
+        calls.append(("check", r.name))
+
+    monkeypatch.setitem(ENGINES, "echo", ENGINES["hf"])  # restored after the test
+    register_engine("echo", check)(lambda cfg, model, tokenizer, tool: ("engine", cfg.rollout.name, tool))
+    cfg = OmegaConf.create({"rollout": {"name": "echo"}, "seed": 0})
+    check_rollout(cfg.rollout, None)
+    assert calls == [("check", "echo")] and build_engine(cfg, None, None, "calc") == ("engine", "echo", "calc")
+    with pytest.raises(ConfigError, match=r"rollout='nope': expected one of \(.*'hf', 'vllm', 'echo'"):
+        check_rollout(OmegaConf.create({"name": "nope"}), None)

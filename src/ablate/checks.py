@@ -115,7 +115,8 @@ def check_config(cfg: DictConfig) -> None:
     from ablate.config import checks as config_checks
     from ablate.curriculum.replay import check_replay
     from ablate.eval import check_eval
-    from ablate.fit import check_compile, check_loggers
+    from ablate.fit import check_compile
+    from ablate.loggers import check_loggers
     from ablate.stages.rloo import check_dynamic_sampling
     from ablate.rollout.tools import check_tool
 

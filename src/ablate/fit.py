@@ -9,7 +9,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from ablate.config import ConfigError, require
 from ablate.device import device, precision
@@ -46,15 +46,12 @@ def fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=None
     from ablate.rundir.atomic import checkpoint_io
     from ablate.lit.elapsed import ElapsedTime
     from ablate.console import progress_bars, progress_log
+    from ablate.loggers import extra_loggers
     from ablate.rundir.metrics_csv import merge_metrics, stash_metrics
     from ablate.stopping import step_boundaries
 
     # name="" and version="": the CSV lands on the run directory's metrics.csv (RunDir.metrics_file)
     loggers: list[Any] = [CSVLogger(save_dir=str(run_dir), name="", version="", flush_logs_every_n_steps=10)]
-    if cfg.logger.wandb:
-        from lightning.pytorch.loggers import WandbLogger
-
-        loggers.append(WandbLogger(project=cfg.logger.project, save_dir=str(run_dir), offline=cfg.logger.mode == "offline"))
     loggers.extend(extra_loggers(cfg, run_dir))
     checkpoints = RunDir(run_dir).checkpoint_dir
     trainer = L.Trainer(
@@ -122,50 +119,6 @@ def resume_checkpoint(checkpoints: Path) -> str | None:
     return None
 
 
-def mlflow_name(key: str) -> str:
-    """A metric name MLflow accepts (alphanumerics and `_ / . - space`): `@` -> `_at_`, `^` -> `_hat_`."""
-    return key.replace("@", "_at_").replace("^", "_hat_")
-
-
-def extra_loggers(cfg: DictConfig, run_dir: Path) -> list[Any]:
-    """Lightning's TensorBoard and MLflow loggers, as `logger.tensorboard` / `logger.mlflow` ask (the CSV
-    log is always there); each also gets the composed config as hyperparameters."""
-    out: list[Any] = []
-    params = OmegaConf.to_container(cfg, resolve=True)
-    overrides = _task_overrides()
-    if cfg.logger.get("tensorboard"):
-        from lightning.pytorch.loggers import TensorBoardLogger
-
-        tensorboard = TensorBoardLogger(save_dir=str(run_dir), name="tensorboard", version="", default_hp_metric=False)
-        tensorboard.log_hyperparams(params)
-        out.append(tensorboard)
-    if cfg.logger.get("mlflow"):
-        from lightning.pytorch.loggers import MLFlowLogger
-
-        class Logger(MLFlowLogger):
-            def log_metrics(self, metrics, step=None):
-                super().log_metrics({mlflow_name(k): v for k, v in metrics.items()}, step)
-
-        uri = cfg.logger.get("tracking_uri")
-        if not uri:  # the run directory's own file store; MLflow >= 3.x refuses one unless allowed
-            uri = (run_dir / "mlruns").resolve().as_uri()
-            os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
-        mlflow = Logger(experiment_name=str(cfg.logger.get("experiment_name") or "ablate"), tracking_uri=uri,
-                        run_name=" ".join(overrides) or run_dir.name,
-                        tags={"run_dir": str(run_dir.resolve()), "overrides": " ".join(overrides)})
-        mlflow.log_hyperparams(params)
-        out.append(mlflow)
-    return out
-
-
-def _task_overrides() -> list[str]:
-    """The run's command-line overrides (Hydra's task overrides), or none outside a Hydra run."""
-    try:
-        from hydra.core.hydra_config import HydraConfig
-
-        return list(HydraConfig.get().overrides.task)
-    except (ImportError, ValueError):
-        return []
 
 
 def check_compile(cfg: DictConfig) -> None:
@@ -181,19 +134,3 @@ def check_compile(cfg: DictConfig) -> None:
             f"trainer.compile=true needs a C++ compiler on CPU (torch.compile builds its kernels with one); none of "
             f"{compilers} is on PATH: install g++ (or set CXX), or set trainer.compile=false")
 
-
-def check_loggers(cfg: DictConfig) -> None:
-    """The optional loggers' packages are installed: ConfigError naming the extra to install."""
-    import importlib.util
-
-    if cfg.logger.wandb:
-        try:
-            import wandb  # noqa: F401
-        except ImportError:
-            raise ConfigError("logger=wandb needs the wandb extra: pip install -e '.[wandb]'") from None
-    if cfg.logger.get("tensorboard"):
-        require(any(importlib.util.find_spec(m) for m in ("tensorboard", "tensorboardX")),
-                "logger=tensorboard needs the tensorboard extra: pip install -e '.[tensorboard]'")
-    if cfg.logger.get("mlflow"):
-        require(importlib.util.find_spec("mlflow") is not None,
-                "logger=mlflow needs the mlflow extra: pip install -e '.[mlflow]'")

@@ -1,5 +1,8 @@
 """Rollout engines: sample k completions per prompt and return token ids, behaviour log-probs and
-masks. The learner never imports an engine; it receives one (`ablate.stages.rloo.build_engine`)."""
+masks. The learner never imports an engine; it receives one (`build_engine`). Each engine is
+registered here under its `rollout=` name with its builder and its config check, so that naming one
+never imports another (vLLM is an optional, multi-GB extra): a new engine is its module, one
+`register_engine` entry and a conf/rollout/<name>.yaml (docs/extending.md)."""
 
 from __future__ import annotations
 
@@ -7,13 +10,33 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import torch
 
 from ablate.config import require
 
-ROLLOUTS = ("hf", "vllm")
+
+@dataclass(frozen=True)
+class EngineEntry:
+    build: Callable[..., Any]  # (cfg, model, tokenizer, tool) -> an engine (RolloutEngine)
+    check: Callable[..., None]  # (cfg.rollout, cfg.model, trainer or None): ConfigError naming the key and the fix
+
+
+ENGINES: dict[str, EngineEntry] = {}
+
+
+def register_engine(name: str, check: Callable[..., None]):
+    """Decorator on an engine's builder: `rollout=<name>` builds with it after `check` passed."""
+    def wrap(build):
+        ENGINES[name] = EngineEntry(build, check)
+        return build
+    return wrap
+
+
+def build_engine(cfg, model, tokenizer, tool) -> Any:
+    """The RL rollout engine `rollout=` names (hf: the policy itself; vllm: a colocated copy)."""
+    return ENGINES[cfg.rollout.name].build(cfg, model, tokenizer, tool)
 # conf/rollout/vllm.yaml keys passed to vllm.LLM as they are
 VLLM_LLM_KEYS = ("dtype", "enforce_eager", "gpu_memory_utilization", "kv_cache_memory_bytes", "max_model_len",
                  "enable_prefix_caching")
@@ -116,12 +139,25 @@ def check_compile(trainer) -> None:
 
 def check_rollout(r, model_cfg, trainer=None) -> None:
     """`rollout=` config: ConfigError naming the key and the fix."""
-    require(r.name in ROLLOUTS, f"rollout={r.name!r}: expected one of {ROLLOUTS}")
-    if r.name == "hf":
-        require(int(r.batch_size) >= 1, f"rollout.batch_size={r.batch_size} must be >= 1")
-        if r.get("compile") and trainer is not None:
-            check_compile(trainer)
-        return
+    require(r.name in ENGINES, f"rollout={r.name!r}: expected one of {tuple(ENGINES)}")
+    ENGINES[r.name].check(r, model_cfg, trainer)
+
+
+def _check_hf(r, model_cfg, trainer=None) -> None:
+    require(int(r.batch_size) >= 1, f"rollout.batch_size={r.batch_size} must be >= 1")
+    if r.get("compile") and trainer is not None:
+        check_compile(trainer)
+
+
+@register_engine("hf", _check_hf)
+def _build_hf(cfg, model, tokenizer, tool):
+    from ablate.rollout.hf import HFEngine
+
+    r = cfg.rollout
+    return HFEngine(model, tokenizer, batch_size=r.batch_size, tool=tool, compile=bool(r.get("compile")))
+
+
+def _check_vllm(r, model_cfg, trainer=None) -> None:
     import importlib.util
 
     from ablate.device import cuda
@@ -149,3 +185,15 @@ def check_rollout(r, model_cfg, trainer=None) -> None:
         require(head_dim in sizes,
                 f"rollout=vllm on CPU supports attention head sizes {sizes}, but the model's are {head_dim} "
                 "(model.arch.hidden_size / model.arch.num_attention_heads): change those two, or use rollout=hf")
+
+
+@register_engine("vllm", _check_vllm)
+def _build_vllm(cfg, model, tokenizer, tool):
+    from omegaconf import OmegaConf
+
+    from ablate.rollout.vllm import VLLMEngine
+
+    r = cfg.rollout
+    llm_kwargs = {key: r[key] for key in VLLM_LLM_KEYS if r.get(key) is not None}
+    llm_kwargs.update(OmegaConf.to_container(r.engine_kwargs, resolve=True) or {})
+    return VLLMEngine(model, tokenizer, tool=tool, seed=int(cfg.seed), llm_kwargs=llm_kwargs)

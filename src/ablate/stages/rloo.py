@@ -15,26 +15,11 @@ from ablate.stages.registry import Stage, check_schedule, register
 log = logging.getLogger("ablate.train")
 
 
-def build_engine(cfg: DictConfig, model, tokenizer, tool):
-    """The RL rollout engine named by `rollout=`: hf (the policy itself) or vllm (a colocated copy);
-    either runs any tool."""
-    r = cfg.rollout
-    if r.name == "vllm":
-        from ablate.rollout import VLLM_LLM_KEYS
-        from ablate.rollout.vllm import VLLMEngine
-
-        llm_kwargs = {key: r[key] for key in VLLM_LLM_KEYS if r.get(key) is not None}
-        llm_kwargs.update(OmegaConf.to_container(r.engine_kwargs, resolve=True) or {})
-        return VLLMEngine(model, tokenizer, tool=tool, seed=int(cfg.seed), llm_kwargs=llm_kwargs)
-    from ablate.rollout.hf import HFEngine
-
-    return HFEngine(model, tokenizer, batch_size=r.batch_size, tool=tool, compile=bool(r.get("compile")))
-
-
 def fit_rloo(cfg: DictConfig, model, tokenizer, splits, task, run_dir: Path, status=None, callbacks=()) -> None:
     from torch.utils.data import DataLoader
 
     from ablate.curriculum import ReplayBuffer, build_sampler
+    from ablate.rollout import build_engine
     from ablate.lit.rloo import RLOOModule
     from ablate.rollout.tools import build_tool
 

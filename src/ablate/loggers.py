@@ -1,0 +1,102 @@
+"""Experiment loggers beside the run directory's metrics.csv (always written): each a function registered
+under the `logger.<name>` switch that turns it on (conf/logger/*.yaml), returning a Lightning logger.
+
+    @register("wandb", ("wandb",), "wandb")
+    def wandb(cfg, run_dir, params): ...
+
+A new logger is this module's one function and a conf/logger/<name>.yaml setting `<name>: true`
+(docs/extending.md). Each is imported inside its function: wandb, TensorBoard and MLflow are extras.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+from omegaconf import DictConfig, OmegaConf
+
+LOGGERS: dict[str, Callable[[DictConfig, Path, dict], Any]] = {}
+NEEDS: dict[str, tuple[tuple[str, ...], str]] = {}  # name -> (any of these modules, the extra that installs one)
+
+
+def register(name: str, modules: tuple[str, ...], extra: str):
+    """Decorator: the logger `logger.<name>: true` turns on, usable when any of `modules` is installed."""
+    def wrap(fn):
+        LOGGERS[name] = fn
+        NEEDS[name] = (modules, extra)
+        return fn
+    return wrap
+
+
+def check_loggers(cfg: DictConfig) -> None:
+    """The switched-on loggers' packages are installed (before any compute): ConfigError naming the extra."""
+    import importlib.util
+
+    from ablate.config import require
+
+    for name, (modules, extra) in NEEDS.items():
+        if cfg.logger.get(name):
+            require(any(importlib.util.find_spec(m) for m in modules),
+                    f"logger={name} needs the {extra} extra: pip install -e '.[{extra}]'")
+
+
+def mlflow_name(key: str) -> str:
+    """A metric name MLflow accepts (alphanumerics and `_ / . - space`): `@` -> `_at_`, `^` -> `_hat_`."""
+    return key.replace("@", "_at_").replace("^", "_hat_")
+
+
+@register("wandb", ("wandb",), "wandb")
+def wandb(cfg: DictConfig, run_dir: Path, params: dict) -> Any:
+    from lightning.pytorch.loggers import WandbLogger
+
+    return WandbLogger(project=cfg.logger.project, save_dir=str(run_dir), offline=cfg.logger.mode == "offline")
+
+
+@register("tensorboard", ("tensorboard", "tensorboardX"), "tensorboard")
+def tensorboard(cfg: DictConfig, run_dir: Path, params: dict) -> Any:
+    from lightning.pytorch.loggers import TensorBoardLogger
+
+    logger = TensorBoardLogger(save_dir=str(run_dir), name="tensorboard", version="", default_hp_metric=False)
+    logger.log_hyperparams(params)
+    return logger
+
+
+@register("mlflow", ("mlflow",), "mlflow")
+def mlflow(cfg: DictConfig, run_dir: Path, params: dict) -> Any:
+    from lightning.pytorch.loggers import MLFlowLogger
+
+    class Logger(MLFlowLogger):
+        def log_metrics(self, metrics, step=None):
+            super().log_metrics({mlflow_name(k): v for k, v in metrics.items()}, step)
+
+    uri = cfg.logger.get("tracking_uri")
+    if not uri:  # the run directory's own file store; MLflow >= 3.x refuses one unless allowed
+        uri = (run_dir / "mlruns").resolve().as_uri()
+        os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+    overrides = _task_overrides()
+    logger = Logger(experiment_name=str(cfg.logger.get("experiment_name") or "ablate"), tracking_uri=uri,
+                    run_name=" ".join(overrides) or run_dir.name,
+                    tags={"run_dir": str(run_dir.resolve()), "overrides": " ".join(overrides)})
+    logger.log_hyperparams(params)
+    return logger
+
+
+def extra_loggers(cfg: DictConfig, run_dir: Path) -> list[Any]:
+    """The loggers `cfg.logger` switches on, in registry order; those that log hyperparameters get the
+    composed config."""
+    wanted = [name for name in LOGGERS if cfg.logger.get(name)]
+    if not wanted:
+        return []
+    params = OmegaConf.to_container(cfg, resolve=True)
+    return [LOGGERS[name](cfg, Path(run_dir), params) for name in wanted]
+
+
+def _task_overrides() -> list[str]:
+    """The run's command-line overrides (Hydra's task overrides), or none outside a Hydra run."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return list(HydraConfig.get().overrides.task)
+    except (ImportError, ValueError):
+        return []
