@@ -172,3 +172,12 @@ def test_a_run_records_the_fingerprint_the_registration_holds():
     assert study_fingerprint(cfg) == fingerprint(compose_study(["experiment=oracle_tool_study"]))
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         assert study_fingerprint(compose("config", overrides=[])) is None
+
+
+def test_an_amendment_names_a_changed_test_or_multiplicity_and_not_a_mechanism():
+    from ablate.stats.block_diff import block_changes
+
+    before = {"plan": {"looks": [5]}, "claims": [], "multiplicity": "gatekeeping", "mechanisms": {"a": "final:x"}}
+    after = {**before, "multiplicity": {"weights": {"c": 1.0}}, "test": "randomization", "mechanisms": {}}
+    assert block_changes(before, after) == ["study.multiplicity: gatekeeping -> {'weights': {'c': 1.0}}",
+                                            "study.test: (none) -> randomization"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-STUDY_FIELDS = ("plan", "alpha", "names", "baselines", "effect", "metrics", "preconditions")
+SKIPPED = ("claims", "mechanisms")  # claims are compared one by one; mechanisms describe (not fingerprinted)
 
 
 def _show(v: Any) -> str:
@@ -43,7 +43,8 @@ def claim_changes(registered: Mapping, current: Mapping) -> tuple[dict[str, str]
 
 def block_changes(registered: Mapping, current: Mapping) -> list[str]:
     """Every difference, one line each: study-level fields, then claims changed, added, removed."""
-    out = [f"study.{k}: {_show(registered.get(k))} -> {_show(current.get(k))}" for k in STUDY_FIELDS
+    keys = sorted((set(registered) | set(current)) - set(SKIPPED), key=str)
+    out = [f"study.{k}: {_show(registered.get(k))} -> {_show(current.get(k))}" for k in keys
            if str(registered.get(k)) != str(current.get(k))]
     amended, added, removed = claim_changes(registered, current)
     out += [f"claim {i} amended: {d}" for i, d in amended.items()]
