@@ -7,7 +7,7 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from ablate.config import CONF_DIR
-from ablate import rollout
+from ablate.rollout import engines as rollout
 from ablate.checks import ConfigError, check_config
 from ablate.rollout import VLLM_LLM_KEYS
 
@@ -94,7 +94,7 @@ def test_a_registered_engine_is_checked_and_built_by_name(monkeypatch):
     from omegaconf import OmegaConf
 
     from ablate.config import ConfigError
-    from ablate.rollout import ENGINES, build_engine, check_rollout, register_engine
+    from ablate.rollout.engines import ENGINES, build_engine, check_rollout, register_engine
 
     calls = []
 

@@ -1,7 +1,7 @@
 """Schemas of config groups (Hydra structured configs): a group's yaml lists its schema first in its
 `defaults`, so a value of the wrong type or a key the schema lacks fails at composition, with Hydra's own
 message naming the key. Range checks stay with each part (`ablate.eval.check_eval`,
-`ablate.rollout.check_rollout`). Registered in Hydra's ConfigStore on import (`ablate.config` imports this).
+`ablate.rollout.engines.check_rollout`). Registered in Hydra's ConfigStore on import (`ablate.config` imports this).
 
 Each schema's fields are exactly its yaml's keys with the yaml's types, so a composed config holds the
 same values as before schemas (the upstream cache keys hash them)."""

