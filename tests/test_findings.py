@@ -146,6 +146,7 @@ def test_the_confirmatory_table_counts_agreements_from_the_committed_claims(tmp_
     study = tmp_path / "threshold_study"
     shutil.copytree(FINDINGS / "threshold_study", study)
     (study / "confirmatory").mkdir(exist_ok=True)
+    (study / "confirmatory" / "claims.csv").unlink(missing_ok=True)  # the committed one: planted below instead
     blocks, _, results = render(tmp_path)
     assert "No confirmatory verdict yet" in blocks["confirmatory"]
     table = results[study].table.copy()
