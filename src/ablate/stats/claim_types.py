@@ -13,6 +13,7 @@ d the claimed direction (+1 higher, -1 lower), so every rule reads "higher is th
 
 from __future__ import annotations
 
+import abc
 import math
 import re
 from dataclasses import replace
@@ -38,7 +39,7 @@ def label(verdict: str, excluded: str) -> str:
     return f"{verdict} (excludes {excluded})" if excluded else verdict
 
 
-class ClaimType:
+class ClaimType(abc.ABC):
     name = ""
     keys: tuple[str, ...] = ()  # the claim keys this type reads beyond the common ones
     words = ""  # a regex: a claim sentence matching it must be of this type (checked at declaration)
@@ -47,8 +48,9 @@ class ClaimType:
     def check(self, claim, raw: Mapping, problems: list[str]) -> None:
         """Declaration-time problems of a claim of this type (one line each, naming the fix)."""
 
+    @abc.abstractmethod
     def decide(self, claim, lo: float, hi: float) -> Decision:
-        raise NotImplementedError
+        """The verdict from the interval [lo, hi] of d x difference (every registered type says its rule)."""
 
     def target(self, claim) -> float:
         """The effect the seeds-needed plan is for (NaN: the study's default)."""
@@ -106,13 +108,19 @@ class Superiority(ClaimType):
         return f"superiority, {'higher' if claim.direction > 0 else 'lower'}; effect of interest {claim.bar:.3g}{whose}"
 
 
+def needs_margin(kind: str, claim, problems: list[str]) -> None:
+    """A margin-type claim's declaration check: its positive `margin`, in the metric's units."""
+    if not math.isfinite(claim.margin):
+        article = "an" if kind[0] in "aeiou" else "a"
+        problems.append(f"claim {claim.id!r}: {article} {kind} claim needs a positive `margin` (in the metric's units)")
+
+
 @register
 class NonInferiority(ClaimType):
     name = "non_inferiority"
 
     def check(self, claim, raw, problems):
-        if not math.isfinite(claim.margin):
-            problems.append(f"claim {claim.id!r}: a non_inferiority claim needs a positive `margin` (in the metric's units)")
+        needs_margin(self.name, claim, problems)
 
     def decide(self, claim, lo, hi):
         m = claim.margin
@@ -159,8 +167,7 @@ class Equivalence(ClaimType):
     name = "equivalence"
 
     def check(self, claim, raw, problems):
-        if not math.isfinite(claim.margin):
-            problems.append(f"claim {claim.id!r}: an equivalence claim needs a positive `margin` (in the metric's units)")
+        needs_margin(self.name, claim, problems)
 
     def decide(self, claim, lo, hi):
         m = claim.margin
