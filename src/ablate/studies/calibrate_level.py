@@ -201,19 +201,21 @@ def entry_rejections(x: np.ndarray, y: np.ndarray, looks, alpha: float, test: st
     return out
 
 
-def run_cell(regime: str, plan: str, sweeps: int, seed: int = 0, entry: int = 0, chunk: int = 4000) -> list[dict]:
+def run_cell(regime: str, plan: str, sweeps: int, seed: int = 0, entry: int = 0, chunk: int = 4000,
+             levels=LEVELS) -> list[dict]:
     """Every level and test on the same planted sweeps of one (regime, plan); a level reads the first
     sweeps_for(level) of them (at most `sweeps`), which is what knowing its rate to +-30% needs."""
     looks = PLANS[plan]
-    counts = {a: min(sweeps, sweeps_for(a)) for a in LEVELS}
+    counts = {a: min(sweeps, sweeps_for(a)) for a in levels}
     rng = np.random.default_rng([seed, REGIMES.index(regime), looks[-1]])
-    hits = {(a, t): 0 for a in LEVELS for t in TESTS}
-    mismatches = {(a, t): 0 for a in LEVELS for t in TESTS}
+    hits = {(a, t): 0 for a in levels for t in TESTS}
+    mismatches = {(a, t): 0 for a in levels for t in TESTS}
     done = 0
     while done < sweeps:
-        x, y = plant(regime, looks[-1], min(chunk, sweeps - done), rng)
+        x, y = plant(regime, looks[-1], chunk, rng)  # whole chunks: a run's first N sweeps are any longer run's
+        x, y = x[: sweeps - done], y[: sweeps - done]
         memo: dict = {}
-        for a in LEVELS:
+        for a in levels:
             if done >= counts[a]:
                 continue
             k_a = min(x.shape[0], counts[a] - done)
@@ -273,6 +275,9 @@ def main(argv: list[str] | None = None) -> int:
                         f"alpha {min(LEVELS):g} known to +-30%%)")
     p.add_argument("--regimes", default=",".join(REGIMES), help="comma list of: " + ", ".join(REGIMES))
     p.add_argument("--plans", default=",".join(PLANS), help="comma list of: " + ", ".join(PLANS))
+    p.add_argument("--levels", default=",".join(map(str, LEVELS)),
+                   help="comma list of claim alphas (a level reads the first sweeps_for(alpha) sweeps, drawn in "
+                        "whole chunks, so a table can be extended level by level)")
     p.add_argument("--entry", type=int, default=0, metavar="K",
                    help="also decide the first K sweeps of each cell through engine.evaluate and count disagreements")
     p.add_argument("--seed", type=int, default=0)
@@ -283,13 +288,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.render:
         return render(args.render, args.doc)
     regimes, plans = args.regimes.split(","), args.plans.split(",")
+    levels = tuple(float(a) for a in args.levels.split(","))
     bad = [r for r in regimes if r not in REGIMES] + [q for q in plans if q not in PLANS]
     if bad or args.sweeps < 1:
         p.error(f"unknown regime/plan {bad} (or --sweeps < 1)")
     rows = []
     for plan in plans:
         for regime in regimes:
-            cell = run_cell(regime, plan, args.sweeps, args.seed, args.entry)
+            cell = run_cell(regime, plan, min(args.sweeps, max(map(sweeps_for, levels))), args.seed, args.entry,
+                            levels=levels)
             rows += cell
             print(f"{regime:<18} {plan:<8} " + "  ".join(
                 f"{r['test'][:4]}@{r['alpha']:g} {r['ratio']:.2f}x{'R' if r['refused'] else ''}"
