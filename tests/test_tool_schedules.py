@@ -108,6 +108,7 @@ class RecordingEngine:
 
 def test_rloo_draws_availability_per_rollout_and_states_it_in_the_prompt(tiny_policy, monkeypatch):
     from ablate.curriculum import build_sampler
+    from ablate.lit.collector import Collector
     from ablate.lit.rloo import RLOOModule
 
     model, tokenizer = tiny_policy
@@ -117,9 +118,10 @@ def test_rloo_draws_availability_per_rollout_and_states_it_in_the_prompt(tiny_po
     engine = RecordingEngine(tokenizer)
     task = CountdownTask({}, Reward.from_config(OmegaConf.to_container(c.reward)))
     problems = [Problem((1, 2), 3), Problem((4, 5, 6), 15)]
-    module = RLOOModule(model, tokenizer, problems, "compact", engine, task,
-                        build_sampler(None, problems, 0, 10, task=task), OmegaConf.to_container(c.stage), seed=0,
-                        tool=OmegaConf.to_container(c.tool))
+    stage = OmegaConf.to_container(c.stage)
+    collector = Collector(problems, engine, task, build_sampler(None, problems, 0, 10, task=task), stage, 0, tokenizer,
+                          "compact", tool=OmegaConf.to_container(c.tool))
+    module = RLOOModule(model, tokenizer, collector, stage)
     logged = without_trainer(module)
     module.training_step(None, 0)  # global_step 0: p = 1
     prompts, k, available = engine.calls[-1]
@@ -130,7 +132,7 @@ def test_rloo_draws_availability_per_rollout_and_states_it_in_the_prompt(tiny_po
     assert all(p[1] == calc for p in prompts)  # when_available: every prompt carries the preamble
 
     # Half way through the annealing: a mix, and the prompt follows each rollout's own draw.
-    module.availability = ToolAvailability(seed=5)
+    module.collector.availability = ToolAvailability(seed=5)
     expected = ToolAvailability(seed=5).draw(12, 1 - 3 / 6.67)
     monkeypatch.setattr(RLOOModule, "global_step", property(lambda self: 3))  # p(3) = 1 - 3 / 6.67
     module.training_step(None, 0)
