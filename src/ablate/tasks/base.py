@@ -23,7 +23,8 @@ opaque record with an `id`. What an instance offers:
 * `sft_segments(problem, rng, style, compact, oracle)`: one SFT response in the `stage.trace` style
   (one of `trace_styles`), as (text, written by a tool) pieces; optionally `trace_style(style, rng)`: the
   style of one trace, for a style drawn per trace (Countdown's `mixed`: calc or plain), drawn from the
-  trace's generator before the trace;
+  trace's generator before the trace; optionally `tool_styles`: the styles whose traces a tool answered
+  (their prompts decorated as rollouts the tool answers: Countdown's calc and oracle);
 * `tools()` (a class method): the tool classes it offers by `tool.kind` (none for most tasks), and
   optionally `solver_pairs(...)` (preference pairs from a solver: `stage.pairs.source=solver`).
 `check(cfg)` (a class method) refuses, before any compute, task, reward and stage values the task
