@@ -28,7 +28,6 @@ from ablate.stats.curves import (  # noqa: F401  (re-exported: tests and report 
     TRAIN_CAVEAT,
     VAL_REACH_METRIC,
     curves_table,
-    parse_reach,
     reach_table,
 )
 from ablate.stats.engine import ClaimsResult
