@@ -256,6 +256,26 @@ def test_curves_and_steps_to_reach(planted_analysis, planted):
     assert row["op"] == "<=" and row["threshold"] == 0.1 and row["reached"] == 3
 
 
+def test_figures_draw_what_the_analysis_computed_and_resample_nothing(planted_analysis, tmp_path, monkeypatch):
+    import ablate.stats.intervals as intervals
+    from ablate.stats.figures import make_figures
+
+    a = planted_analysis
+    profiles = a.profiles[a.profiles["metric"] == "pass@1"]
+    assert set(profiles["condition"]) == {"curriculum=none", "curriculum=static"} and set(profiles["n_runs"]) == {3}
+    for _, p in profiles.groupby("condition"):  # all runs above the grid's floor, none above its top
+        assert p["fraction"].iloc[0] == 1.0 and p["fraction"].iloc[-1] == 0.0
+        assert (p["low"] <= p["fraction"] + 1e-12).all() and (p["fraction"] <= p["high"] + 1e-12).all()
+
+    def no_resampling(*args, **kwargs):
+        raise AssertionError("a figure resampled")
+
+    for name in ("performance_profile", "rng_for", "iqm_ci", "ratio_bootstrap_ci", "paired_test", "t_interval"):
+        monkeypatch.setattr(intervals, name, no_resampling)
+    names = [name for _, name in make_figures(a, tmp_path)]
+    assert "profile_default.png" in names and (tmp_path / "profile_default.png").is_file()
+
+
 def test_curve_panels_that_do_not_move_are_dropped_unless_a_claim_reads_them_and_twins_share_one():
     from types import SimpleNamespace
 

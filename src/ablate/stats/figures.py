@@ -1,5 +1,5 @@
-"""The report's figures (PNG). Each draws columns of the analysis' tables; none computes a statistic
-except the performance profile's band, which has its own generators."""
+"""The report's figures (PNG). Each draws columns of the analysis' tables and computes no statistic
+(the performance profiles too: ablate.stats.robust computes them in the analysis)."""
 
 from __future__ import annotations
 
@@ -190,31 +190,22 @@ def _differences_figure(a, rows, regime, order, out, plt):
 
 
 def _profile_figure(a, out: Path, plt, regime: str, order: list[str]) -> tuple[str, str] | None:
-    """rliable's performance profile per compared metric: the fraction of a condition's runs whose
-    value is above tau, over tau, with a stratified-bootstrap band (runs resampled)."""
-    from ablate.stats.intervals import performance_profile, rng_for
-
-    runs = a.summary[(a.summary["level"] == "run") & (a.summary["regime"] == regime)]
-    metrics = [m for m in a.settings.metrics if (runs["metric"] == m).any()][:PROFILES_PER_FIGURE]
-    key_of = {a.labels[c]: a.keys.get(c, a.labels[c]) for c in a.labels}
-    if not metrics:
+    """rliable's performance profile per compared metric, as the analysis computed it (a.profiles): the
+    fraction of a condition's runs whose value is above tau, over tau, with its bootstrap band."""
+    rows = a.profiles[a.profiles["regime"] == regime] if a.profiles is not None else None
+    if rows is None or not len(rows):
         return None
+    metrics = list(dict.fromkeys(rows["metric"]))[:PROFILES_PER_FIGURE]
     cols = min(3, len(metrics))
     nrows = math.ceil(len(metrics) / cols)
     fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.0 * nrows + 0.6), squeeze=False)
     for ax, metric in zip(axes.ravel(), metrics):
-        sub = runs[runs["metric"] == metric]
-        values = sub["value"].to_numpy(float)
-        lo, hi = float(np.nanmin(values)), float(np.nanmax(values))
-        pad = 0.05 * (hi - lo) if hi > lo else 0.01
-        taus = np.linspace(lo - pad, hi + pad, 201)
+        sub = rows[rows["metric"] == metric]
         for label in [c for c in order if c in set(sub["condition"])]:
-            v = sub[sub["condition"] == label]["value"].to_numpy(float)
-            v = v[np.isfinite(v)]
-            profile, low, high = performance_profile(
-                v, taus, confidence=a.settings.confidence, n_resamples=min(a.settings.resamples, 2000),
-                rng=rng_for(a.settings.seed, "profile", key_of[label], regime, metric))
-            line, = ax.step(taus, profile, where="post", lw=1.3, label=f"{label} ({v.size})")
+            r = sub[sub["condition"] == label]
+            taus, low, high = r["tau"].to_numpy(float), r["low"].to_numpy(float), r["high"].to_numpy(float)
+            line, = ax.step(taus, r["fraction"].to_numpy(float), where="post", lw=1.3,
+                            label=f"{label} ({int(r['n_runs'].iloc[0])})")
             if np.isfinite(low).any():
                 ax.fill_between(taus, low, high, step="post", color=line.get_color(), alpha=0.15, lw=0)
         ax.set_title(metric, fontsize=9)
