@@ -277,9 +277,7 @@ def test_figures_draw_what_the_analysis_computed_and_resample_nothing(planted_an
 
 
 def test_curve_panels_that_do_not_move_are_dropped_unless_a_claim_reads_them_and_twins_share_one():
-    from types import SimpleNamespace
-
-    from ablate.stats.figures import curve_order
+    from ablate.stats.figures import claimed_columns, curve_order
 
     steps = np.arange(10)
     series = {"train/loss": 2.0 - 0.1 * steps,                     # moves: kept
@@ -290,15 +288,14 @@ def test_curve_panels_that_do_not_move_are_dropped_unless_a_claim_reads_them_and
               "val/exact_pass@1": 0.30 + 0.01 * steps}               # val/pass@1's curve: one panel
     curves = pd.DataFrame([{"metric": m, "condition": "a", "step": int(s), "mean": float(v)}
                            for m, vals in series.items() for s, v in zip(steps, vals)])
-    claims = SimpleNamespace(table=pd.DataFrame({"metric": ["max:val/no_answer_rate@50:99"]}))
-    a = SimpleNamespace(curves=curves, claims=claims)
-    panels = curve_order(a, list(series))
+    claimed = claimed_columns(pd.DataFrame({"metric": ["max:val/no_answer_rate@50:99"]}))
+    assert claimed == ["val/no_answer_rate"]
+    panels = curve_order(curves, list(series), claimed)
     assert list(panels) == ["val/no_answer_rate", "val/pass@1", "train/loss"]
     assert panels["val/pass@1"] == ["val/exact_pass@1"] and panels["train/loss"] == []
-    a.claims = None
-    assert list(curve_order(a, list(series))) == ["val/pass@1", "train/loss"]
+    assert list(curve_order(curves, list(series))) == ["val/pass@1", "train/loss"]  # no claims
     curves.loc[(curves["metric"] == "val/exact_pass@1") & (curves["step"] == 9), "mean"] -= 0.01
-    assert list(curve_order(a, list(series))) == ["val/pass@1", "val/exact_pass@1", "train/loss"]
+    assert list(curve_order(curves, list(series))) == ["val/pass@1", "val/exact_pass@1", "train/loss"]
 
 
 # ------------------------------------------------------------------------------ bad input

@@ -163,11 +163,13 @@ def analyze(sweep: Sweep, settings: Settings) -> Analysis:
 
         claims = sweep_decided(sweep, study, labels, regimes, effect, settings.registration, settings.report_dir)
         problems.extend(claims.problems)
-    return Analysis(sweep, settings, labels, common, baseline, rule, regimes, inventory,
-                    conditions_table, summary, comparisons, curves, reach, problems, notes, groups,
-                    study, baseline_for, families, power, robust, keys, claims,
-                    _mechanisms(sweep, study, labels, regimes, problems, notes),
-                    profile_table(summary, labels, keys, regimes, settings))
+    return Analysis(sweep=sweep, settings=settings, labels=labels, common=common, baseline=baseline,
+                    baseline_rule=rule, regimes=regimes, inventory=inventory, conditions=conditions_table,
+                    summary=summary, comparisons=comparisons, curves=curves, reach=reach, problems=problems,
+                    notes=notes, groups=groups, study=study, baseline_for=baseline_for, families=families,
+                    power=power, robust=robust, keys=keys, claims=claims,
+                    mechanisms=_mechanisms(sweep, study, labels, regimes, problems, notes),
+                    profiles=profile_table(summary, labels, keys, regimes, settings))
 
 
 def _mechanisms(sweep: Sweep, study: Study | None, labels: dict, regimes: Sequence[str], problems: list[str],
