@@ -16,9 +16,9 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.proportion import proportion_confint
 
 from ablate.metrics import pass_at_k
+from ablate.stats.multiplicity import holm_adjusted
 from ablate.stats import (
     hierarchical_bootstrap_distribution,
-    holm_bonferroni,
     paired_test,
     percentile_interval,
     probability_of_improvement,
@@ -151,16 +151,16 @@ def test_holm_matches_statsmodels():
         if trial % 3 == 0:  # ties and exact edge values
             p = rng.choice([0.0, 0.001, 0.01, 0.0125, 0.025, 0.05, 0.5, 1.0], size=m)
         for alpha in ((0.01, 0.05, 0.1)[trial % 3],):
-            reject, adjusted = holm_bonferroni(p, alpha)
+            reject, adjusted = holm_adjusted(p, alpha)
             ref_reject, ref_adj, _, _ = multipletests(p, alpha=alpha, method="holm")
-            np.testing.assert_allclose(adjusted, ref_adj, atol=1e-12)
+            np.testing.assert_array_equal(adjusted, ref_adj)  # to the last bit: Holm's graph in exact arithmetic
             np.testing.assert_array_equal(reject, ref_reject)
 
 
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.floats(0, 1), min_size=1, max_size=12))
 def test_holm_properties(pvals):
-    reject, adjusted = holm_bonferroni(pvals)
+    reject, adjusted = holm_adjusted(pvals)
     p = np.asarray(pvals)
     assert np.all(adjusted >= p - 1e-15) and np.all(adjusted <= 1.0)
     order = np.argsort(p, kind="mergesort")
@@ -170,12 +170,31 @@ def test_holm_properties(pvals):
 
 def test_holm_ignores_nan_and_keeps_order():
     p = [0.01, np.nan, 0.04, 0.03]
-    reject, adj = holm_bonferroni(p, 0.05)
+    reject, adj = holm_adjusted(p, 0.05)
     ref_reject, ref_adj, _, _ = multipletests([0.01, 0.04, 0.03], method="holm")
     assert np.isnan(adj[1]) and not reject[1]
-    np.testing.assert_allclose(adj[[0, 2, 3]], ref_adj)
+    np.testing.assert_array_equal(adj[[0, 2, 3]], ref_adj)
     np.testing.assert_array_equal(reject[[0, 2, 3]], ref_reject)
-    assert holm_bonferroni([])[1].size == 0
+    assert holm_adjusted([])[1].size == 0
+
+
+def test_adjusted_p_values_decide_as_the_claims_graph_does():
+    """The comparisons table's adjusted p-values and the claims' sequentially rejective test are one
+    procedure: at every alpha, rejected by the graph exactly where the adjusted p-value is <= alpha
+    (Holm, gatekeeping, and Bretz 2009's two-dose graph, whose H3 and H4 start with no weight)."""
+    from ablate.stats.multiplicity import adjusted_p_values, gatekeeping, graphical_test, holm
+
+    bretz = (np.array([0.5, 0.5, 0, 0]), np.array([[0, 0.5, 0.5, 0], [0.5, 0, 0, 0.5], [0, 1, 0, 0], [1, 0, 0, 0.0]]))
+    # by hand (tests/test_stats_level.py): H2 at 0.005 / (1/2), H1 at 0.01 / (3/4), H3 at 0.015 / (1/2);
+    # H4 then holds all of H3's weight (0.022 / 1) but is rejected no earlier than H3
+    np.testing.assert_allclose(adjusted_p_values([0.01, 0.005, 0.015, 0.022], *bretz), [0.04 / 3, 0.01, 0.03, 0.03])
+    rng = np.random.default_rng(5)
+    for w, g in (holm(4), gatekeeping([True, True, False, False]), bretz):
+        for _ in range(60):
+            p = rng.random(4) ** 3
+            adjusted = adjusted_p_values(p, w, g)
+            for alpha in (0.01, 0.025, 0.05, 0.1):
+                np.testing.assert_array_equal(graphical_test(p, w, g, alpha), adjusted <= alpha)
 
 
 # --------------------------------------------------------------------------------- bootstrap

@@ -151,7 +151,8 @@ def test_the_harness_fast_path_is_the_engines_decision():
 
 def test_the_planted_curve_summaries_are_the_reports():
     from ablate.studies.calibrate_level import STEPS, _curves, curve_summary
-    from ablate.stats.values import curve_value, restricted_reach
+    from ablate.stats.reach import restricted_reach
+    from ablate.stats.values import curve_value
 
     curves = _curves(np.random.default_rng(1), (6,))
     for row, slope, auc, reach in zip(curves, curve_summary(curves, "slope"), curve_summary(curves, "auc"),

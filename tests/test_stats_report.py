@@ -256,10 +256,28 @@ def test_curves_and_steps_to_reach(planted_analysis, planted):
     assert row["op"] == "<=" and row["threshold"] == 0.1 and row["reached"] == 3
 
 
-def test_curve_panels_that_do_not_move_are_dropped_unless_a_claim_reads_them_and_twins_share_one():
-    from types import SimpleNamespace
+def test_figures_draw_what_the_analysis_computed_and_resample_nothing(planted_analysis, tmp_path, monkeypatch):
+    import ablate.stats.intervals as intervals
+    from ablate.stats.figures import make_figures
 
-    from ablate.stats.figures import curve_order
+    a = planted_analysis
+    profiles = a.profiles[a.profiles["metric"] == "pass@1"]
+    assert set(profiles["condition"]) == {"curriculum=none", "curriculum=static"} and set(profiles["n_runs"]) == {3}
+    for _, p in profiles.groupby("condition"):  # all runs above the grid's floor, none above its top
+        assert p["fraction"].iloc[0] == 1.0 and p["fraction"].iloc[-1] == 0.0
+        assert (p["low"] <= p["fraction"] + 1e-12).all() and (p["fraction"] <= p["high"] + 1e-12).all()
+
+    def no_resampling(*args, **kwargs):
+        raise AssertionError("a figure resampled")
+
+    for name in ("performance_profile", "rng_for", "iqm_ci", "ratio_bootstrap_ci", "paired_test", "t_interval"):
+        monkeypatch.setattr(intervals, name, no_resampling)
+    names = [name for _, name in make_figures(a, tmp_path)]
+    assert "profile_default.png" in names and (tmp_path / "profile_default.png").is_file()
+
+
+def test_curve_panels_that_do_not_move_are_dropped_unless_a_claim_reads_them_and_twins_share_one():
+    from ablate.stats.figures import claimed_columns, curve_order
 
     steps = np.arange(10)
     series = {"train/loss": 2.0 - 0.1 * steps,                     # moves: kept
@@ -270,15 +288,14 @@ def test_curve_panels_that_do_not_move_are_dropped_unless_a_claim_reads_them_and
               "val/exact_pass@1": 0.30 + 0.01 * steps}               # val/pass@1's curve: one panel
     curves = pd.DataFrame([{"metric": m, "condition": "a", "step": int(s), "mean": float(v)}
                            for m, vals in series.items() for s, v in zip(steps, vals)])
-    claims = SimpleNamespace(table=pd.DataFrame({"metric": ["max:val/no_answer_rate@50:99"]}))
-    a = SimpleNamespace(curves=curves, claims=claims)
-    panels = curve_order(a, list(series))
+    claimed = claimed_columns(pd.DataFrame({"metric": ["max:val/no_answer_rate@50:99"]}))
+    assert claimed == ["val/no_answer_rate"]
+    panels = curve_order(curves, list(series), claimed)
     assert list(panels) == ["val/no_answer_rate", "val/pass@1", "train/loss"]
     assert panels["val/pass@1"] == ["val/exact_pass@1"] and panels["train/loss"] == []
-    a.claims = None
-    assert list(curve_order(a, list(series))) == ["val/pass@1", "train/loss"]
+    assert list(curve_order(curves, list(series))) == ["val/pass@1", "train/loss"]  # no claims
     curves.loc[(curves["metric"] == "val/exact_pass@1") & (curves["step"] == 9), "mean"] -= 0.01
-    assert list(curve_order(a, list(series))) == ["val/pass@1", "val/exact_pass@1", "train/loss"]
+    assert list(curve_order(curves, list(series))) == ["val/pass@1", "val/exact_pass@1", "train/loss"]
 
 
 # ------------------------------------------------------------------------------ bad input

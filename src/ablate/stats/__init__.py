@@ -9,7 +9,7 @@ import importlib
 
 _WHERE = {name: f"ablate.stats.{module}" for module, names in {
     "intervals": "BootstrapCI Interval PairedResult ProbabilityOfImprovement SeedTest hierarchical_bootstrap_distribution "
-                 "holm_bonferroni iqm iqm_ci paired_test percentile_interval performance_profile "
+                 "iqm iqm_ci paired_test percentile_interval performance_profile "
                  "probability_of_improvement prompt_replicates ratio_bootstrap_ci seed_test t_interval wilson_interval",
     "runs": "PromptTable RegimeEval Run StatsInputError Sweep find_run_dirs find_sweeps newest_sweep",
     "load": "load_run load_sweep",

@@ -162,6 +162,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.baseline is not None and not args.baseline.strip():
             raise StatsInputError("--baseline is empty")
+        from ablate.stats.reach import parse_reach
+
+        for spec in args.reach:  # a bad --reach fails before any run is read
+            parse_reach(spec)
         roots = [Path(p) for p in args.sweep_dirs] or [newest_sweep(Path("multirun"))]
         sweep = load_sweep(roots)
         if not sweep.runs:
@@ -169,11 +173,9 @@ def main(argv: list[str] | None = None) -> int:
                       "(a run is a directory containing .hydra/overrides.yaml)", highlight=False)
             return 1
 
-        from ablate.stats.analysis import Settings, analyze, parse_reach
+        from ablate.stats.analysis import Settings, analyze
         from ablate.stats.report import print_summary, write_report
 
-        for spec in args.reach:
-            parse_reach(spec)
         settings = Settings(resamples=args.resamples, confidence=args.confidence, alpha=args.alpha,
                             seed=args.seed, metrics=metrics, baseline=args.baseline, reach=args.reach,
                             smooth=args.smooth, effect=args.effect, power=args.power, names=args.name,

@@ -28,11 +28,11 @@ from ablate.stats.curves import (  # noqa: F401  (re-exported: tests and report 
     TRAIN_CAVEAT,
     VAL_REACH_METRIC,
     curves_table,
-    parse_reach,
     reach_table,
 )
 from ablate.stats.engine import ClaimsResult
-from ablate.stats.intervals import iqm_ci, nanmean, ratio_bootstrap_ci, rng_for, t_interval, wilson_interval
+from ablate.stats.intervals import nanmean, ratio_bootstrap_ci, rng_for, t_interval, wilson_interval
+from ablate.stats.robust import profile_table, robust_table
 from ablate.stats.runs import Run, StatsInputError, Sweep, condition_label, mixed_starts
 from ablate.stats.settings import Settings  # noqa: F401  (re-exported: the CLI and tests build it here)
 from ablate.stats.study import Study
@@ -90,6 +90,7 @@ class Analysis:
     keys: dict = field(default_factory=dict)
     claims: ClaimsResult | None = None  # the study's declared claims and their verdicts
     mechanisms: pd.DataFrame | None = None  # the study's declared mechanisms, per run (ablate.stats.mechanisms)
+    profiles: pd.DataFrame | None = None  # the compared metrics' performance profiles (ablate.stats.robust)
 
     def baselines_in(self, regime: str) -> set:
         """The conditions some condition evaluated in this regime is compared with."""
@@ -155,17 +156,20 @@ def analyze(sweep: Sweep, settings: Settings) -> Analysis:
     reach = reach_table(usable, labels, baseline_for, settings, notes)
     if baseline is not None and len(usable_conds) < 2:
         notes.append("Only one condition has usable runs: nothing to compare.")
-    robust = _robust(groups, labels, regimes, settings)
+    robust = robust_table(groups, labels, regimes, settings)
     claims = None
     if study is not None and study.declared.claims:
         from ablate.stats.standing import sweep_decided
 
         claims = sweep_decided(sweep, study, labels, regimes, effect, settings.registration, settings.report_dir)
         problems.extend(claims.problems)
-    return Analysis(sweep, settings, labels, common, baseline, rule, regimes, inventory,
-                    conditions_table, summary, comparisons, curves, reach, problems, notes, groups,
-                    study, baseline_for, families, power, robust, keys, claims,
-                    _mechanisms(sweep, study, labels, regimes, problems, notes))
+    return Analysis(sweep=sweep, settings=settings, labels=labels, common=common, baseline=baseline,
+                    baseline_rule=rule, regimes=regimes, inventory=inventory, conditions=conditions_table,
+                    summary=summary, comparisons=comparisons, curves=curves, reach=reach, problems=problems,
+                    notes=notes, groups=groups, study=study, baseline_for=baseline_for, families=families,
+                    power=power, robust=robust, keys=keys, claims=claims,
+                    mechanisms=_mechanisms(sweep, study, labels, regimes, problems, notes),
+                    profiles=profile_table(summary, labels, keys, regimes, settings))
 
 
 def _mechanisms(sweep: Sweep, study: Study | None, labels: dict, regimes: Sequence[str], problems: list[str],
@@ -181,37 +185,6 @@ def _mechanisms(sweep: Sweep, study: Study | None, labels: dict, regimes: Sequen
     if not declared:
         return None
     return mechanism_table(sweep_values(sweep, labels, list(declared.values()), regimes), declared)
-
-
-ROBUST_COLUMNS = ["regime", "metric", "condition", "n_runs", "mean", "iqm", "iqm_ci_low", "iqm_ci_high",
-                  "trimmed_per_side", "ci_method"]
-
-
-def _robust(groups: dict, labels: dict, regimes: Sequence[str], s: Settings) -> pd.DataFrame:
-    """rliable's interquartile mean over runs of each compared metric, per condition and regime, with
-    its stratified-bootstrap interval. Its own generators: no other number of the report moves."""
-    rows = []
-    for regime in regimes:
-        for metric in s.metrics:
-            for (cond, r), g in groups.items():
-                if r != regime:
-                    continue
-                values = g.values(metric)
-                if values is None or not values.size:
-                    continue
-                ci = iqm_ci(values, confidence=s.confidence, n_resamples=s.resamples,
-                            rng=rng_for(s.seed, "iqm", condition_label(cond), regime, metric))
-                rows.append({"regime": regime, "metric": metric, "condition": labels[cond], "n_runs": int(values.size),
-                             "mean": float(values.mean()), "iqm": ci.estimate, "iqm_ci_low": ci.low,
-                             "iqm_ci_high": ci.high, "trimmed_per_side": int(0.25 * values.size),
-                             "ci_method": ci.method})
-    order = {label: i for i, label in enumerate(labels[c] for c in labels)}
-    df = pd.DataFrame(rows, columns=ROBUST_COLUMNS)
-    if len(df):
-        df = df.sort_values(["regime", "metric", "condition"], key=lambda col: col.map(order) if col.name == "condition"
-                            else col.map(lambda m: s.metrics.index(m)) if col.name == "metric" else col,
-                            kind="stable").reset_index(drop=True)
-    return df
 
 
 def _study_metrics(study: Study | None, usable: dict, regimes: Sequence[str], problems: list[str]):

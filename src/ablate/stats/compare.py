@@ -1,7 +1,8 @@
 """Each condition against its baseline, per regime and compared metric: the recipe-level difference
-(Welch's t-interval over per-seed values, the seed-level Welch test, Holm over this table's rows) and,
-as a labelled model-level diagnostic that decides nothing, the paired prompt test of the trained
-models in hand. Verdicts on a study's claims come from ablate.stats.engine, not from this table."""
+(Welch's t-interval over per-seed values, the seed-level Welch test, Holm over this table's rows: the
+claims' graphical procedure, ablate.stats.multiplicity, with Holm's graph) and, as a labelled
+model-level diagnostic that decides nothing, the paired prompt test of the trained models in hand.
+Verdicts on a study's claims come from ablate.stats.engine, not from this table."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 import pandas as pd
 
-from ablate.stats.intervals import holm_bonferroni, paired_test, probability_of_improvement, rng_for, seed_test
+from ablate.stats.intervals import paired_test, probability_of_improvement, rng_for, seed_test
+from ablate.stats.multiplicity import holm_adjusted
 from ablate.stats.power import POWER, mdd, pooled_sd, power_line, seeds_needed
 from ablate.stats.runs import condition_label
 from ablate.stats.verdicts import welch
@@ -68,7 +70,7 @@ def compare_all(groups, baseline_for, labels, keys, regimes, settings: Settings,
     table = pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
     if len(table):
         for test in ("paired", "seed"):
-            reject, adj = holm_bonferroni(table[f"p_{test}"].to_numpy(dtype=float), s.alpha)
+            reject, adj = holm_adjusted(table[f"p_{test}"].to_numpy(dtype=float), s.alpha)
             table[f"p_{test}_holm"] = adj
             table[f"significant_{test}"] = [bool(r) if np.isfinite(a) else None for r, a in zip(reject, adj)]
         table["verdict"] = [_verdict(r, s.alpha) for r in table.to_dict("records")]

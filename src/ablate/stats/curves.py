@@ -1,16 +1,15 @@
 """Training curves (metrics.csv averaged over seeds, with t-interval bands) and steps to reach a
-threshold, per run and per condition."""
+threshold (as ablate.stats.reach defines it), per run and per condition."""
 
 from __future__ import annotations
 
-import re
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from ablate.stats.intervals import nanmean, t_interval
-from ablate.stats.runs import Run, StatsInputError
+from ablate.stats.reach import final_mean, first_reach, parse_reach
 
 if TYPE_CHECKING:
     from ablate.stats.settings import Settings
@@ -58,41 +57,6 @@ def curves_table(usable: dict, labels: dict, s: Settings) -> pd.DataFrame:
 
 REACH_COLUMNS = ["level", "condition", "run", "seed", "metric", "op", "threshold", "reached", "runs",
                  "step", "step_ci_low", "step_ci_high", "time_s", "source", "caveat"]
-_REACH = re.compile(r"^\s*(.+?)\s*(>=|<=|=)\s*([-+0-9.eEinfINFnaN]+)\s*$")
-_TIME_COLUMNS = ("time/elapsed_s", "elapsed_s", "time/elapsed", "wall_time_s", "time_s")
-
-
-def parse_reach(spec: str) -> tuple[str, str, float]:
-    m = _REACH.match(spec)
-    if not m:
-        raise StatsInputError(f"--reach expects METRIC>=VALUE, METRIC<=VALUE or METRIC=VALUE, got {spec!r}")
-    try:
-        value = float(m.group(3))
-    except ValueError:
-        raise StatsInputError(f"--reach {spec}: {m.group(3)!r} is not a number") from None
-    op = ">=" if m.group(2) == "=" else m.group(2)
-    return m.group(1), op, value
-
-
-def smoothed(series: pd.Series, window: int) -> pd.Series:
-    s = series.dropna()
-    w = max(1, min(window, len(s)))
-    return s.rolling(window=w, min_periods=w).mean().dropna()
-
-
-def first_reach(series: pd.Series, op: str, threshold: float, window: int):
-    sm = smoothed(series, window)
-    hit = sm >= threshold if op == ">=" else sm <= threshold
-    if not hit.any():
-        return None
-    return hit.idxmax()
-
-
-def _time_column(frame: pd.DataFrame) -> str | None:
-    for c in _TIME_COLUMNS:
-        if c in frame.columns:
-            return c
-    return next((c for c in frame.columns if c.endswith("elapsed_s")), None)
 
 
 def reach_window(metric: str, s: Settings) -> int:
@@ -104,33 +68,21 @@ def reach_window(metric: str, s: Settings) -> int:
     return 1 if metric.startswith("val/") else s.smooth
 
 
-def _final(runs: Sequence[Run], metric: str, window: int) -> float | None:
-    ends = [smoothed(r.metrics[metric], window) for r in runs
-            if r.metrics is not None and metric in r.metrics.columns]
-    ends = [e.iloc[-1] for e in ends if len(e)]
-    return float(np.mean(ends)) if ends else None
-
-
 def _reach_rows(runs, label, metric, op, thr, window, source, caveat, s) -> list[dict]:
     """Per run, the first step (and second) reaching `thr`; per condition the restricted mean: a run
     that never reaches it counts as reaching at its last logged step (censored, not dropped, so the
     slow seeds stay in the mean), with a t-interval over those restricted values."""
     rows, steps, times = [], [], []
     for run in runs:
-        f = run.metrics
-        if f is None or metric not in f.columns:
+        found = first_reach(run.metrics, metric, op, thr, window)
+        if found is None:
             continue
-        step = first_reach(f[metric], op, thr, window)
-        tcol = _time_column(f)
-        at = step if step is not None else f.index.max()
-        t = np.nan
-        if tcol is not None and f[tcol].loc[:at].notna().any():
-            t = float(f[tcol].loc[:at].dropna().iloc[-1])
-        steps.append(float(at))
-        times.append(t)
+        steps.append(found.step)
+        times.append(found.time_s)
         rows.append({"level": "run", "condition": label, "run": run.rel, "seed": run.seed, "metric": metric,
-                     "op": op, "threshold": thr, "reached": step is not None, "runs": 1, "step": float(at),
-                     "step_ci_low": np.nan, "step_ci_high": np.nan, "time_s": t, "source": source, "caveat": caveat})
+                     "op": op, "threshold": thr, "reached": found.reached, "runs": 1, "step": found.step,
+                     "step_ci_low": np.nan, "step_ci_high": np.nan, "time_s": found.time_s, "source": source,
+                     "caveat": caveat})
     if steps:
         lo, hi = t_interval(steps, s.confidence)
         rows.append({"level": "condition", "condition": label, "run": "", "seed": "", "metric": metric, "op": op,
@@ -145,15 +97,15 @@ def reach_table(usable: dict, labels: dict, baseline_for: dict, s: Settings, not
     reward, up to the final value of each condition's baseline (its study family's, with a study)."""
     specs: list[tuple[str, str, float, str, list]] = []
     for spec in s.reach:
-        metric, op, value = parse_reach(spec)
-        specs.append((metric, op, value, f"--reach {spec}", list(usable)))
+        target = parse_reach(spec)
+        specs.append((target.column, target.op, target.value, f"--reach {spec}", list(usable)))
     if not specs:
         logged = {c for runs in usable.values() for r in runs if r.metrics is not None for c in r.metrics.columns}
         metric = VAL_REACH_METRIC if VAL_REACH_METRIC in logged else DEFAULT_REACH_METRIC
         window = reach_window(metric, s)
         bases = list(dict.fromkeys(b for (_, r), b in baseline_for.items() if r is None and b is not None))
         for b in bases:
-            thr = _final(usable.get(b, []), metric, window)
+            thr = final_mean([r.metrics for r in usable.get(b, [])], metric, window)
             if thr is None:
                 continue
             whose = "baseline's" if len(bases) == 1 else f"baseline {labels[b]}'s"

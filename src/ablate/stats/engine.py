@@ -21,8 +21,14 @@ from ablate.stats.claims import Claim, Declared, Plan
 from ablate.stats.multiplicity import sequentially_rejective
 from ablate.stats.power import pooled_sd, seeds_needed
 from ablate.stats.sequential import information, nominal_levels
+<<<<<<< HEAD
 from ablate.stats.values import CURVE_REGIME, is_curve_metric, parse_reach, reach_values, sweep_values
 from ablate.stats.verdicts import compare, rate
+=======
+from ablate.stats.reach import reach_metric
+from ablate.stats.values import CURVE_REGIME, is_curve_metric, reach_values, sweep_values
+from ablate.stats.verdicts import compare, decide, rate, welch
+>>>>>>> stage2
 
 CLAIM_COLUMNS = [
     "id", "claim", "type", "claimed", "metric", "regime", "condition", "baseline", "direction", "paper", "bar", "margin",
@@ -291,7 +297,7 @@ def reach_thresholds(declared: Declared, table: pd.DataFrame) -> dict[str, float
     which must hold final:COL rows)."""
     out = {}
     for claim in declared.claims:
-        parsed = parse_reach(claim.metric)
+        parsed = reach_metric(claim.metric)
         if parsed is None or parsed[2] != "baseline" or claim.baseline is None:
             continue
         rows = condition_values(table, claim.baseline, CURVE_REGIME, f"final:{parsed[0]}")
@@ -303,7 +309,7 @@ def claim_metrics(declared: Declared) -> list[str]:
     """Every metric the claims and their preconditions read (reach claims read final:COL first)."""
     out: list[str] = []
     for c in declared.claims:
-        parsed = parse_reach(c.metric)
+        parsed = reach_metric(c.metric)
         wanted = [f"final:{parsed[0]}"] if parsed else components(c.metric)
         for pre in c.gates:
             wanted += components(pre.metric) if pre.metric else []
@@ -320,7 +326,7 @@ def sweep_claims(sweep, declared: Declared, labels: dict, regimes, effect_defaul
     thresholds = reach_thresholds(declared, table)
     done: set[str] = set()
     for c in declared.claims:
-        parsed = parse_reach(c.metric)
+        parsed = reach_metric(c.metric)
         if parsed is None or c.metric in done:  # two claims on one reach metric read the same rows once
             continue
         done.add(c.metric)

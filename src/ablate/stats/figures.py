@@ -1,12 +1,14 @@
-"""The report's figures (PNG). Each draws columns of the analysis' tables; none computes a statistic
-except the performance profile's band, which has its own generators."""
+"""The report's figures (PNG). Each draws columns of the analysis' tables and computes no statistic
+(the performance profiles too: ablate.stats.robust computes them in the analysis)."""
 
 from __future__ import annotations
 
 import math
 import re
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -28,13 +30,29 @@ def pct(a) -> str:
     return f"{a.settings.confidence * 100:g}%"
 
 
+@dataclass(frozen=True)
+class Canvas:
+    """Where and how every figure draws: the report directory, pyplot, the conditions' order and the
+    confidence its intervals were computed at (for the titles)."""
+
+    out: Path
+    plt: Any
+    order: list[str]
+    confidence: float
+
+    @property
+    def pct(self) -> str:
+        return f"{self.confidence * 100:g}%"
+
+
 def make_figures(a, out: Path) -> list[tuple[str, str]]:
+    """Every figure of the report; each renderer is handed only the table it draws."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    order = [a.labels[c] for c in a.labels]
+    canvas = Canvas(out, plt, [a.labels[c] for c in a.labels], a.settings.confidence)
     figures: list[tuple[str, str]] = []
     if a.claims is not None and len(a.claims.table):
         name = "claims.png"
@@ -43,16 +61,11 @@ def make_figures(a, out: Path) -> list[tuple[str, str]]:
     cond_rows = a.summary[a.summary["level"] == "condition"]
     for regime in a.regimes:
         rows = cond_rows[cond_rows["regime"] == regime]
-        for draw in (_passk_figure, _operands_figure, _differences_figure):
-            found = draw(a, rows, regime, order, out, plt)
-            if found:
-                figures.append(found)
-    for regime in a.regimes:
-        found = _profile_figure(a, out, plt, regime, order)
-        if found:
-            figures.append(found)
-    figures += _curve_figures(a, out, plt, order)
-    return figures
+        figures += [found for found in (_passk_figure(rows, regime, canvas), _operands_figure(rows, regime, canvas),
+                                        _differences_figure(a.comparisons, regime, canvas)) if found]
+    figures += [found for regime in a.regimes if (found := _profile_figure(a.profiles, regime, canvas))]
+    claimed = claimed_columns(a.claims.table) if a.claims is not None else []
+    return figures + _curve_figures(a.curves, claimed, canvas)
 
 
 def _claim_points(r: dict) -> tuple[float, float, float, list[float]]:
@@ -115,12 +128,12 @@ def claims_figure(table: pd.DataFrame, path: Path, title: str = "claims",
     plt.close(fig)
 
 
-def _passk_figure(a, rows, regime, order, out, plt):
+def _passk_figure(rows: pd.DataFrame, regime: str, c: Canvas):
     passk = rows[rows["metric"].str.fullmatch(r"pass@\d+")]
     if not len(passk):
         return None
-    fig, ax = plt.subplots(figsize=(6, 4))
-    labels = [c for c in order if c in set(passk["condition"])]
+    fig, ax = c.plt.subplots(figsize=(6, 4))
+    labels = [label for label in c.order if label in set(passk["condition"])]
     for i, label in enumerate(labels):
         r = passk[passk["condition"] == label].copy()
         r["k"] = r["metric"].str.split("@").str[1].astype(int)
@@ -132,25 +145,25 @@ def _passk_figure(a, rows, regime, order, out, plt):
     ax.set_xticks(ks, [str(k) for k in ks])
     ax.set_xlabel("k")
     ax.set_ylabel("pass@k")
-    ax.set_title(f"pass@k, regime {regime} (mean over seeds, {pct(a)} CI)", fontsize=10)
+    ax.set_title(f"pass@k, regime {regime} (mean over seeds, {c.pct} CI)", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     name = f"passk_{slug(regime)}.png"
-    _save(fig, out / name, plt)
+    _save(fig, c.out / name, c.plt)
     return f"pass@k — {regime}", name
 
 
-def _operands_figure(a, rows, regime, order, out, plt):
+def _operands_figure(rows: pd.DataFrame, regime: str, c: Canvas):
     ops = rows[rows["metric"].str.fullmatch(r"by_operands/[^/]+/pass@1")]
     if not len(ops):
         ops = rows[rows["metric"].str.fullmatch(r"by_operands/[^/]+/exact_pass@1")]
     if not len(ops):
         return None
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = c.plt.subplots(figsize=(6, 4))
     ops = ops.copy()
     ops["ops"] = ops["metric"].str.split("/").str[1]
     groups = sorted(set(ops["ops"]), key=lambda x: (len(x), x))
-    labels = [c for c in order if c in set(ops["condition"])]
+    labels = [label for label in c.order if label in set(ops["condition"])]
     width = 0.8 / max(1, len(labels))
     for i, label in enumerate(labels):
         r = ops[ops["condition"] == label].set_index("ops").reindex(groups)
@@ -163,58 +176,49 @@ def _operands_figure(a, rows, regime, order, out, plt):
     ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize=8)
     name = f"operands_{slug(regime)}.png"
-    _save(fig, out / name, plt)
+    _save(fig, c.out / name, c.plt)
     return f"by operand count — {regime}", name
 
 
-def _differences_figure(a, rows, regime, order, out, plt):
-    cmp = a.comparisons[a.comparisons["regime"] == regime] if len(a.comparisons) else a.comparisons
+def _differences_figure(comparisons: pd.DataFrame, regime: str, c: Canvas):
+    cmp = comparisons[comparisons["regime"] == regime] if len(comparisons) else comparisons
     cmp = cmp[np.isfinite(cmp["diff_ci_low"].astype(float))] if len(cmp) else cmp
     if not len(cmp):
         return None
-    fig, ax = plt.subplots(figsize=(6, 1.2 + 0.45 * len(cmp)))
+    fig, ax = c.plt.subplots(figsize=(6, 1.2 + 0.45 * len(cmp)))
     y = np.arange(len(cmp))[::-1]
     d = cmp["diff"].to_numpy(float)
     err = np.vstack([d - cmp["diff_ci_low"].to_numpy(float), cmp["diff_ci_high"].to_numpy(float) - d])
     ax.errorbar(d, y, xerr=np.clip(err, 0, None), fmt="o", capsize=3)
     ax.axvline(0, color="grey", lw=1)
-    ax.set_yticks(y, [f"{c} · {m}" for c, m in zip(cmp["condition"], cmp["metric"])])
+    ax.set_yticks(y, [f"{cond} · {m}" for cond, m in zip(cmp["condition"], cmp["metric"])])
     bases = sorted(set(cmp["baseline"]))
     ax.set_xlabel(f"difference from baseline ({bases[0]})" if len(bases) == 1
                   else "difference from each family's baseline")
-    ax.set_title(f"differences, regime {regime} ({pct(a)} Welch CI over seeds)", fontsize=10)
+    ax.set_title(f"differences, regime {regime} ({c.pct} Welch CI over seeds)", fontsize=10)
     ax.grid(alpha=0.3, axis="x")
     name = f"differences_{slug(regime)}.png"
-    _save(fig, out / name, plt)
+    _save(fig, c.out / name, c.plt)
     return f"differences from baseline — {regime}", name
 
 
-def _profile_figure(a, out: Path, plt, regime: str, order: list[str]) -> tuple[str, str] | None:
-    """rliable's performance profile per compared metric: the fraction of a condition's runs whose
-    value is above tau, over tau, with a stratified-bootstrap band (runs resampled)."""
-    from ablate.stats.intervals import performance_profile, rng_for
-
-    runs = a.summary[(a.summary["level"] == "run") & (a.summary["regime"] == regime)]
-    metrics = [m for m in a.settings.metrics if (runs["metric"] == m).any()][:PROFILES_PER_FIGURE]
-    key_of = {a.labels[c]: a.keys.get(c, a.labels[c]) for c in a.labels}
-    if not metrics:
+def _profile_figure(profiles: pd.DataFrame | None, regime: str, c: Canvas) -> tuple[str, str] | None:
+    """rliable's performance profile per compared metric, as the analysis computed it (ablate.stats.robust):
+    the fraction of a condition's runs whose value is above tau, over tau, with its bootstrap band."""
+    rows = profiles[profiles["regime"] == regime] if profiles is not None else None
+    if rows is None or not len(rows):
         return None
+    metrics = list(dict.fromkeys(rows["metric"]))[:PROFILES_PER_FIGURE]
     cols = min(3, len(metrics))
     nrows = math.ceil(len(metrics) / cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.0 * nrows + 0.6), squeeze=False)
+    fig, axes = c.plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.0 * nrows + 0.6), squeeze=False)
     for ax, metric in zip(axes.ravel(), metrics):
-        sub = runs[runs["metric"] == metric]
-        values = sub["value"].to_numpy(float)
-        lo, hi = float(np.nanmin(values)), float(np.nanmax(values))
-        pad = 0.05 * (hi - lo) if hi > lo else 0.01
-        taus = np.linspace(lo - pad, hi + pad, 201)
-        for label in [c for c in order if c in set(sub["condition"])]:
-            v = sub[sub["condition"] == label]["value"].to_numpy(float)
-            v = v[np.isfinite(v)]
-            profile, low, high = performance_profile(
-                v, taus, confidence=a.settings.confidence, n_resamples=min(a.settings.resamples, 2000),
-                rng=rng_for(a.settings.seed, "profile", key_of[label], regime, metric))
-            line, = ax.step(taus, profile, where="post", lw=1.3, label=f"{label} ({v.size})")
+        sub = rows[rows["metric"] == metric]
+        for label in [label for label in c.order if label in set(sub["condition"])]:
+            r = sub[sub["condition"] == label]
+            taus, low, high = r["tau"].to_numpy(float), r["low"].to_numpy(float), r["high"].to_numpy(float)
+            line, = ax.step(taus, r["fraction"].to_numpy(float), where="post", lw=1.3,
+                            label=f"{label} ({int(r['n_runs'].iloc[0])})")
             if np.isfinite(low).any():
                 ax.fill_between(taus, low, high, step="post", color=line.get_color(), alpha=0.15, lw=0)
         ax.set_title(metric, fontsize=9)
@@ -226,9 +230,9 @@ def _profile_figure(a, out: Path, plt, regime: str, order: list[str]) -> tuple[s
     for ax in axes.ravel()[len(metrics):]:
         ax.axis("off")
     axes.ravel()[0].legend(fontsize=7)
-    fig.suptitle(f"performance profiles, {regime}\n(runs per condition; {pct(a)} bootstrap band)", fontsize=9)
+    fig.suptitle(f"performance profiles, {regime}\n(runs per condition; {c.pct} bootstrap band)", fontsize=9)
     name = f"profile_{slug(regime)}.png"
-    _save(fig, out / name, plt)
+    _save(fig, c.out / name, c.plt)
     return f"performance profiles — {regime}", name
 
 
@@ -243,49 +247,51 @@ def moves(means: np.ndarray, metric: str) -> bool:
     return bool(np.ptp(means) > 0 and np.ptp(means) >= FLAT * scale)
 
 
-def curve_order(a, metrics: list[str]) -> dict[str, list[str]]:
-    """The panels to draw, deciding metrics first: the columns the study's claims read, then val/, then
-    the rest; each with the metrics its panel also stands for (`same_curves`). A panel that does not
-    move (`moves`) is dropped unless a claim reads it (a flat deciding curve is a finding)."""
-    wanted = []
-    if a.claims is not None:
-        for metric in a.claims.table["metric"]:
-            wanted += re.findall(r"(?:final|mean|max|min|auc|slope|reach(?:_time)?):([^@<>=\s]+)", str(metric))
+def claimed_columns(claims_table: pd.DataFrame) -> list[str]:
+    """The metrics.csv columns the claims' curve summaries and reaches read."""
+    return [column for metric in claims_table["metric"] for column in
+            re.findall(r"(?:final|mean|max|min|auc|slope|reach(?:_time)?):([^@<>=\s]+)", str(metric))]
+
+
+def curve_order(curves: pd.DataFrame, metrics: list[str], wanted: list[str] = ()) -> dict[str, list[str]]:
+    """The panels to draw, deciding metrics first: the columns the study's claims read (`wanted`), then
+    val/, then the rest; each with the metrics its panel also stands for (`same_curves`). A panel that
+    does not move (`moves`) is dropped unless a claim reads it (a flat deciding curve is a finding)."""
     shown = []
     for m in metrics:
-        means = a.curves.loc[a.curves["metric"] == m, "mean"].to_numpy(float)
+        means = curves.loc[curves["metric"] == m, "mean"].to_numpy(float)
         if (m in wanted and np.isfinite(means).any()) or moves(means, m):
             shown.append(m)
     # sorted, not list.sort: the key reads shown's order, which list.sort empties while it runs
-    return same_curves(a, sorted(shown, key=lambda m: (m not in wanted, not m.startswith("val/"), shown.index(m))))
+    return same_curves(curves, sorted(shown, key=lambda m: (m not in wanted, not m.startswith("val/"), shown.index(m))))
 
 
-def same_curves(a, metrics: list[str]) -> dict[str, list[str]]:
+def same_curves(curves: pd.DataFrame, metrics: list[str]) -> dict[str, list[str]]:
     """Each metric kept -> the later metrics whose curves are the same point for point (formatting.twins)."""
     keys = {}
     for m in metrics:
-        sub = a.curves[a.curves["metric"] == m].sort_values(["condition", "step"])
+        sub = curves[curves["metric"] == m].sort_values(["condition", "step"])
         keys[m] = tuple(zip(sub["condition"], sub["step"], sub["mean"].round(12)))
     return twins(keys)
 
 
-def _curve_figures(a, out: Path, plt, order: list[str]) -> list[tuple[str, str]]:
-    if not len(a.curves):
+def _curve_figures(curves: pd.DataFrame, wanted: list[str], c: Canvas) -> list[tuple[str, str]]:
+    if not len(curves):
         return []
-    panels = curve_order(a, list(dict.fromkeys(a.curves["metric"])))
+    panels = curve_order(curves, list(dict.fromkeys(curves["metric"])), wanted)
     titles = {m: " = ".join([m, *same]) for m, same in panels.items()}
     metrics = list(panels)
     held_out = [m for m in metrics if m.startswith("val/")]
     training = [m for m in metrics if not m.startswith("val/")]
     figures = []
     if held_out:
-        figures.append(_curve_figure(a, out, plt, held_out[:CURVES_PER_FIGURE], "val_curves",
-                                     "held-out evaluation during training", order, titles))
+        figures.append(_curve_figure(curves, held_out[:CURVES_PER_FIGURE], "val_curves",
+                                     "held-out evaluation during training", titles, c))
     chunks = [training[i:i + CURVES_PER_FIGURE] for i in range(0, len(training), CURVES_PER_FIGURE)]
     for n, chunk in enumerate(chunks[:MAX_CURVE_FIGURES], 1):
         name = "curves" if len(chunks) == 1 else f"curves_{n}"
         title = "training curves" + ("" if len(chunks) == 1 else f" ({n})")
-        figures.append(_curve_figure(a, out, plt, chunk, name, title, order, titles))
+        figures.append(_curve_figure(curves, chunk, name, title, titles, c))
     return figures
 
 
@@ -298,16 +304,16 @@ def band_limits(metric: str) -> tuple[float, float]:
     return -math.inf, math.inf
 
 
-def _curve_figure(a, out: Path, plt, chunk: list[str], name: str, title: str,
-                  order: list[str], titles: dict[str, str]) -> tuple[str, str]:
+def _curve_figure(curves: pd.DataFrame, chunk: list[str], name: str, title: str, titles: dict[str, str],
+                  c: Canvas) -> tuple[str, str]:
     cols = min(3, len(chunk))
     nrows = math.ceil(len(chunk) / cols)
     height = 2.8 * nrows + 0.3  # the panels, and a strip of fixed height for the one-line suptitle
-    fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, height), squeeze=False)
+    fig, axes = c.plt.subplots(nrows, cols, figsize=(4.2 * cols, height), squeeze=False)
     for ax, metric in zip(axes.ravel(), chunk):
-        sub = a.curves[a.curves["metric"] == metric]
+        sub = curves[curves["metric"] == metric]
         low_limit, high_limit = band_limits(metric)
-        for label in [c for c in order if c in set(sub["condition"])]:
+        for label in [label for label in c.order if label in set(sub["condition"])]:
             r = sub[sub["condition"] == label]
             sparse = metric.startswith("val/")
             line, = ax.plot(r["step"], r["mean"], lw=1.2, label=label, marker="o" if sparse else None, ms=3)
@@ -321,9 +327,9 @@ def _curve_figure(a, out: Path, plt, chunk: list[str], name: str, title: str,
         ax.axis("off")
     axes.ravel()[0].legend(fontsize=7)
     # pinned in inches from the top edge: matplotlib's default y=0.98 is a share of the height
-    fig.suptitle(f"{title} (mean over seeds, {pct(a)} t-interval band, clipped to the metric's range)", fontsize=10,
+    fig.suptitle(f"{title} (mean over seeds, {c.pct} t-interval band, clipped to the metric's range)", fontsize=10,
                  y=1 - 0.08 / height, va="top")
-    _save(fig, out / f"{name}.png", plt)
+    _save(fig, c.out / f"{name}.png", c.plt)
     return title, f"{name}.png"
 
 

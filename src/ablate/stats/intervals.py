@@ -469,17 +469,3 @@ def performance_profile(scores, taus, *, confidence: float = 0.95, n_resamples: 
     dist = (res[:, None, :] > t[None, :, None]).mean(axis=2)  # (B, taus)
     low, high = percentile_interval(dist.T, confidence, axis=-1)
     return profile, np.asarray(low), np.asarray(high)
-
-
-def holm_bonferroni(p_values, alpha: float = 0.05):
-    """Holm's step-down adjustment (statsmodels' multipletests, method="holm") over the finite p-values.
-    Returns (reject, adjusted) arrays of the input's shape; NaN p-values stay NaN and are never rejected."""
-    from statsmodels.stats.multitest import multipletests
-
-    p = np.asarray(p_values, dtype=np.float64)
-    adjusted = np.full(p.shape, np.nan)
-    reject = np.zeros(p.shape, dtype=bool)
-    ok = np.isfinite(p)
-    if ok.any():
-        reject[ok], adjusted[ok] = multipletests(p[ok], alpha=alpha, method="holm")[:2]
-    return reject, adjusted

@@ -28,6 +28,7 @@ A study declares it (the claims' `role: primary | secondary`, and `multiplicity:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -87,6 +88,48 @@ def graphical_test(p_values: Sequence[float], weights, transitions, alpha: float
     """The graphical procedure on p-values: claim i rejected when p_i <= w_i alpha at some step."""
     p = np.asarray(p_values, dtype=np.float64)
     return sequentially_rejective(lambda i, a: bool(p[i] <= a), weights, transitions, alpha)[0]
+
+
+def adjusted_p_values(p_values: Sequence[float], weights, transitions) -> np.ndarray:
+    """The graphical procedure's adjusted p-values (Bretz et al. 2009): claim i is rejected at level
+    alpha exactly when its adjusted p-value is <= alpha. At each step the claim with the smallest
+    p_j / w_j is rejected, its adjusted value is that ratio (at least the previous one's, at most 1),
+    and the graph is updated as `sequentially_rejective` updates it. The ratio is taken exactly, with
+    each weight read as the fraction it stands for (`_as_fraction`: Holm's 1/(m - k), not its float),
+    so Holm's graph gives Holm's step-down values to the last bit: min(1, max_k<=i (m - k + 1) p_(k))."""
+    p = np.asarray(p_values, dtype=np.float64)
+    w, g = np.asarray(weights, dtype=np.float64), np.asarray(transitions, dtype=np.float64)
+    adjusted = np.ones(p.size)
+    done = np.zeros(p.size, dtype=bool)
+    floor = Fraction(0)
+    while (live := np.flatnonzero(~done & (w > 0))).size:
+        ratio = p[live] / w[live]
+        near = live[ratio <= ratio.min() * (1 + 1e-9)]  # decided exactly: floats may misorder near-ties
+        exact = {int(i): Fraction(p[i]) / _as_fraction(w[i]) for i in near}
+        j = min(exact, key=exact.get)  # the lowest index among ties
+        floor = max(floor, min(Fraction(1), exact[j]))
+        adjusted[j], done[j] = float(floor), True
+        w, g = update(w, g, j)
+    return adjusted  # a claim no weight reaches stays at 1
+
+
+def _as_fraction(x: float) -> Fraction:
+    """x as the fraction with a denominator up to 10^6 it is a rounding of (1/3 for 0.333...), else as
+    the float it is (the gatekeeping graph's epsilon edges stay themselves)."""
+    near = Fraction(x).limit_denominator(10**6)
+    return near if abs(float(near) - x) <= 1e-12 * abs(x) else Fraction(x)
+
+
+def holm_adjusted(p_values: Sequence[float], alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
+    """Holm over the finite entries of p_values, as a graph (the claims' procedure, `holm`'s weights):
+    (rejected, adjusted p-values), each of the input's shape. Rejected is adjusted <= alpha, so the two
+    columns a table shows never disagree; a NaN p-value stays NaN and is never rejected."""
+    p = np.asarray(p_values, dtype=np.float64)
+    adjusted = np.full(p.shape, np.nan)
+    ok = np.isfinite(p)
+    if ok.any():
+        adjusted[ok] = adjusted_p_values(p[ok], *holm(int(ok.sum())))
+    return np.where(ok, adjusted <= alpha, False), adjusted
 
 
 def holm(m: int) -> tuple[np.ndarray, np.ndarray]:

@@ -64,7 +64,8 @@ def render_markdown(a: Analysis, figures: list[tuple[str, str]], command: str = 
     out = _header(a, command) + (claims_markdown(a.claims) if a.claims is not None else [])
     out += mechanisms_markdown(a.mechanisms, declared_mechanisms(a.study.block if a.study else None, []))
     out += _runs_section(a) + _warnings_section(a) + _results_sections(a) + _comparisons_section(a)
-    out += _robust_section(a) + _reach_section(a) + _figures_section(figures) + _closing_sections(a)
+    out += _robust_section(a.robust, _pct(a)) + _reach_section(a.reach, a.settings.smooth, _pct(a))
+    out += _figures_section(figures) + _closing_sections(a.problems)
     return "\n".join(out)
 
 
@@ -213,21 +214,20 @@ def _comparisons_section(a: Analysis) -> list[str]:
     return out
 
 
-def _reach_section(a: Analysis) -> list[str]:
-    s = a.settings
+def _reach_section(reach: pd.DataFrame, smooth: int, pct: str) -> list[str]:
     out: list[str] = []
-    if len(a.reach):
+    if len(reach):
         out.append("\n## Steps to reach a threshold\n")
-        cond = a.reach[a.reach["level"] == "condition"]
+        cond = reach[reach["level"] == "condition"]
         if cond["metric"].str.startswith("val/").any():
             out.append("Training steps until the metric first reaches the threshold: held-out `val/` metrics as "
                        "evaluated every `eval.every` steps (not smoothed), other columns as a running mean of "
-                       f"{s.smooth} logged values; the restricted mean over every seed (one that never reaches it counts "
-                       f"as its last step: censored, not dropped) [{_pct(a)} t-interval].\n")
+                       f"{smooth} logged values; the restricted mean over every seed (one that never reaches it counts "
+                       f"as its last step: censored, not dropped) [{pct} t-interval].\n")
         else:
             out.append("Training steps until the running mean (window "
-                       f"{s.smooth} logged values) of the metric first reaches the threshold; the restricted mean over "
-                       f"every seed (one that never reaches it counts as its last step) [{_pct(a)} t-interval].\n")
+                       f"{smooth} logged values) of the metric first reaches the threshold; the restricted mean over "
+                       f"every seed (one that never reaches it counts as its last step) [{pct} t-interval].\n")
         for metric, caveat in dict(zip(cond["metric"], cond["caveat"])).items():
             if caveat:
                 out.append(f"**`{metric}`: {caveat}.**\n")
@@ -253,11 +253,11 @@ def _figures_section(figures: list[tuple[str, str]]) -> list[str]:
     return out
 
 
-def _closing_sections(a: Analysis) -> list[str]:
+def _closing_sections(problems: list[str]) -> list[str]:
     out: list[str] = []
     out.append("## Data problems\n")
-    if a.problems:
-        out.extend(f"- {p}" for p in a.problems)
+    if problems:
+        out.extend(f"- {p}" for p in problems)
     else:
         out.append("None found.")
     out.append("")
@@ -275,19 +275,19 @@ def _closing_sections(a: Analysis) -> list[str]:
     return out
 
 
-def _robust_section(a: Analysis) -> list[str]:
-    if a.robust is None or not len(a.robust):
+def _robust_section(robust: pd.DataFrame | None, pct: str) -> list[str]:
+    if robust is None or not len(robust):
         return []
     out = ["\n## Robust aggregates across runs\n",
            "IQM: rliable's interquartile mean of the per-run values, the mean of the middle 50% of runs "
            "(a 25% trimmed mean: it cuts int(n/4) runs from each end, so with fewer than 4 runs it is the "
-           f"mean); [{_pct(a)} CI: percentile of a stratified bootstrap over runs]. It is robust to one "
+           f"mean); [{pct} CI: percentile of a stratified bootstrap over runs]. It is robust to one "
            "outlying seed where the mean is not. Performance profiles (figures): the fraction of each "
            "condition's runs above a threshold τ.\n"]
     out.append(md_table(["regime", "metric", "condition", "runs", "mean", "IQM [CI]", "trimmed per side"],
                         [[r.regime, r.metric, r.condition, r.n_runs, fmt(r.mean),
                           fmt_ci(r.iqm, r.iqm_ci_low, r.iqm_ci_high), r.trimmed_per_side]
-                         for r in a.robust.itertuples()]))
+                         for r in robust.itertuples()]))
     out.append("")
     return out
 

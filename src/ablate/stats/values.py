@@ -10,11 +10,10 @@ committed reports (summary.csv's per-run rows) decide by the same code. Three ki
   curve per step), slope (change per step from the first to the last point), changes (the share of
   consecutive logged points whose value differs: a controller that flips), over steps START <= step <= END (either may be left out): e.g.
   `mean:curriculum/explore_frac@50:` or `max:val/no_answer_rate@50:99`;
-- steps to reach, censored: `reach:COLUMN>=VALUE` is the first step whose value reaches VALUE, or
-  the run's last step when it never does (the restricted mean: a run that never reached counts as
-  reaching at the horizon, never as missing). VALUE may be `baseline`: the mean over the claim's
-  baseline seeds of `final:COLUMN`. `reach_time:` is the same in seconds (time/elapsed_s at that
-  step, or at the run's end).
+- steps to reach, censored: `reach:COLUMN>=VALUE` (`reach_time:` for seconds), as ablate.stats.reach
+  defines it for the report's reach table too: the first step whose value reaches VALUE, or the run's
+  last step when it never does. VALUE may be `baseline`: the mean over the claim's baseline seeds of
+  `final:COLUMN`.
 """
 
 from __future__ import annotations
@@ -28,22 +27,16 @@ import pandas as pd
 
 from ablate.metrics import prompt_ratios
 from ablate.stats.blocks import flatten_summary
+from ablate.stats.reach import first_reach, reach_metric
 
 VALUE_COLUMNS = ["run", "batch", "condition", "seed", "regime", "metric", "value"]
 CURVE_REGIME = "train"  # metrics.csv has no eval regime
 AGGREGATES = ("final", "mean", "max", "min", "auc", "slope", "changes")
 _CURVE = re.compile(r"^(final|mean|max|min|auc|slope|changes):(.+?)(?:@(-?\d*):(-?\d*))?$")
-_REACH = re.compile(r"^reach(?:_time)?:(.+?)(>=|<=)(baseline|[-+0-9.eE]+)$")
-TIME_COLUMN = "time/elapsed_s"
 
 
 def is_curve_metric(metric: str) -> bool:
-    return bool(_CURVE.match(metric) or _REACH.match(metric))
-
-
-def parse_reach(metric: str) -> tuple[str, str, str] | None:
-    m = _REACH.match(metric)
-    return None if m is None else (m.group(1), m.group(2), m.group(3))
+    return bool(_CURVE.match(metric) or reach_metric(metric))
 
 
 def curve_value(frame: pd.DataFrame | None, metric: str) -> float:
@@ -72,24 +65,6 @@ def curve_value(frame: pd.DataFrame | None, metric: str) -> float:
         x, y = s.index.to_numpy(dtype=np.float64), s.to_numpy(dtype=np.float64)
         return float(y[0]) if x.size == 1 else float(np.trapezoid(y, x) / (x[-1] - x[0]))
     return float(getattr(s, agg)())
-
-
-def restricted_reach(frame: pd.DataFrame | None, column: str, op: str, threshold: float, time: bool = False) -> float:
-    """First step where `column` reaches `threshold`, censored at the run's last logged step; with
-    `time`, the run's elapsed seconds (time/elapsed_s) at that step, censored at its last value."""
-    if frame is None or column not in frame.columns or not math.isfinite(threshold):
-        return math.nan
-    if time and TIME_COLUMN not in frame.columns:
-        return math.nan
-    s = frame[column].dropna()
-    if s.empty:
-        return math.nan
-    hit = s >= threshold if op == ">=" else s <= threshold
-    clock = frame[TIME_COLUMN].dropna() if time else None
-    if not hit.any():
-        return float(clock.iloc[-1]) if time else float(frame.index.max())
-    step = hit.idxmax()
-    return float(clock.loc[:step].iloc[-1]) if time else float(step)
 
 
 def eval_values(prompts, metrics: Iterable[str]) -> dict[str, float]:
@@ -183,13 +158,16 @@ def sweep_values(sweep, labels: dict, metrics: Sequence[str], regimes: Sequence[
 
 
 def reach_values(sweep, labels: dict, metric: str, threshold: float) -> pd.DataFrame:
-    """Censored steps to reach for every usable run (`reach:COLUMN>=VALUE` with VALUE resolved)."""
-    column, op, _ = parse_reach(metric)
+    """Censored steps (seconds) to reach for every usable run (`reach:COLUMN>=VALUE`, VALUE resolved);
+    NaN for a run that does not log COLUMN."""
+    target = reach_metric(metric)
     batches = run_batches(sweep)
-    rows = [{"run": r.rel, "batch": batches.get(r.rel, 0), "condition": labels.get(r.condition, r.label),
-             "seed": r.seed, "regime": CURVE_REGIME, "metric": metric,
-             "value": restricted_reach(r.metrics, column, op, threshold, metric.startswith("reach_time:"))}
-            for r in sweep.runs if r.ok]
+    rows = []
+    for r in (r for r in sweep.runs if r.ok):
+        found = first_reach(r.metrics, target.column, target.op, threshold)
+        value = math.nan if found is None else found.time_s if target.time else found.step
+        rows.append({"run": r.rel, "batch": batches.get(r.rel, 0), "condition": labels.get(r.condition, r.label),
+                     "seed": r.seed, "regime": CURVE_REGIME, "metric": metric, "value": value})
     return pd.DataFrame(rows, columns=VALUE_COLUMNS)
 
 

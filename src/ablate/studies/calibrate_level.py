@@ -10,7 +10,7 @@ engine), a claim stopping at its first decisive look, and under `test: randomiza
 (`level.randomization_p`, the function the engine calls). `--entry K` decides the first K sweeps of
 every cell through `engine.evaluate` too and counts disagreements (tests/test_stats_level.py asserts
 there are none); the curve regimes' values come from per-seed curves through the arithmetic of
-`values.curve_value` / `restricted_reach` (the same test checks them against those functions).
+`values.curve_value` / `reach.restricted_reach` (the same test checks them against those functions).
 
 Every regime is a null: the claim (two directional superiority claims, i.e. a two-sided test at the
 claim's alpha) is false, so every "replicated" is a false positive. Planted per seed (pass@1 scale,
@@ -64,7 +64,7 @@ def _curves(rng, shape) -> np.ndarray:
 
 
 def curve_summary(curves: np.ndarray, agg: str) -> np.ndarray:
-    """values.curve_value's slope@50:99 / auc@0:99 and restricted_reach's >= 0.4 censored at the last
+    """values.curve_value's slope@50:99 / auc@0:99 and reach.restricted_reach's >= 0.4 censored at the last
     step, along the last axis of curves (steps 0..99)."""
     if agg == "slope":
         return (curves[..., 99] - curves[..., 50]) / 49.0

@@ -37,7 +37,8 @@ from ablate.stats.engine import evaluate
 from ablate.stats.formatting import fmt_ci
 from ablate.stats.mechanisms import per_condition
 from ablate.stats.render_claims import claims_markdown, claims_tables, plan_sentence
-from ablate.stats.values import CURVE_REGIME, VALUE_COLUMNS, is_curve_metric, parse_reach, summary_values
+from ablate.stats.reach import reach_metric
+from ablate.stats.values import CURVE_REGIME, VALUE_COLUMNS, is_curve_metric, summary_values
 
 BRIDGE = "committed.yaml"
 _BLOCK = re.compile(r"(<!-- (?P<kind>claims|mechanisms):(?P<study>[\w-]+) -->\n)(?P<body>.*?)(<!-- /(?P=kind) -->)", re.S)
@@ -70,7 +71,7 @@ def _declared_rows(report_dir: Path, bridge: dict, info: pd.DataFrame, sweep: st
     report archived them: a claim renders from its declared metric, not from a mechanisms.csv stand-in."""
     from ablate.stats.values import curve_value
 
-    wanted = [m for m in (bridge.get("metrics") or {}) if is_curve_metric(m) and parse_reach(m) is None]
+    wanted = [m for m in (bridge.get("metrics") or {}) if is_curve_metric(m) and reach_metric(m) is None]
     curves = archived_curves(report_dir, sweep) if wanted else {}
     rows, done = [], set()
     for metric in wanted:
