@@ -21,14 +21,9 @@ from ablate.stats.claims import Claim, Declared, Plan
 from ablate.stats.multiplicity import sequentially_rejective
 from ablate.stats.power import pooled_sd, seeds_needed
 from ablate.stats.sequential import information, nominal_levels
-<<<<<<< HEAD
-from ablate.stats.values import CURVE_REGIME, is_curve_metric, parse_reach, reach_values, sweep_values
-from ablate.stats.verdicts import compare, rate
-=======
 from ablate.stats.reach import reach_metric
 from ablate.stats.values import CURVE_REGIME, is_curve_metric, reach_values, sweep_values
-from ablate.stats.verdicts import compare, decide, rate, welch
->>>>>>> stage2
+from ablate.stats.verdicts import compare, rate
 
 CLAIM_COLUMNS = [
     "id", "claim", "type", "claimed", "metric", "regime", "condition", "baseline", "direction", "paper", "bar", "margin",
