@@ -82,9 +82,10 @@ def _stats(pooled: np.ndarray, mask: np.ndarray) -> np.ndarray:
     vy = np.maximum(qy - sy * sy / m, 0.0) / (m - 1)
     d = sx / n - sy / m
     se = np.sqrt(vx / n + vy / m)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):  # both branches are evaluated: 0 * inf where d is 0
         t = d / se
-    return np.where(se > 1e-15 * (1.0 + np.abs(c).max()), t, np.where(np.abs(d) <= 1e-15, 0.0, np.sign(d) * np.inf))
+        return np.where(se > 1e-15 * (1.0 + np.abs(c).max()), t,
+                        np.where(np.abs(d) <= 1e-15, 0.0, np.sign(d) * np.inf))
 
 
 def randomization_p(x: Sequence[float], y: Sequence[float], direction: int = 1, delta: float = 0.0,
