@@ -35,6 +35,7 @@ from ablate.metrics import REGIME_TOOL, REGIMES, prompt_ratios
 from ablate.rollout import SamplingParams
 from ablate.rollout.tools import Tool, ToolPrompt, build_tool
 from ablate.rundir import RunDir, RunDirLike
+from ablate.seeds import seed_of
 from ablate.tasks import CORRECT, NO_ANSWER, OPERANDS, Task
 
 if TYPE_CHECKING:  # the modeling stack takes seconds to import; a config check needs none of it
@@ -100,7 +101,7 @@ def evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problem
     prompt = ToolPrompt(tool_cfg, template, tokenizer, task)
     params = SamplingParams(temperature=float(eval_cfg["temperature"]), top_p=float(eval_cfg["top_p"]),
                             top_k=int(eval_cfg["top_k"]), max_new_tokens=int(eval_cfg["max_new_tokens"]))
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed_of("eval", seed))
     prompts_per_call = max(1, int(eval_cfg["batch_size"]) // n)
     keep = int(eval_cfg.get("save_completions", 4))
     rows = []

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import lightning as L
-import numpy as np
 
+from ablate.seeds import seed_of
 from ablate.tasks import Task
 
 log = logging.getLogger(__name__)
@@ -46,11 +46,6 @@ def val_metrics(summary: Mapping[str, Any]) -> dict[str, float]:
             for n, b in levels.items():
                 metrics.update(block(b, f"val/{name}/{n}/"))
     return metrics
-
-
-def val_generator_seed(seed: int, step: int) -> int:
-    """The validation sampler's seed at a step: a function of (seed, step) only, never of the run's history."""
-    return int(np.random.SeedSequence([seed, 17, step]).generate_state(1)[0])
 
 
 class ValidationCallback(L.Callback):
@@ -88,7 +83,7 @@ class ValidationCallback(L.Callback):
         model = pl_module.model
         was_training = model.training
         summary, _ = evaluate(model, self.tokenizer, self.problems, self.template, self.task, self.eval_cfg,
-                              val_generator_seed(self.seed, updates), self.tool, tool_cfg=self.tool_cfg,
+                              seed_of("val", self.seed, updates), self.tool, tool_cfg=self.tool_cfg,
                               progress=False)
         model.train(was_training)
         metrics = val_metrics(summary)

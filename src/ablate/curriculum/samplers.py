@@ -16,6 +16,8 @@ from typing import Any, Callable, Mapping, Sequence
 import pandas as pd
 import torch
 
+from ablate.seeds import seed_of
+
 from .difficulty import Levels
 
 
@@ -53,7 +55,7 @@ class Sampler:
         self.levels = levels
         self.n = int(levels.of.numel())
         self.success_reward = success_reward
-        self.generator = torch.Generator().manual_seed(seed)
+        self.generator = torch.Generator().manual_seed(seed_of("sampler", seed))
         self.last: list[int] = []
 
     def _uniform(self, pool: torch.Tensor | None, batch: int) -> list[int]:

@@ -29,7 +29,7 @@ from ablate.lit import overlong
 from ablate.lit.updates import mean_metrics, update_plan
 from ablate.lit.micro_batches import (CHUNKED_VOCAB, LOGIT_CHUNK, learner_totals, micro_batch_shares, micro_batches,
                                      reference_dtype)
-from ablate.lit.rollout_batch import (Collected, FreshGroups, PhaseTimer, availability_seed, informative_groups,
+from ablate.lit.rollout_batch import (Collected, FreshGroups, PhaseTimer, informative_groups,
                                       level_metrics, pad_rollouts)
 from ablate.objectives import (aggregate, chunked_logprobs, entropy_from_logits, kl_penalty, policy_gradient_loss,
                                scaled_advantages, token_logprobs)
@@ -37,6 +37,7 @@ from ablate.perf import step_throughput
 from ablate.rollout import Rollouts, SamplingParams
 from ablate.rollout.schedules import ToolAvailability, p_tool
 from ablate.rollout.tools import TOOL_OFF, ToolPrompt
+from ablate.seeds import rank_seed, seed_of
 from ablate.config.schemas import RLOOStageConfig, typed
 from ablate.tasks import CORRECT, Task
 
@@ -69,10 +70,10 @@ class RLOOModule(CompilableLearner, L.LightningModule):
         self.stage = stage
         self.params = SamplingParams(**dataclasses.asdict(stage.sampling))
         self.seed = seed
-        self.rollout_generator = torch.Generator().manual_seed(seed)
+        self.rollout_generator = torch.Generator().manual_seed(seed_of("rollout", seed))
         self.tool = dict(tool or TOOL_OFF)
         self.prompt = ToolPrompt(self.tool, template, tokenizer, task)  # the tool decorates the task's prompts
-        self.availability = ToolAvailability(availability_seed(seed))
+        self.availability = ToolAvailability(seed_of("availability", seed))
         self.timer = PhaseTimer()  # a new one each step
         self.p_available = 0.0
         self.collected: Collected | None = None
@@ -98,7 +99,7 @@ class RLOOModule(CompilableLearner, L.LightningModule):
             # Data-parallel ranks sample their own prompts and rollouts (the checkpoint holds rank 0's
             # generators, so a resumed worker re-derives its own from the step it resumes at).
             for generator in (self.rollout_generator, self.sampler.generator, self.availability.generator):
-                generator.manual_seed(self.seed * 1_000_003 + self.global_rank * 7_919 + self.global_step)
+                generator.manual_seed(rank_seed(self.seed, self.global_rank, self.global_step))
         # An engine holding its own copy of the weights (rollout=vllm) was built from the starting
         # model; on resume Lightning has since loaded the checkpoint's weights into the policy.
         self.engine.sync(self.model)

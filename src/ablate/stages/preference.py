@@ -11,6 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 from ablate.device import device, precision
 from ablate.fit import fit, global_rank
 from ablate.rundir import RunDir
+from ablate.seeds import seed_of
 from ablate.config.schemas import PreferenceStageConfig
 from ablate.stages.registry import Stage, check_schedule, groups, register
 
@@ -52,7 +53,7 @@ def build_pairs(cfg: DictConfig, model, tokenizer, train_problems, task) -> list
                       compile=bool(cfg.rollout.get("compile")))
     params = SamplingParams(temperature=q.temperature, top_p=q.top_p, top_k=q.top_k,
                             max_new_tokens=q.max_new_tokens)
-    generator = torch.Generator().manual_seed(int(cfg.seed))
+    generator = torch.Generator().manual_seed(seed_of("data", cfg.seed))
     return sampled_pairs(problems, prompts, [encode_prompt(t, tokenizer) for t in prompts], engine, params, q.n,
                          task, q.margin, q.max_pairs_per_prompt, generator,
                          chunk=max(1, cfg.rollout.batch_size // q.n), progress=True)
