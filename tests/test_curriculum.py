@@ -8,11 +8,12 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from scipy.stats import pearsonr
 
-from ablate.config import CONF_DIR, group_options
+from ablate.config import CONF_DIR, group_options, typed
 from ablate.curriculum import (DotsSampler, FrontierReplaySampler, FrontierSampler, Levels, ReplayBuffer, Sampler,
                                StaticSampler, ThresholdSampler, build_sampler, check_curriculum, difficulty_levels)
 from ablate.curriculum.dots import attention_difficulty, calibrate, fit_platt, pearson, selection_weights
 from ablate.rollout import Rollouts
+from ablate.stages.rloo import RLOOStageConfig
 from ablate.tasks.countdown import CountdownTask, Problem, Reward, generate
 from step_stubs import without_trainer
 
@@ -371,7 +372,7 @@ def test_rloo_step_with_replay_reuses_groups_against_their_own_behaviour_policy(
     stage.update(batch_prompts=4, k=2, micro_batch=8)
     buffer = ReplayBuffer(capacity=16, fresh_fraction=0.5, seed=0)
     module = rloo.RLOOModule(model, tokenizer, problems, "compact", TwoAnswerEngine(tokenizer), COUNTDOWN,
-                             Sampler(Levels(torch.zeros(4, dtype=torch.long), ("all",)), 0), stage, seed=0,
+                             Sampler(Levels(torch.zeros(4, dtype=torch.long), ("all",)), 0), typed(RLOOStageConfig, stage), seed=0,
                              replay=buffer)
     logged = without_trainer(module)
     seen_behaviour = []

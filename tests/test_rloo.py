@@ -6,13 +6,14 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from ablate.config import CONF_DIR, load_group_config
+from ablate.config import CONF_DIR, load_group_config, typed
 from ablate.curriculum import Sampler, build_sampler
 from ablate.lit.rloo import RLOOModule
 from ablate.lit.rollout_batch import pad_rollouts
 from ablate.models import encode_prompt, prompt_text
 from ablate.objectives import token_logprobs
 from ablate.rollout import Rollouts
+from ablate.stages.rloo import RLOOStageConfig
 from ablate.tasks.countdown import CountdownTask, Problem, Reward
 from crash import assert_resume_reproduces
 from step_stubs import without_trainer
@@ -60,7 +61,7 @@ def test_one_step_prefers_the_rewarded_completion(tiny_policy):
     stage.update(batch_prompts=1, k=2, lr=1e-2, kl_coef=0.0, entropy_coef=0.0, micro_batch=1)
     task = CountdownTask({}, Reward.from_config(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "reward" / "binary.yaml"))))
     module = RLOOModule(model, tokenizer, [problem], "compact", engine, task, build_sampler(None, [problem], 0, 1, task=task),
-                        stage, seed=0)
+                        typed(RLOOStageConfig, stage), seed=0)
     without_trainer(module)
     prompt = encode_prompt(prompt_text(COUNTDOWN, problem, "compact", tokenizer), tokenizer)
     before = [sum(engine.sequence_logprobs(prompt, tokenizer(t, add_special_tokens=False)["input_ids"])) for t in texts]
@@ -93,7 +94,7 @@ def one_step(model, tokenizer, texts, before_step=None, **stage_overrides) -> tu
     stage.update(batch_prompts=1, k=len(texts), lr=0.0, grad_clip=1e9, **stage_overrides)
     task = CountdownTask({}, Reward.from_config(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "reward" / "binary.yaml"))))
     module = RLOOModule(model, tokenizer, [problem], "compact", FixedEngine(model, tokenizer, texts), task,
-                        build_sampler(None, [problem], 0, 1, task=task), stage, seed=0)
+                        build_sampler(None, [problem], 0, 1, task=task), typed(RLOOStageConfig, stage), seed=0)
     grads = {}
 
     def backward(loss):
@@ -305,7 +306,8 @@ def dynamic_module(tiny_policy, script, max_gen_batches, replay=None):
     task = CountdownTask({}, Reward.from_config(OmegaConf.to_container(cfg.reward)))  # tinyzero: format credit 0.1
     sampler = ScriptedSampler(script)
     engine = OutcomeEngine(tokenizer, 2)
-    module = RLOOModule(model, tokenizer, problems, "compact", engine, task, sampler, stage, seed=0, replay=replay,
+    module = RLOOModule(model, tokenizer, problems, "compact", engine, task, sampler, typed(RLOOStageConfig, stage), seed=0,
+                        replay=replay,
                         dynamic_sampling={"enabled": True, "max_gen_batches": max_gen_batches})
     return module, sampler, engine, without_trainer(module)
 

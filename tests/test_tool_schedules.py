@@ -118,7 +118,7 @@ def test_rloo_draws_availability_per_rollout_and_states_it_in_the_prompt(tiny_po
     task = CountdownTask({}, Reward.from_config(OmegaConf.to_container(c.reward)))
     problems = [Problem((1, 2), 3), Problem((4, 5, 6), 15)]
     module = RLOOModule(model, tokenizer, problems, "compact", engine, task,
-                        build_sampler(None, problems, 0, 10, task=task), OmegaConf.to_container(c.stage), seed=0,
+                        build_sampler(None, problems, 0, 10, task=task), OmegaConf.to_object(c.stage), seed=0,
                         tool=OmegaConf.to_container(c.tool))
     logged = without_trainer(module)
     module.training_step(None, 0)  # global_step 0: p = 1

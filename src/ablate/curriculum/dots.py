@@ -12,11 +12,14 @@ outside (the starting policy's mean-pooled hidden states by default): the sample
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import torch
 
-from .difficulty import Levels
+from ablate.config.schemas import config_schema
+
+from .difficulty import Difficulty, Levels
 from .samplers import Sampler, success_rates
 
 EPS = 1e-4
@@ -73,8 +76,24 @@ def selection_weights(predicted: torch.Tensor, alpha: float, tau: float) -> torc
     return torch.exp(-(distance - distance.min()) / tau).clamp_min(1e-300)
 
 
+@config_schema("curriculum", "dots_schema")
+@dataclass
+class DotsCurriculum:
+    name: str = "dots"
+    kind: str = "dots"
+    difficulty: Difficulty = field(default_factory=Difficulty)
+    every: int = 10
+    reference_size: int = 64
+    alpha: float = 0.5
+    tau: float = 0.1
+    calibrate: bool = True
+    embedding: str = "policy"
+    success_reward: float = 1.0
+
+
 class DotsSampler(Sampler):
     name = "dots"
+    schema = DotsCurriculum
 
     def __init__(self, levels: Levels, seed: int, embeddings: torch.Tensor, every: int = 10,
                  reference_size: int = 64, alpha: float = 0.5, tau: float = 0.1, calibrate: bool = True,

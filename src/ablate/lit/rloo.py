@@ -38,16 +38,17 @@ from ablate.rollout import Rollouts, SamplingParams
 from ablate.rollout.schedules import ToolAvailability, p_tool
 from ablate.rollout.tools import TOOL_OFF, ToolPrompt
 from ablate.seeds import rank_seed, seed_of
-from ablate.config.schemas import RLOOStageConfig, typed
 from ablate.tasks import CORRECT, Task
 
 
 class RLOOModule(CompilableLearner, L.LightningModule):
     def __init__(self, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problems: Sequence[Any],
                  template: str, engine: Any, task: Task, sampler: Any,
-                 stage: RLOOStageConfig | Mapping[str, Any], seed: int, replay: Any = None,
+                 stage: Any, seed: int, replay: Any = None,
                  tool: Mapping[str, Any] | None = None,
                  dynamic_sampling: Mapping[str, Any] | None = None):
+        """`stage`: the rloo stage's config as its schema's instance (`ablate.config.typed(RLOOStageConfig,
+        cfg.stage)`, ablate.stages.rloo), read by attribute."""
         super().__init__()
         self.automatic_optimization = False
         self.model = policy
@@ -55,7 +56,6 @@ class RLOOModule(CompilableLearner, L.LightningModule):
         # starting model is rebuilt from the same init on resume, so it needs no checkpoint space.
         # With kl_coef=0 the KL term adds exact zeros to the loss and its gradient, so the reference
         # is not built and its forward (a fifth of a step) is skipped: the same numbers, no train/kl.
-        stage = typed(RLOOStageConfig, stage)
         self._frozen = ((copy.deepcopy(policy).eval().requires_grad_(False).to(reference_dtype(stage.reference_dtype)),)
                         if stage.kl_coef != 0 else ())
         self.tokenizer = tokenizer

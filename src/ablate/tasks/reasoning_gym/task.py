@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import random
-from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Dict, Mapping, Optional, Sequence
 
-from ablate.config.schemas import ReasoningGymTaskConfig  # its schema: the config layer holds every shipped one
+from ablate.config.schemas import config_schema
 from ablate.tasks.base import CORRECT, NO_ANSWER, OPERANDS, Messages, Splits, held_out_splits, register_task
 
 from .steps import worked_steps
@@ -62,9 +62,29 @@ def load_dataset(dataset: str, config: Mapping[str, Any], seed: int, size: int):
         raise ValueError(f"task.config={dict(config)}: {dataset} refuses it ({type(err).__name__}: {err})") from None
 
 
+@config_schema("task", "reasoning_gym_schema")
+@dataclass
+class ReasoningGymTaskConfig:
+    """conf/task/<option>.yaml of a reasoning-gym task (`defaults: [reasoning_gym_schema]`); the defaults
+    are conf/task/chain_sum.yaml's values."""
+
+    name: str = "reasoning_gym"
+    dataset: str = "chain_sum"
+    config: Dict[str, Any] = field(default_factory=lambda: {"min_terms": 2, "max_terms": 3, "min_digits": 1,
+                                                            "max_digits": 2})  # the generator's own config fields
+    pool_size: int = 10000
+    data_seed: int = 0
+    test_size: int = 500
+    test_pool: int = 5000
+    test_seed: int = 1234
+    operands: Optional[str] = "num_terms"  # metadata field counting the operands: the report level (null: none)
+    prompt: str = "{expression} ="  # the compact template's prompt: a format string over question and metadata
+
+
 @register_task
 class ReasoningGymTask:
     name = "reasoning_gym"
+    schema = ReasoningGymTaskConfig
     verdicts = (NO_ANSWER, "wrong_answer", CORRECT)
     level_column, level_block = OPERANDS
     difficulty_fields = {"n_numbers": "levels"}  # one curriculum level per operand count
