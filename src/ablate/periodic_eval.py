@@ -17,6 +17,7 @@ ran before: a resumed run logs the same `val/*` rows as an uninterrupted one. Wi
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from pathlib import Path
@@ -24,6 +25,8 @@ from typing import Any, Mapping, Sequence
 
 import lightning as L
 
+from ablate.config import typed
+from ablate.config.schemas import EvalConfig
 from ablate.seeds import seed_of
 from ablate.tasks import Task
 
@@ -56,7 +59,8 @@ class ValidationCallback(L.Callback):
         self.tokenizer = tokenizer
         self.template = template
         self.task = task
-        self.eval_cfg = {**dict(eval_cfg), "n": int(eval_cfg["val_n"]), "ks": [1], "save_completions": 0}
+        e = typed(EvalConfig, eval_cfg)
+        self.eval_cfg = dataclasses.replace(e, n=e.val_n, ks=[1], save_completions=0)
         self.seed, self.every, self.max_steps = seed, every, max_steps
         self.keep_checkpoints = keep_checkpoints
         self.tool_cfg = tool_cfg  # decorates the prompts

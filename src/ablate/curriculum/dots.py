@@ -122,8 +122,7 @@ class DotsSampler(Sampler):
     def from_config(cls, c, levels, seed, max_steps, embed):
         if embed is None:
             raise ValueError("curriculum=dots needs prompt embeddings")
-        return cls(levels, seed, embed(), int(c["every"]), int(c["reference_size"]), float(c["alpha"]),
-                   float(c["tau"]), bool(c.get("calibrate", True)), float(c.get("success_reward", 1.0)))
+        return cls(levels, seed, embed(), c.every, c.reference_size, c.alpha, c.tau, c.calibrate, c.success_reward)
 
     def reference_prompts(self, step: int) -> list[int]:
         """The prompts to roll out for difficulty before this step's batch ([] on most steps)."""

@@ -17,7 +17,7 @@ from typing import Any, Callable, List, Mapping, Sequence
 import pandas as pd
 import torch
 
-from ablate.config.schemas import config_schema
+from ablate.config.schemas import config_schema, typed
 from ablate.seeds import seed_of
 
 from .difficulty import BinnedDifficulty, Difficulty, Levels, LevelStage
@@ -58,10 +58,12 @@ class Sampler:
         """ValueError naming the key when this sampler's `curriculum` config cannot work."""
 
     @classmethod
-    def from_config(cls, c: Mapping[str, Any], levels: Levels, seed: int, max_steps: int,
+    def from_config(cls, c: Any, levels: Levels, seed: int, max_steps: int,
                     embed: Callable[[], torch.Tensor] | None) -> "Sampler":
-        """The sampler a checked `curriculum` config describes; `embed()` gives prompt embeddings (DOTS)."""
-        return cls(levels, seed, float(c.get("success_reward", 1.0)))
+        """The sampler a checked `curriculum` config describes, as an instance of the class's own `schema`
+        (`build_sampler` types it; a sampler without a schema of its own gets the mapping); `embed()` gives
+        prompt embeddings (DOTS)."""
+        return cls(levels, seed)
 
     def __init__(self, levels: Levels, seed: int, success_reward: float = 1.0):
         self.levels = levels
@@ -150,10 +152,11 @@ class StaticSampler(Sampler):
     name = "static"
     schema = StaticCurriculum  # and StaticThirdsCurriculum, its preset over binned difficulty
 
-    def __init__(self, levels: Levels, seed: int, stages: Sequence[Mapping[str, Any]], max_steps: int,
+    def __init__(self, levels: Levels, seed: int, stages: Sequence[LevelStage | Mapping[str, Any]], max_steps: int,
                  success_reward: float = 1.0):
         super().__init__(levels, seed, success_reward)
-        self.stages = [(float(s["until"]), [int(x) for x in s["levels"]]) for s in stages]
+        stages = [typed(LevelStage, s) for s in stages]
+        self.stages = [(float(s.until), [int(x) for x in s.levels]) for s in stages]
         self.max_steps = max_steps
         self.pools = [levels.members(stage_levels) for _, stage_levels in self.stages]
         self.stage = 0
@@ -169,7 +172,7 @@ class StaticSampler(Sampler):
 
     @classmethod
     def from_config(cls, c, levels, seed, max_steps, embed):
-        return cls(levels, seed, c["stages"], max_steps, float(c.get("success_reward", 1.0)))
+        return cls(levels, seed, c.stages, max_steps, c.success_reward)
 
     def stage_at(self, step: int) -> int:
         for i, (until, _) in enumerate(self.stages):
@@ -225,8 +228,7 @@ class ThresholdSampler(Sampler):
 
     @classmethod
     def from_config(cls, c, levels, seed, max_steps, embed):
-        return cls(levels, seed, int(c["window"]), float(c["low"]), float(c["high"]), int(c.get("start_level", 0)),
-                   float(c.get("success_reward", 1.0)))
+        return cls(levels, seed, c.window, c.low, c.high, c.start_level, c.success_reward)
 
     def window_mean(self) -> float:
         return sum(self.window) / len(self.window) if self.window else math.nan
@@ -303,8 +305,7 @@ class FrontierSampler(Sampler):
 
     @classmethod
     def from_config(cls, c, levels, seed, max_steps, embed):
-        return cls(levels, seed, float(c["floor"]), float(c["w_explore"]), float(c["ema"]),
-                   float(c.get("success_reward", 1.0)))
+        return cls(levels, seed, c.floor, c.w_explore, c.ema, c.success_reward)
 
     def weights(self) -> torch.Tensor:
         seen = ~torch.isnan(self.p_hat)
@@ -378,8 +379,7 @@ class FrontierReplaySampler(FrontierSampler):
 
     @classmethod
     def from_config(cls, c, levels, seed, max_steps, embed):
-        return cls(levels, seed, float(c["floor"]), float(c["w_explore"]), float(c["ema"]), float(c["rehearsal"]),
-                   float(c["solved_at"]), float(c.get("success_reward", 1.0)))
+        return cls(levels, seed, c.floor, c.w_explore, c.ema, c.rehearsal, c.solved_at, c.success_reward)
 
     def sample(self, batch: int, step: int) -> list[int]:
         solved = torch.nonzero(self.p_hat >= self.solved_at).flatten()  # NaN compares False: unseen is not solved

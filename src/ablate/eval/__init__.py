@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 import torch
 
+from ablate.config import typed
+from ablate.config.schemas import EvalConfig
 from ablate.console import tracked
 from ablate.metrics import REGIME_TOOL, REGIMES, prompt_ratios
 from ablate.rollout import SamplingParams
@@ -85,22 +87,23 @@ def summarize(rows: Sequence[Mapping[str, Any]], ks: Sequence[int], verdicts: Se
 
 
 def evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problems: Sequence[Any], template: str,
-             task: Task, eval_cfg: Mapping[str, Any], seed: int, tool: Tool | None = None, *,
+             task: Task, eval_cfg: EvalConfig | Mapping[str, Any], seed: int, tool: Tool | None = None, *,
              tool_cfg: Mapping[str, Any] | None = None,
              progress: bool = True) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Sample `eval.n` completions per problem of `task` (with `tool` answering when one is given: the
     `tool` regime) and score them with the task's verifier: (summary, per-prompt rows). The run's `tool`
-    config (`tool_cfg`) decorates the prompts given the regime (`ablate.rollout.tools.ToolPrompt`)."""
+    config (`tool_cfg`) decorates the prompts given the regime (`ablate.rollout.tools.ToolPrompt`). `eval_cfg`:
+    the `eval` config, composed or a mapping of its keys (the schema's defaults fill the rest)."""
     from ablate.rollout.hf import HFEngine
 
-    n = int(eval_cfg["n"])
-    engine = HFEngine(model, tokenizer, batch_size=int(eval_cfg["batch_size"]), tool=tool)
+    e = typed(EvalConfig, eval_cfg)
+    n = e.n
+    engine = HFEngine(model, tokenizer, batch_size=e.batch_size, tool=tool)
     prompt = ToolPrompt(tool_cfg, template, tokenizer, task)
-    params = SamplingParams(temperature=float(eval_cfg["temperature"]), top_p=float(eval_cfg["top_p"]),
-                            top_k=int(eval_cfg["top_k"]), max_new_tokens=int(eval_cfg["max_new_tokens"]))
+    params = SamplingParams(temperature=e.temperature, top_p=e.top_p, top_k=e.top_k, max_new_tokens=e.max_new_tokens)
     generator = torch.Generator().manual_seed(seed_of("eval", seed))
-    prompts_per_call = max(1, int(eval_cfg["batch_size"]) // n)
-    keep = int(eval_cfg.get("save_completions", 4))
+    prompts_per_call = max(1, e.batch_size // n)
+    keep = e.save_completions
     rows = []
     starts = range(0, len(problems), prompts_per_call)
     for start in tracked(starts, desc="evaluating", total=len(starts), unit="batches", enabled=progress):
@@ -123,7 +126,7 @@ def evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problem
                 "tool_errors": sum(tool.errors(t) for t in tool_texts) if tool is not None else 0,
                 "completions": texts[:keep],
             })
-    return summarize(rows, [int(k) for k in eval_cfg["ks"]], task.verdicts, (task.level_column, task.level_block)), rows
+    return summarize(rows, list(e.ks), task.verdicts, (task.level_column, task.level_block)), rows
 
 
 def write_eval(run_dir: RunDirLike, regime: str, summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> Path:

@@ -75,8 +75,7 @@ def fit_rloo(cfg: DictConfig, model, tokenizer, splits, task, run_dir: Path, sta
     s, train_problems = cfg.stage, splits.train
     tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if cfg.tool.schedule != "off" else None
     engine = build_engine(cfg, model, tokenizer, tool)
-    curriculum = OmegaConf.to_container(cfg.curriculum, resolve=True) if cfg.get("curriculum") else None
-    sampler = build_sampler(curriculum, train_problems, int(cfg.seed), s.max_steps,
+    sampler = build_sampler(cfg.get("curriculum"), train_problems, int(cfg.seed), s.max_steps,
                             embed=lambda: prompt_embeddings(cfg, model, tokenizer, train_problems, task), task=task)
     replay = (ReplayBuffer(int(cfg.replay.capacity), float(cfg.replay.fresh_fraction), int(cfg.seed))
               if cfg.replay.enabled else None)
