@@ -18,7 +18,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Sequence
 
-from ablate.config.schemas import config_schema
+from ablate.config.schemas import config_schema, typed
 from ablate.tasks.base import CORRECT, NO_ANSWER, OPERANDS, Messages, Splits, held_out_splits, register_task
 
 from .steps import worked_steps
@@ -92,9 +92,9 @@ class ReasoningGymTask:
     trace_styles = ("plain", "answer")
 
     def __init__(self, task_cfg: Mapping[str, Any]):
-        self.cfg = {**vars(ReasoningGymTaskConfig()), **dict(task_cfg)}
-        self.dataset = load_dataset(self.cfg["dataset"], self.cfg["config"], int(self.cfg["data_seed"]),
-                                    max(int(self.cfg["pool_size"]), int(self.cfg["test_pool"])))
+        self.cfg = typed(ReasoningGymTaskConfig, task_cfg)  # keys left out: the schema's defaults
+        self.dataset = load_dataset(self.cfg.dataset, self.cfg.config, self.cfg.data_seed,
+                                    max(self.cfg.pool_size, self.cfg.test_pool))
 
     @classmethod
     def from_config(cls, task_cfg: Mapping[str, Any], reward_cfg: Mapping[str, Any]) -> "ReasoningGymTask":
@@ -142,27 +142,27 @@ class ReasoningGymTask:
 
     def entry(self, index: int) -> Entry:
         row = self.dataset[index]
-        operands = self.cfg["operands"]
+        operands = self.cfg.operands
         return Entry(index, row["question"], str(row["answer"]), row["metadata"],
                      int(row["metadata"][operands]) if operands else None)
 
     def splits(self, pool_size: int | None = None, val_size: int = 0, label_test: bool = True) -> Splits:
-        pool_size = int(self.cfg["pool_size"] if pool_size is None else pool_size)
-        test_pool = int(self.cfg["test_pool"])
+        pool_size = int(self.cfg.pool_size if pool_size is None else pool_size)
+        test_pool = self.cfg.test_pool
         size = max(pool_size, test_pool)
         if size > len(self.dataset):  # eval's pool_size=test_pool, or a larger stage pool: the same seed, more entries
-            self.dataset = load_dataset(self.cfg["dataset"], self.cfg["config"], int(self.cfg["data_seed"]), size)
+            self.dataset = load_dataset(self.cfg.dataset, self.cfg.config, self.cfg.data_seed, size)
         problems = [self.entry(i) for i in range(size)]
-        return held_out_splits(problems, pool_size, test_pool, int(self.cfg["test_size"]), int(self.cfg["test_seed"]),
+        return held_out_splits(problems, pool_size, test_pool, self.cfg.test_size, self.cfg.test_seed,
                                val_size, key=lambda e: e.question, level=lambda e: e.n_numbers or 0)
 
     def render(self, problem: Entry, template: str, calculator: bool = False, oracle: bool = False) -> str | Messages:
         """The compact template: `task.prompt` (e.g. chain_sum's `{expression} =`) and a newline; a chat
         template: reasoning-gym's default system prompt and the question."""
         if calculator or oracle:
-            raise ValueError(f"task.dataset={self.cfg['dataset']}: this task offers no tools (tool=off)")
+            raise ValueError(f"task.dataset={self.cfg.dataset}: this task offers no tools (tool=off)")
         if template == "compact":
-            return self.cfg["prompt"].format(question=problem.question, **problem.metadata) + "\n"
+            return self.cfg.prompt.format(question=problem.question, **problem.metadata) + "\n"
         if template != "tinyzero":
             raise ValueError(f"model.template={template!r}: a reasoning-gym task takes compact or tinyzero")
         from reasoning_gym.utils import SYSTEM_PROMPTS
@@ -194,7 +194,7 @@ class ReasoningGymTask:
     def sft_segments(self, problem: Entry, rng: random.Random, style: str, compact: bool,
                      oracle: Mapping[str, Any] | None = None) -> list[tuple[str, bool]]:
         """`<think>` with the worked steps (style plain, where the dataset has them), then the answer."""
-        steps = worked_steps(self.cfg["dataset"], problem.metadata, compact) if style == "plain" else None
+        steps = worked_steps(self.cfg.dataset, problem.metadata, compact) if style == "plain" else None
         if compact:
             think = f"<think>{steps}</think>" if steps else ""
             return [(f"{think}<answer>{problem.answer}</answer>", False)]
