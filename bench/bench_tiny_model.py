@@ -42,7 +42,8 @@ def main() -> None:
     base = OmegaConf.load(CONF_DIR / "model" / "tiny.yaml")
     tokenizer = load_tokenizer(base)
     problems = generate(args.batch_size * (args.steps + 2), seed=0, labels=False)
-    data = TraceDataset(CountdownTask({}, None), problems, tokenizer, "compact", "plain", seed=0, max_length=128)
+    data = TraceDataset(CountdownTask({}, None), problems, tokenizer, "compact", "plain", seed=0, max_length=128,
+                        tool_cfg={"kind": "calculator", "prompt": "never"})
     batches = [pad_batch([data[i] for i in range(b * args.batch_size, (b + 1) * args.batch_size)], tokenizer.pad_token_id)
                for b in range(args.steps + 2)]
     print(f"threads {args.threads}, batch {args.batch_size}, mean tokens/example "

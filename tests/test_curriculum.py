@@ -365,15 +365,18 @@ class TwoAnswerEngine:
 
 def test_rloo_step_with_replay_reuses_groups_against_their_own_behaviour_policy(tiny_policy, monkeypatch):
     import ablate.lit.rloo as rloo
+    from ablate.lit.collector import Collector
 
     model, tokenizer = tiny_policy
     problems = [Problem((44, 19, 35), 98)] * 4
     stage = OmegaConf.to_container(compose_cfg("stage=rloo").stage)
     stage.update(batch_prompts=4, k=2, micro_batch=8)
     buffer = ReplayBuffer(capacity=16, fresh_fraction=0.5, seed=0)
-    module = rloo.RLOOModule(model, tokenizer, problems, "compact", TwoAnswerEngine(tokenizer), COUNTDOWN,
-                             Sampler(Levels(torch.zeros(4, dtype=torch.long), ("all",)), 0), typed(RLOOStageConfig, stage), seed=0,
-                             replay=buffer)
+    stage = typed(RLOOStageConfig, stage)
+    collector = Collector(problems, TwoAnswerEngine(tokenizer), COUNTDOWN,
+                          Sampler(Levels(torch.zeros(4, dtype=torch.long), ("all",)), 0), stage, 0, tokenizer, "compact",
+                          replay=buffer)
+    module = rloo.RLOOModule(model, tokenizer, collector, stage)
     logged = without_trainer(module)
     seen_behaviour = []
     real_loss = rloo.policy_gradient_loss

@@ -90,3 +90,15 @@ def test_the_rundir_package_imports_no_part():
     for name in sorted(inside):
         above = imports_of(name, found[name], set(found)) - inside
         assert above <= {"ablate.stopping"}, f"{name} imports {sorted(above)}"
+
+
+def test_the_learners_know_no_task_or_tool():
+    """ablate.lit imports no task's package (the task seam, `ablate.tasks`, only) and names none of the
+    shipped tools' or levels' metrics: a task or tool contributes its own (issue 43)."""
+    found = modules()
+    learners = {name: path for name, path in found.items() if name.startswith("ablate.lit")}
+    for name, path in learners.items():
+        tasks = {t for t in imports_of(name, path, set(found)) if t.startswith("ablate.tasks.")}
+        assert tasks <= {"ablate.tasks.base"}, f"{name} imports {sorted(tasks)}"
+        text = path.read_text().lower()
+        assert "calc" not in text and "operand" not in text, name

@@ -71,7 +71,8 @@ def test_tool_output_mask_is_built_from_ids():
 def test_sft_examples_mask_prompt_padding_and_tool_output():
     tokenizer = load_tiny_tokenizer()
     problems = generate(4, seed=1, labels=False)
-    data = TraceDataset(COUNTDOWN, problems, tokenizer, "compact", "calc", seed=0, max_length=128)
+    data = TraceDataset(COUNTDOWN, problems, tokenizer, "compact", "calc", seed=0, max_length=128,
+                        tool_cfg={"kind": "calculator", "prompt": "never"})
     item = data[0]
     prompt_len = len(encode_prompt(prompt_text(COUNTDOWN, problems[0], "compact", tokenizer), tokenizer))
     assert all(label == IGNORE for label in item["labels"][:prompt_len])

@@ -325,7 +325,7 @@ def test_sft_oracle_traces_mask_exactly_the_solver_lines():
     tokenizer = load_tiny_tokenizer()
     problems = generate(20, seed=2)
     data = TraceDataset(COUNTDOWN, problems, tokenizer, "compact", "oracle", seed=0, max_length=1000,
-                        oracle={"mistake_rate": 0.3, "max_messages": 20})
+                        tool_cfg={"kind": "oracle", "prompt": "never"}, oracle={"mistake_rate": 0.3, "max_messages": 20})
     for index in range(len(problems)):
         item = data[index]
         ids, labels = item["input_ids"], item["labels"]

@@ -120,13 +120,13 @@ def test_truncated_completions_carry_no_loss_and_are_counted(tiny_policy):
 
     model, tokenizer = tiny_policy
     texts = ["<answer>44+19+35</answer>", "<answer>44+19-35</answer>"]
-    swap = lambda module: setattr(module, "engine", NoEosOnOdd(FixedEngine(model, tokenizer, texts)))  # noqa: E731
+    swap = lambda module: setattr(module.collector, "engine", NoEosOnOdd(FixedEngine(model, tokenizer, texts)))  # noqa: E731
     logged, _, module = one_step(model, tokenizer, texts, before_step=swap, mask_truncated=True, kl_coef=0.0,
                                  entropy_coef=0.0)
     assert logged["train/truncated_frac"] == 0.5
     # binary reward: the correct sample's RLOO advantage is 1; only its tokens (eos included) are left
     prompt = module.collected.rollouts.prompt_ids[0]
-    kept = module.engine.engine.sequence_logprobs(prompt, module.collected.rollouts.completion_ids[0])
+    kept = module.collector.engine.engine.sequence_logprobs(prompt, module.collected.rollouts.completion_ids[0])
     assert logged["train/pg_loss"] == pytest.approx(-sum(kept) / len(kept), rel=1e-5)
     plain, _, _ = one_step(model, tokenizer, texts, before_step=swap, kl_coef=0.0, entropy_coef=0.0)
     assert "train/truncated_frac" not in plain and plain["train/pg_loss"] != pytest.approx(logged["train/pg_loss"])

@@ -8,6 +8,7 @@ from omegaconf import OmegaConf
 
 from ablate.config import CONF_DIR, load_group_config, typed
 from ablate.curriculum import Sampler, build_sampler
+from ablate.lit.collector import Collector
 from ablate.lit.rloo import RLOOModule
 from ablate.lit.rollout_batch import pad_rollouts
 from ablate.models import encode_prompt, prompt_text
@@ -60,8 +61,9 @@ def test_one_step_prefers_the_rewarded_completion(tiny_policy):
         stage = OmegaConf.to_container(compose(config_name="config", overrides=["stage=rloo"]).stage)
     stage.update(batch_prompts=1, k=2, lr=1e-2, kl_coef=0.0, entropy_coef=0.0, micro_batch=1)
     task = CountdownTask({}, Reward.from_config(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "reward" / "binary.yaml"))))
-    module = RLOOModule(model, tokenizer, [problem], "compact", engine, task, build_sampler(None, [problem], 0, 1, task=task),
-                        typed(RLOOStageConfig, stage), seed=0)
+    stage = typed(RLOOStageConfig, stage)
+    module = RLOOModule(model, tokenizer, Collector([problem], engine, task, build_sampler(None, [problem], 0, 1, task=task),
+                                                    stage, 0, tokenizer, "compact"), stage)
     without_trainer(module)
     prompt = encode_prompt(prompt_text(COUNTDOWN, problem, "compact", tokenizer), tokenizer)
     before = [sum(engine.sequence_logprobs(prompt, tokenizer(t, add_special_tokens=False)["input_ids"])) for t in texts]
@@ -93,8 +95,10 @@ def one_step(model, tokenizer, texts, before_step=None, **stage_overrides) -> tu
         stage = OmegaConf.to_container(compose(config_name="config", overrides=["stage=rloo"]).stage)
     stage.update(batch_prompts=1, k=len(texts), lr=0.0, grad_clip=1e9, **stage_overrides)
     task = CountdownTask({}, Reward.from_config(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "reward" / "binary.yaml"))))
-    module = RLOOModule(model, tokenizer, [problem], "compact", FixedEngine(model, tokenizer, texts), task,
-                        build_sampler(None, [problem], 0, 1, task=task), typed(RLOOStageConfig, stage), seed=0)
+    stage = typed(RLOOStageConfig, stage)
+    collector = Collector([problem], FixedEngine(model, tokenizer, texts), task,
+                          build_sampler(None, [problem], 0, 1, task=task), stage, 0, tokenizer, "compact")
+    module = RLOOModule(model, tokenizer, collector, stage)
     grads = {}
 
     def backward(loss):
@@ -172,7 +176,7 @@ def test_a_compiled_learner_computes_the_same_step_up_to_rounding_and_leaves_the
     eager, eager_grads, _ = one_step(model, tokenizer, texts, micro_batch=2)
     compiled, compiled_grads, module = one_step(model, tokenizer, texts, micro_batch=2,
                                                 before_step=lambda m: m.compile_learner())
-    assert module.learner is not module.model and module.engine.model is module.model
+    assert module.learner is not module.model and module.collector.engine.model is module.model
     assert module._frozen[-1] is not module.reference  # the reference's forward is compiled too
     assert set(module.state_dict()) == {f"model.{k}" for k in keys}  # no _orig_mod, no second copy
     for key in ("train/loss", "train/pg_loss", "train/kl", "train/entropy", "train/is_weight_mean"):
@@ -306,9 +310,10 @@ def dynamic_module(tiny_policy, script, max_gen_batches, replay=None):
     task = CountdownTask({}, Reward.from_config(OmegaConf.to_container(cfg.reward)))  # tinyzero: format credit 0.1
     sampler = ScriptedSampler(script)
     engine = OutcomeEngine(tokenizer, 2)
-    module = RLOOModule(model, tokenizer, problems, "compact", engine, task, sampler, typed(RLOOStageConfig, stage), seed=0,
-                        replay=replay,
-                        dynamic_sampling={"enabled": True, "max_gen_batches": max_gen_batches})
+    stage = typed(RLOOStageConfig, stage)
+    collector = Collector(problems, engine, task, sampler, stage, 0, tokenizer, "compact", replay=replay,
+                          dynamic_sampling={"enabled": True, "max_gen_batches": max_gen_batches})
+    module = RLOOModule(model, tokenizer, collector, stage)
     return module, sampler, engine, without_trainer(module)
 
 
@@ -420,7 +425,7 @@ def test_a_step_logs_the_seconds_of_every_phase(tiny_policy):
 def test_collect_and_learn_run_on_their_own(tiny_policy):
     model, tokenizer = tiny_policy
     _, _, module = one_step(model, tokenizer, ["<answer>44+19+35</answer>", "<answer>44+19-35</answer>"])
-    collected = module.collect(step=1)
+    collected = module.collector.collect(step=1)
     assert collected.rewards.tolist() == [[1.0, 0.0]] and len(collected.rollouts.texts) == 2
     assert collected.seen.verdicts == ["correct", "wrong_value"]
     learned = module.learn(collected.rollouts, collected.rewards)

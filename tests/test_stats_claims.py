@@ -14,7 +14,8 @@ from ablate.stats.claims import check_study_block, parse_declared
 from ablate.stats.engine import evaluate, look_history
 from ablate.stats.sequential import nominal_levels, spent, z_bounds
 from ablate.stats.values import curve_value, restricted_reach, summary_values
-from ablate.stats.verdicts import rate, verdict, welch
+from ablate.stats.claim_types import verdict
+from ablate.stats.verdicts import rate, welch
 
 # --------------------------------------------------------------------------------------------- boundaries
 

@@ -108,6 +108,7 @@ class RecordingEngine:
 
 def test_rloo_draws_availability_per_rollout_and_states_it_in_the_prompt(tiny_policy, monkeypatch):
     from ablate.curriculum import build_sampler
+    from ablate.lit.collector import Collector
     from ablate.lit.rloo import RLOOModule
 
     model, tokenizer = tiny_policy
@@ -117,9 +118,10 @@ def test_rloo_draws_availability_per_rollout_and_states_it_in_the_prompt(tiny_po
     engine = RecordingEngine(tokenizer)
     task = CountdownTask({}, Reward.from_config(OmegaConf.to_container(c.reward)))
     problems = [Problem((1, 2), 3), Problem((4, 5, 6), 15)]
-    module = RLOOModule(model, tokenizer, problems, "compact", engine, task,
-                        build_sampler(None, problems, 0, 10, task=task), OmegaConf.to_object(c.stage), seed=0,
-                        tool=OmegaConf.to_container(c.tool))
+    stage = OmegaConf.to_object(c.stage)
+    collector = Collector(problems, engine, task, build_sampler(None, problems, 0, 10, task=task), stage, 0, tokenizer,
+                          "compact", tool=OmegaConf.to_container(c.tool))
+    module = RLOOModule(model, tokenizer, collector, stage)
     logged = without_trainer(module)
     module.training_step(None, 0)  # global_step 0: p = 1
     prompts, k, available = engine.calls[-1]
@@ -130,7 +132,7 @@ def test_rloo_draws_availability_per_rollout_and_states_it_in_the_prompt(tiny_po
     assert all(p[1] == calc for p in prompts)  # when_available: every prompt carries the preamble
 
     # Half way through the annealing: a mix, and the prompt follows each rollout's own draw.
-    module.availability = ToolAvailability(seed=5)
+    module.collector.availability = ToolAvailability(seed=5)
     expected = ToolAvailability(seed=5).draw(12, 1 - 3 / 6.67)
     monkeypatch.setattr(RLOOModule, "global_step", property(lambda self: 3))  # p(3) = 1 - 3 / 6.67
     module.training_step(None, 0)
@@ -143,6 +145,40 @@ def test_rloo_draws_availability_per_rollout_and_states_it_in_the_prompt(tiny_po
     for i in range(0, 12, 4):
         texts = {tokenizer.decode(p[2:] if p[1] == calc else p[1:]) for p in prompts[i:i + 4]}
         assert len(texts) == 1
+
+
+def test_collection_metrics_are_named_by_the_task_and_the_tool_not_the_learner(tiny_policy, monkeypatch):
+    """The collector logs the tool class's own metrics (`rollout_metrics`) and the task's verdicts and levels
+    under the task's `level_block`: another tool or task, other names, and none of the calculator's."""
+    from ablate.curriculum import build_sampler
+    from ablate.lit.collector import Collector
+    from ablate.rollout import tools
+    from ablate.tasks.countdown.tools import Calculator
+
+    class Counted(Calculator):
+        kind = "counted_test"
+
+        @staticmethod
+        def rollout_metrics(texts):
+            return {"tool/answer_rate": sum("<answer>" in t for t in texts) / len(texts)}
+
+    class BySize(CountdownTask):
+        level_block = "by_size"
+
+    monkeypatch.setitem(tools.TOOLS, "counted_test", Counted)
+    _, tokenizer = tiny_policy
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        c = compose(config_name="config", overrides=["stage=rloo", "tool=on", "tool.kind=counted_test",
+                                                     "stage.batch_prompts=2", "stage.k=2"])
+    task = BySize({}, Reward.from_config(OmegaConf.to_container(c.reward)))
+    problems = [Problem((1, 2), 3), Problem((4, 5, 6), 15)]
+    collector = Collector(problems, RecordingEngine(tokenizer), task, build_sampler(None, problems, 0, 10, task=task),
+                          OmegaConf.to_object(c.stage), 0, tokenizer, "compact", tool=OmegaConf.to_container(c.tool))
+    metrics = collector.collect(0).metrics
+    assert metrics["tool/answer_rate"] == 1.0 and "tool/calc_emission_rate" not in metrics
+    assert {"train/by_size/2/reward_mean", "train/by_size/3/verdict/correct"} <= set(metrics)
+    assert not any("by_operands" in name for name in metrics)
+    assert metrics["train/verdict/correct"] == 0.0  # RecordingEngine answers 2, never the target
 
 
 def test_tool_configs_are_validated(tmp_path):

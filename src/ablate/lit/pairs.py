@@ -157,7 +157,7 @@ def check_stages(stages: Sequence[Mapping[str, Any]]) -> None:
             raise ValueError(f"stage.pairs.stages[{k}].until={until}: must increase and lie in (0, 1]")
         allowed = stage.get("n_numbers")
         if allowed is not None and not list(allowed):
-            raise ValueError(f"stage.pairs.stages[{k}].n_numbers is empty; list operand counts or null for all")
+            raise ValueError(f"stage.pairs.stages[{k}].n_numbers is empty; list report levels (`Task.level`) or null for all")
         previous = until
     if previous != 1.0:
         raise ValueError(f"stage.pairs.stages: the last until is {previous}; it must be 1.0")

@@ -1,6 +1,6 @@
-"""What collection hands the RLOO learner: freshly rolled-out groups, the step's batch, and the helpers
-that shape them (padding to next-token targets, dynamic sampling's filter, per-level metrics, phase
-timing). Pure data and functions: no model, no optimizer (ablate.lit.rloo owns those)."""
+"""What collection (ablate.lit.collector) hands the RL learner (ablate.lit.rloo): freshly rolled-out groups,
+the step's batch, and the helpers that shape them (padding to next-token targets, dynamic sampling's filter,
+phase timing). Pure data and functions: no model, no optimizer."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import torch
 
 from ablate.padding import attention_mask, right_pad
 from ablate.rollout import Rollouts
+from ablate.tasks import CORRECT
 
 
 def pad_rollouts(rollouts: Rollouts, pad_id: int) -> dict[str, torch.Tensor]:
@@ -27,23 +28,6 @@ def pad_rollouts(rollouts: Rollouts, pad_id: int) -> dict[str, torch.Tensor]:
     behaviour = right_pad([b + list(rollouts.behaviour_logprobs[i]) for i, b in enumerate(before)], 0.0,
                           torch.float32, targets)
     return {"input_ids": ids, "attention_mask": attention, "loss_mask": loss_mask, "behaviour": behaviour}
-
-
-def level_metrics(levels: Sequence[Any], rewards: torch.Tensor, verdicts: Sequence[str], values: Sequence[Any],
-                  verdict_names: Sequence[str], block: str = "by_operands") -> dict[str, float]:
-    """Training reward and verdict rates per report level of the task (`levels`: each prompt's; Countdown's
-    is the operand count: `train/by_operands/3/reward_mean`, `train/by_operands/3/verdict/correct`, ...);
-    NaN for a level the batch did not draw, so a mean over steps is a mean over the steps that trained on
-    it. `rewards` is [prompts, k], verdicts prompt-major."""
-    k = rewards.shape[1]
-    out: dict[str, float] = {}
-    for n in values:
-        rows = [i for i, level in enumerate(levels) if level == n]
-        mine = [v for i in rows for v in verdicts[i * k:(i + 1) * k]]
-        out[f"train/{block}/{n}/reward_mean"] = rewards[rows].mean().item() if rows else float("nan")
-        for verdict in verdict_names:
-            out[f"train/{block}/{n}/verdict/{verdict}"] = sum(v == verdict for v in mine) / len(mine) if mine else float("nan")
-    return out
 
 
 def informative_groups(correct: torch.Tensor) -> torch.Tensor:
@@ -65,6 +49,10 @@ class FreshGroups:
     rewards: torch.Tensor  # [prompts, k]
     verdicts: list[str]
     available: list[bool]
+
+    def informative(self) -> torch.Tensor:
+        """[prompts] True where the group's samples do not all share one outcome (`informative_groups`)."""
+        return informative_groups(torch.tensor([v == CORRECT for v in self.verdicts]).view(-1, self.rollouts.k))
 
     def groups(self, which: Sequence[int]) -> "FreshGroups":
         k = self.rollouts.k
@@ -103,12 +91,11 @@ class PhaseTimer:
 
 @dataclasses.dataclass
 class Collected:
-    """What `collect` hands on: the groups freshly generated (`seen`, which the reward, verdict and tool
-    metrics describe), the batch to learn from (kept fresh groups plus replayed ones), its group rewards
-    [prompts, k], the step's p_tool, and the collection's own metrics (dynamic/, replay/)."""
+    """What `Collector.collect` hands the learner: the groups freshly generated (`seen`, which the reward,
+    verdict and tool metrics describe), the batch to learn from (kept fresh groups plus replayed ones), its
+    group rewards [prompts, k], and the metrics that describe the collection (`Collector.describe`)."""
 
     seen: FreshGroups
     rollouts: Rollouts
     rewards: torch.Tensor
-    p_available: float
     metrics: dict[str, float]

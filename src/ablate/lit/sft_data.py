@@ -35,16 +35,15 @@ class TraceDataset(Dataset):
     """Item i is problem i of `task` with a fresh random trace on every access (a new solution path each
     epoch, for a task whose traces vary), seeded by (seed, i, access count) so runs repeat exactly.
 
-    `tool_cfg`: the run's `tool` config, whose tool decorates the prompts as for a rollout it answers
-    (calc traces) or not (`ablate.rollout.tools.ToolPrompt`; None: no decoration but the oracle's format).
-    `style="oracle"`: paper 004's solver trajectories; `oracle` holds their `mistake_rate` and
-    `max_messages`. A trace comes as pieces (`Task.sft_segments`), each tokenized on its own, as the
-    rollout loop splices tool answers in, so the mask comes from the pieces' token ids (plus any
-    `<result>` span: the calculator's answers).
+    `tool_cfg`: the run's `tool` config, whose tool decorates the prompts (`ablate.rollout.tools.ToolPrompt`)
+    as for a rollout it answers, for the styles the task says a tool answers (`Task.tool_styles`), or not.
+    `oracle`: the `mistake_rate` and `max_messages` of a task's solver-trajectory style (paper 004's). A trace
+    comes as pieces (`Task.sft_segments`), each tokenized on its own, as the rollout loop splices tool answers
+    in, so the mask comes from the pieces' token ids (plus any `<result>` span: tool answers written inline).
     """
 
     def __init__(self, task: Any, problems: Sequence[Any], tokenizer: PreTrainedTokenizerBase, template: str,
-                 style: str, seed: int, max_length: int, tool_cfg: Mapping[str, Any] | None = None,
+                 style: str, seed: int, max_length: int, tool_cfg: Mapping[str, Any],
                  oracle: Mapping[str, Any] | None = None):
         from ablate.rollout.tools import ToolPrompt
 
@@ -55,8 +54,8 @@ class TraceDataset(Dataset):
         self.style = style
         self.seed = seed
         self.max_length = max_length
-        tool_cfg = tool_cfg or {"kind": "oracle" if style == "oracle" else "calculator", "prompt": "never"}
         self.prompt = ToolPrompt(tool_cfg, template, tokenizer, task)
+        self.tool_styles = frozenset(getattr(task, "tool_styles", ()))
         self.oracle = dict(oracle or {"mistake_rate": 0.05, "max_messages": 20})
         self.draws = [0] * len(self.problems)
         vocab = tokenizer.get_vocab()
@@ -78,8 +77,8 @@ class TraceDataset(Dataset):
         return ids, [t or r for t, r in zip(tool, tool_output_mask(ids, *self.result_ids))]
 
     def trace_style(self, rng: random.Random) -> str:
-        """The style of one trace: the task's draw for a style that varies per trace (`Task.trace_style`,
-        e.g. Countdown's `mixed`: calc or plain), else `stage.trace` itself."""
+        """The style of one trace: the task's draw for a style that varies per trace (`Task.trace_style`),
+        else `stage.trace` itself."""
         draw = getattr(self.task, "trace_style", None)
         return draw(self.style, rng) if draw is not None else self.style
 
@@ -90,8 +89,8 @@ class TraceDataset(Dataset):
         problem = self.problems[index]
         rng = seeds.rng(self.seed, index, self.draws[index])
         self.draws[index] += 1
-        style = self.trace_style(rng)  # Countdown's mixed: this trace's draw; other styles draw nothing
-        prompt = self.prompt.ids(problem, available=style == "calc")  # calc traces: the tool answered
+        style = self.trace_style(rng)  # a style drawn per trace: this trace's draw; other styles draw nothing
+        prompt = self.prompt.ids(problem, available=style in self.tool_styles)
         response, tool = self.response(problem, rng, style)
         labels = [IGNORE] * len(prompt) + [IGNORE if t else r for r, t in zip(response, tool)]
         ids = (prompt + response)[: self.max_length]
@@ -106,7 +105,7 @@ def pad_batch(items: Sequence[dict[str, list[int]]], pad_id: int) -> dict[str, t
 
 class SFTDataModule(L.LightningDataModule):
     def __init__(self, task: Any, problems: Sequence[Any], tokenizer: PreTrainedTokenizerBase, template: str,
-                 style: str, batch_size: int, seed: int, max_length: int, tool_cfg: Mapping[str, Any] | None = None,
+                 style: str, batch_size: int, seed: int, max_length: int, tool_cfg: Mapping[str, Any],
                  oracle: Mapping[str, Any] | None = None):
         super().__init__()
         self.dataset = TraceDataset(task, problems, tokenizer, template, style, seed, max_length, tool_cfg, oracle)

@@ -10,7 +10,8 @@ asking after `max_calls`. A reply may end with the eos token: the tool ends the 
 A tool class also owns its prompt decoration: `prompt_text(task, problem, template, tokenizer, mode,
 available)` is the prompt of a rollout it does (`available`) or does not answer, `mode` being
 `tool.prompt`. `ToolPrompt` gives the prompts of a `tool` config to every caller (RL rollouts,
-evaluation in both regimes, validation), so no caller tests which tool it is.
+evaluation in both regimes, validation), so no caller tests which tool it is; `rollout_metrics(texts)`
+names the tool's own metrics of RL rollouts (the calculator's `tool/calc_emission_rate`).
 
 The tools are a task's hooks (`Task.tools()`: Countdown offers the calculator of paper 003 and the
 solver oracle of paper 004, in the tools module of its package); `tool_classes()` gathers them with any
@@ -67,6 +68,11 @@ class Tool(Protocol):
     def prompt_text(task: Any, problem: Any, template: str, tokenizer: PreTrainedTokenizerBase, mode: str,
                     available: bool) -> str:
         """The prompt of a rollout the tool does (`available`) or does not answer; `mode` is `tool.prompt`."""
+
+    @staticmethod
+    def rollout_metrics(texts: Sequence[str]) -> dict[str, float]:
+        """The tool's own metrics of a step's RL rollouts (`texts`, with or without the tool's answers), logged
+        beside the generic `tool/` ones; the tool class of `tool.kind` names them, also under `tool=off`."""
 
 
 TOOL_OFF = {"kind": "calculator", "schedule": "off", "prompt": "when_available"}  # no `tool` config given

@@ -1,4 +1,5 @@
-"""`stage=rloo`: online RL (ablate.lit.rloo) with a rollout engine, a tool, a curriculum and replay."""
+"""`stage=rloo`: online RL (ablate.lit.rloo learning from ablate.lit.collector) with a rollout engine, a tool, a
+curriculum and replay."""
 
 from __future__ import annotations
 
@@ -69,6 +70,7 @@ def fit_rloo(cfg: DictConfig, model, tokenizer, splits, task, run_dir: Path, sta
 
     from ablate.curriculum import ReplayBuffer, build_sampler
     from ablate.rollout.engines import build_engine
+    from ablate.lit.collector import Collector
     from ablate.lit.rloo import RLOOModule
     from ablate.rollout.tools import build_tool
 
@@ -79,10 +81,11 @@ def fit_rloo(cfg: DictConfig, model, tokenizer, splits, task, run_dir: Path, sta
                             embed=lambda: prompt_embeddings(cfg, model, tokenizer, train_problems, task), task=task)
     replay = (ReplayBuffer(int(cfg.replay.capacity), float(cfg.replay.fresh_fraction), int(cfg.seed))
               if cfg.replay.enabled else None)
-    module = RLOOModule(model, tokenizer, train_problems, cfg.model.template, engine, task, sampler,
-                        typed(RLOOStageConfig, s), int(cfg.seed), replay=replay,
-                        tool=OmegaConf.to_container(cfg.tool, resolve=True),
-                        dynamic_sampling=OmegaConf.to_container(cfg.dynamic_sampling, resolve=True))
+    stage = typed(RLOOStageConfig, s)
+    collector = Collector(train_problems, engine, task, sampler, stage, int(cfg.seed), tokenizer, cfg.model.template,
+                          replay=replay, tool=OmegaConf.to_container(cfg.tool, resolve=True),
+                          dynamic_sampling=OmegaConf.to_container(cfg.dynamic_sampling, resolve=True))
+    module = RLOOModule(model, tokenizer, collector, stage)
     # One item per optimizer step: prompts come from the sampler inside training_step.
     steps = DataLoader(range(s.max_steps), batch_size=None)
     try:

@@ -17,7 +17,13 @@ import abc
 import math
 import re
 from dataclasses import replace
+from types import SimpleNamespace
 from typing import Any, Mapping, NamedTuple
+
+import numpy as np
+
+from ablate.stats import level, rates
+from ablate.stats.verdicts import Estimate, welch
 
 CLAIM_TYPES: dict[str, "ClaimType"] = {}
 
@@ -51,6 +57,24 @@ class ClaimType(abc.ABC):
     @abc.abstractmethod
     def decide(self, claim, lo: float, hi: float) -> Decision:
         """The verdict from the interval [lo, hi] of d x difference (every registered type says its rule)."""
+
+    def values(self, claim, v: np.ndarray) -> np.ndarray:
+        """The per-seed values the claim is about (default: the metric's own)."""
+        return v
+
+    def estimate(self, claim, xs: np.ndarray, ys: np.ndarray | None, confidence: float) -> Estimate:
+        """The difference and its interval at `confidence` (default: Welch's, or the one-sample t)."""
+        return welch(xs, ys, confidence, claim.null)
+
+    def guard(self, claim, verdict: str, reason: str, xs, ys, alpha: float, test: str) -> tuple[str, str]:
+        """A look's verdict once the study's `test` has had its say (randomization: level.guard)."""
+        if test != "randomization" or not self.in_family or ys is None:
+            return verdict, reason
+        return level.guard(verdict, reason, claim.kind, claim.direction, claim.margin, xs, ys, alpha)
+
+    def floor(self, claim, n: int, m: int, test: str) -> float:
+        """The smallest one-sided p the look's exact test can reach at n vs m seeds (0: no such test)."""
+        return level.floor_p(n, m) if test == "randomization" and claim.baseline is not None else 0.0
 
     def target(self, claim) -> float:
         """The effect the seeds-needed plan is for (NaN: the study's default)."""
@@ -219,6 +243,79 @@ class Descriptive(ClaimType):
 
     def decide(self, claim, lo, hi):
         return Decision("descriptive", "", "describes; outside the family, decides nothing")
+
+
+@register
+class SuccessRate(Superiority):
+    """More seeds of the condition than of the baseline meet `success:` (a recover / collapse outcome,
+    bimodal over seeds, where no test of means holds its level): the seeds' 0/1 outcomes, the rate
+    difference's Newcombe interval, and Fisher's exact test at the look's one-sided level (rates.py).
+    `effect` is in rate units (a share of seeds)."""
+
+    name = "success_rate"
+
+    def check(self, claim, raw, problems):
+        if claim.success is None or claim.baseline is None or not (0 < claim.bar <= 1):
+            problems.append(f"claim {claim.id!r}: a success_rate claim compares the share of seeds meeting "
+                            "`success: '>=threshold'` between its condition and a `baseline`, with its `effect` "
+                            "of interest a share of seeds in (0, 1]")
+
+    def values(self, claim, v):
+        return rates.meets(v, *claim.success)
+
+    def estimate(self, claim, xs, ys, confidence):
+        k, n, j, m = int(xs.sum()), xs.size, int(ys.sum()), ys.size
+        if n < 1 or m < 1:
+            return Estimate(math.nan, math.nan, math.nan, math.nan, math.nan, "no seeds")
+        lo, hi = rates.newcombe(k, n, j, m, confidence)
+        return Estimate(k / n - j / m, lo, hi, rates.two_sided_p(k, n, j, m), math.nan)
+
+    def guard(self, claim, verdict, reason, xs, ys, alpha, test):
+        if verdict != "replicated":
+            return verdict, reason
+        k, n, j, m = int(xs.sum()), xs.size, int(ys.sum()), ys.size
+        one_sided = alpha / 2.0
+        if rates.floor_p(n, m) > one_sided:
+            return "inconclusive", (f"undecidable at {n} vs {m} seeds: the exact test's smallest p "
+                                    f"{rates.floor_p(n, m):.2g} exceeds the one-sided level {one_sided:.2g} "
+                                    f"(needs {rates.seeds_to_decide(one_sided)} seeds per arm)")
+        p = rates.exact_p(k, n, j, m, claim.direction)
+        if p > one_sided:
+            return "inconclusive", (f"the rate interval decides, Fisher's exact test does not "
+                                    f"(p {p:.2g} > {one_sided:.2g})")
+        return verdict, f"{reason}; Fisher's exact test p {p:.2g} <= {one_sided:.2g}"
+
+    def floor(self, claim, n, m, test):
+        return rates.floor_p(n, m)
+
+    def claimed(self, claim):
+        op, thr = claim.success
+        return (f"success rate ({op} {thr:g}), {'higher' if claim.direction > 0 else 'lower'}; "
+                f"effect of interest {claim.bar:.3g} of seeds")
+
+
+def decide(claim, low: float, high: float) -> tuple[str, str, str]:
+    """(verdict, what the interval excluded, reason) for the interval [low, high] of the difference,
+    by the claim's type (ablate.stats.claim_types)."""
+    rule = CLAIM_TYPES[claim.kind]
+    if not rule.in_family:  # descriptive: no verdict, whatever the interval
+        return tuple(rule.decide(claim, low, high))
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return "inconclusive", "", "no interval (too few seeds)"
+    lo, hi = (low, high) if claim.direction >= 0 else (-high, -low)
+    return tuple(rule.decide(claim, lo, hi))
+
+
+def verdict(kind: str, direction: int, low: float, high: float, *, effect: float = math.nan,
+            margin: float = math.nan, bounds=None) -> tuple[str, str]:
+    """(verdict, reason) for an interval of the difference under a claim of type `kind`."""
+    if kind not in CLAIM_TYPES:
+        raise ValueError(f"unknown claim type {kind!r}; choose one of {', '.join(CLAIM_TYPES)}")
+    claim = SimpleNamespace(kind=kind, direction=direction, bar=abs(effect) if math.isfinite(effect) else 0.0,
+                            effect=effect, margin=margin, bounds=bounds)
+    v, _, why = decide(claim, low, high)
+    return v, why
+
 
 
 # pass@k >= pass@j (k > j), coverage >= pass@1 >= pass^k: a difference of two of these is one-signed

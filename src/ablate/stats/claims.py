@@ -336,8 +336,9 @@ def check_study_block(block: Mapping | None) -> list[str]:
     problems: list[str] = []
     declared = parse_declared(block, problems)
     declared_mechanisms(block, problems)
-    if declared.test == "randomization" and not problems:  # refused before compute: a first look that cannot decide
+    if not problems:  # refused before compute: a first look whose exact test cannot decide
         plan = declared.plan
         problems += first_look_problems([c for c in declared.claims if c.in_family], plan.looks, plan.spending,
-                                        declared.shares())
+                                        declared.shares(),
+                                        lambda c, n: CLAIM_TYPES[c.kind].floor(c, n, n, declared.test))
     return problems

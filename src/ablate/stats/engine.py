@@ -16,14 +16,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ablate.stats.claim_types import CLAIM_TYPES
+from ablate.stats.claim_types import CLAIM_TYPES, decide
 from ablate.stats.claims import Claim, Declared, Plan
-from ablate.stats.level import guard
 from ablate.stats.multiplicity import sequentially_rejective
 from ablate.stats.power import pooled_sd, seeds_needed
 from ablate.stats.sequential import information, nominal_levels
 from ablate.stats.values import CURVE_REGIME, is_curve_metric, parse_reach, reach_values, sweep_values
-from ablate.stats.verdicts import compare, decide, rate, welch
+from ablate.stats.verdicts import compare, rate
 
 CLAIM_COLUMNS = [
     "id", "claim", "type", "claimed", "metric", "regime", "condition", "baseline", "direction", "paper", "bar", "margin",
@@ -116,6 +115,18 @@ def _planned(now: tuple, before: tuple | None, plan: Plan) -> bool:
     return plan.declared and bool(changed) and all(n in plan.looks for n in changed)
 
 
+def look_verdict(claim: Claim, xs: np.ndarray, ys: np.ndarray | None, a: float, test: str = "welch"):
+    """(estimate, verdict, excluded, reason) of one look at nominal level `a` (xs, ys: the claim's
+    per-seed values so far, ClaimType.values applied)."""
+    rule = CLAIM_TYPES[claim.kind]
+    est = rule.estimate(claim, xs, ys, 1.0 - a if a > 0 else 1.0 - 1e-12)
+    v, excluded, why = decide(claim, est.low, est.high)
+    if claim.in_family:  # the study's test (or the claim type's exact test) has its say
+        guarded, why = rule.guard(claim, v, why, xs, ys, a, test)
+        v, excluded = guarded, excluded if guarded == v else ""
+    return est, v, excluded, why
+
+
 def _decide_looks(claim: Claim, x: pd.DataFrame, y: pd.DataFrame | None, plan: Plan, alpha: float,
                   test: str = "welch") -> list[dict]:
     """The claim at every look, each at its nominal level: (n, n_baseline, estimate, verdict, ...)."""
@@ -131,11 +142,7 @@ def _decide_looks(claim: Claim, x: pd.DataFrame, y: pd.DataFrame | None, plan: P
     for (b, nx, ny), t, a in zip(history, fractions, levels):
         xs = x[x["batch"] <= b]["value"].to_numpy(dtype=np.float64)
         ys = None if one_sample else y[y["batch"] <= b]["value"].to_numpy(dtype=np.float64)
-        est = welch(xs, ys, 1.0 - a if a > 0 else 1.0 - 1e-12, claim.null)
-        v, excluded, why = decide(claim, est.low, est.high)
-        if test == "randomization" and claim.in_family and not one_sample:
-            guarded, why = guard(v, why, claim.kind, claim.direction, claim.margin, xs, ys, a)
-            v, excluded = guarded, excluded if guarded == v else ""
+        est, v, excluded, why = look_verdict(claim, xs, ys, a, test)
         if a <= 0 and claim.in_family:
             v, excluded, why = "inconclusive", "", "the plan has no alpha left at this look"
         out.append({"n": nx, "n_baseline": None if one_sample else ny, "fraction": t, "alpha_nominal": a,
@@ -231,6 +238,11 @@ def _evaluate_one(claim: Claim, table: pd.DataFrame, plan: Plan, alpha: float, e
         problems.append(f"claim {claim.id}: no {claim.metric} [{row['regime']}] values for {', '.join(missing)}")
     if missing:
         return row, []
+    raw_x = x["value"].to_numpy(dtype=np.float64)
+    raw_y = None if y is None else y["value"].to_numpy(dtype=np.float64)
+    rule = CLAIM_TYPES[claim.kind]  # what the claim is about per seed: the metric, or e.g. recovered or not
+    x = x.assign(value=rule.values(claim, raw_x))
+    y = None if y is None else y.assign(value=rule.values(claim, raw_y))
     looks = _decide_looks(claim, x, y, plan, alpha, test)
     decided = next((i for i, lk in enumerate(looks) if lk["verdict"] in ("replicated", "not replicated")), None)
     final = looks[-1]
@@ -251,8 +263,8 @@ def _evaluate_one(claim: Claim, table: pd.DataFrame, plan: Plan, alpha: float, e
             row["decided_at"] = f"look {decided + 1} of {len(looks)} taken"
             row["reason"] += f"; decided at look {decided + 1}, later seeds do not reopen it"
     if claim.success is not None:
-        row["rate"] = _rate_text(xs, claim.success, 1.0 - alpha)
-        row["rate_baseline"] = "" if ys is None else _rate_text(ys, claim.success, 1.0 - alpha)
+        row["rate"] = _rate_text(raw_x, claim.success, 1.0 - alpha)
+        row["rate_baseline"] = "" if raw_y is None else _rate_text(raw_y, claim.success, 1.0 - alpha)
     if row["verdict"] == "inconclusive" and alpha > 0:
         target = CLAIM_TYPES[claim.kind].target(claim)
         target = target if math.isfinite(target) and target > 0 else effect_default

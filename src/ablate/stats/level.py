@@ -171,23 +171,31 @@ def first_look_level(first: int, last: int, alpha: float, spending: str) -> floa
     return spent(first / last, alpha, spending)
 
 
-def first_look_problems(claims, looks: Sequence[int], spending: str, shares: dict[str, float]) -> list[str]:
-    """Under `test: randomization`: each two-sample claim whose plan's first look cannot reach its level
-    (shares: claim id -> its initial alpha), with the seeds per arm the first look needs."""
+def _fraction(p: float) -> str:
+    """1/252 for a randomization floor (the reciprocal of a count), else the number."""
+    inverse = 1.0 / p
+    return f"1/{round(inverse)}" if abs(inverse - round(inverse)) < 1e-6 * inverse else f"{p:.2g}"
+
+
+def first_look_problems(claims, looks: Sequence[int], spending: str, shares: dict[str, float],
+                        floor=lambda claim, n: floor_p(n, n)) -> list[str]:
+    """Each two-sample claim whose plan's first look cannot reach its level with its exact test
+    (shares: claim id -> its initial alpha; floor(claim, n): that test's smallest one-sided p at n vs n
+    seeds, 0 where the claim has no such test), with the seeds per arm the first look needs."""
     problems = []
     for c in claims:
         alpha = shares.get(c.id, 0.0)
-        if c.baseline is None or alpha <= 0:
+        if c.baseline is None or alpha <= 0 or floor(c, looks[0]) <= 0:
             continue
         n, last = looks[0], looks[-1]
         level = first_look_level(n, last, alpha, spending) / 2.0
-        if floor_p(n, n) <= level:
+        if floor(c, n) <= level:
             continue
         k = n
-        while floor_p(k, k) > first_look_level(k, max(k, last), alpha, spending) / 2.0:
+        while floor(c, k) > first_look_level(k, max(k, last), alpha, spending) / 2.0:
             k += 1
         problems.append(f"claim {c.id!r}: the plan's first look ({n} vs {n} seeds) cannot decide it at its level "
-                        f"(alpha {alpha:.3g}: one-sided {level:.2g} at the first look) with test: randomization, "
-                        f"whose smallest p there is 1/{math.comb(2 * n, n)}; give plan.looks a first look of "
+                        f"(alpha {alpha:.3g}: one-sided {level:.2g} at the first look): its exact test's smallest "
+                        f"p there is {_fraction(floor(c, n))}; give plan.looks a first look of "
                         f">= {k} seeds per arm, or the claim a larger share of alpha (multiplicity)")
     return problems

@@ -22,6 +22,8 @@ from typing import NamedTuple, Sequence
 import numpy as np
 import scipy.stats
 
+from ablate.stats.rates import meets
+
 VERDICTS = ("replicated", "not replicated", "inconclusive", "not testable")
 
 
@@ -59,41 +61,11 @@ def welch(x: Sequence[float], y: Sequence[float] | None, confidence: float, null
     return Estimate(diff, float(ci.low) - shift, float(ci.high) - shift, float(res.pvalue), float(res.df))
 
 
-def decide(claim, low: float, high: float) -> tuple[str, str, str]:
-    """(verdict, what the interval excluded, reason) for the interval [low, high] of the difference,
-    by the claim's type (ablate.stats.claim_types)."""
-    from ablate.stats.claim_types import CLAIM_TYPES
-
-    rule = CLAIM_TYPES[claim.kind]
-    if not rule.in_family:  # descriptive: no verdict, whatever the interval
-        return tuple(rule.decide(claim, low, high))
-    if not (math.isfinite(low) and math.isfinite(high)):
-        return "inconclusive", "", "no interval (too few seeds)"
-    lo, hi = (low, high) if claim.direction >= 0 else (-high, -low)
-    return tuple(rule.decide(claim, lo, hi))
-
-
-def verdict(kind: str, direction: int, low: float, high: float, *, effect: float = math.nan,
-            margin: float = math.nan, bounds=None) -> tuple[str, str]:
-    """(verdict, reason) for an interval of the difference under a claim of type `kind`."""
-    from types import SimpleNamespace
-
-    from ablate.stats.claim_types import CLAIM_TYPES
-
-    if kind not in CLAIM_TYPES:
-        raise ValueError(f"unknown claim type {kind!r}; choose one of {', '.join(CLAIM_TYPES)}")
-    claim = SimpleNamespace(kind=kind, direction=direction, bar=abs(effect) if math.isfinite(effect) else 0.0,
-                            effect=effect, margin=margin, bounds=bounds)
-    v, _, why = decide(claim, low, high)
-    return v, why
-
-
 def rate(values: Sequence[float], op: str, threshold: float, confidence: float) -> tuple[int, int, float, float]:
     """Seeds meeting `op threshold` (a bimodal outcome: recover / collapse) with the Clopper-Pearson
     exact interval of their rate: (k, n, low, high)."""
     a = _finite(values)
-    k = int(np.sum(a >= threshold) if op == ">=" else np.sum(a <= threshold) if op == "<=" else
-            np.sum(a > threshold) if op == ">" else np.sum(a < threshold))
+    k = int(meets(a, op, threshold).sum())
     if a.size == 0:
         return 0, 0, math.nan, math.nan
     ci = scipy.stats.binomtest(k, int(a.size)).proportion_ci(confidence_level=confidence, method="exact")

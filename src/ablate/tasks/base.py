@@ -14,15 +14,17 @@ opaque record with an `id`. What an instance offers:
   `no_answer` among them (metrics count correct and answered samples by these two);
 * `level(problem)`: the prompt's report level (Countdown: its operand count), written as the
   `level_column` of samples.jsonl and broken down as `<level_block>/<level>/...` in summaries,
-  validation and training metrics; `difficulty(problems, field)`: the values of a curriculum's
-  `difficulty.field` (the keys of `difficulty_fields`, whose value says `levels`: one level per value,
-  or `quantiles`: `curriculum.difficulty.bins` equal-count bins);
+  validation and training metrics (`rollout_metrics`: what RL rollouts log, named by the task);
+  `difficulty(problems, field)`: the values of a curriculum's `difficulty.field` (the keys of
+  `difficulty_fields`, whose value says `levels`: one level per value, or `quantiles`:
+  `curriculum.difficulty.bins` equal-count bins);
 * `record(problem)`: what identifies and labels a prompt in samples.jsonl (an `id` among them; evaluation
   adds the sample counts, `n`, `n_correct`, `n_answered`, `verdicts`, ..., after it);
 * `sft_segments(problem, rng, style, compact, oracle)`: one SFT response in the `stage.trace` style
   (one of `trace_styles`), as (text, written by a tool) pieces; optionally `trace_style(style, rng)`: the
   style of one trace, for a style drawn per trace (Countdown's `mixed`: calc or plain), drawn from the
-  trace's generator before the trace;
+  trace's generator before the trace; optionally `tool_styles`: the styles whose traces a tool answered
+  (their prompts decorated as rollouts the tool answers: Countdown's calc and oracle);
 * `tools()` (a class method): the tool classes it offers by `tool.kind` (none for most tasks), and
   optionally `solver_pairs(...)` (preference pairs from a solver: `stage.pairs.source=solver`).
 `check(cfg)` (a class method) refuses, before any compute, task, reward and stage values the task
@@ -82,6 +84,25 @@ class Task(Protocol):
 
     def sft_segments(self, problem: Any, rng: random.Random, style: str, compact: bool,
                      oracle: Mapping[str, Any] | None = None) -> list[tuple[str, bool]]: ...
+
+
+def rollout_metrics(task: Task, levels: Sequence[Any], rewards: Any, verdicts: Sequence[str],
+                    values: Sequence[Any]) -> dict[str, float]:
+    """What a task's RL rollouts log, named by the task: `train/verdict/<verdict>` for each of its `verdicts`
+    (fractions of samples), then reward and verdict rates per report level under its `level_block`
+    (Countdown's: `train/by_operands/3/reward_mean`, `train/by_operands/3/verdict/correct`, ...), NaN for a
+    level the batch did not draw, so a mean over steps is a mean over the steps that trained on it.
+    `levels`: each prompt's; `values`: the levels to report; `rewards` [prompts, k]; verdicts prompt-major."""
+    out = {f"train/verdict/{v}": sum(x == v for x in verdicts) / len(verdicts) for v in task.verdicts}
+    k = rewards.shape[1]
+    for n in values:
+        rows = [i for i, level in enumerate(levels) if level == n]
+        mine = [v for i in rows for v in verdicts[i * k:(i + 1) * k]]
+        out[f"train/{task.level_block}/{n}/reward_mean"] = rewards[rows].mean().item() if rows else float("nan")
+        for verdict in task.verdicts:
+            out[f"train/{task.level_block}/{n}/verdict/{verdict}"] = (sum(v == verdict for v in mine) / len(mine)
+                                                                      if mine else float("nan"))
+    return out
 
 
 TASKS: dict[str, type] = {}

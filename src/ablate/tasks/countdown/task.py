@@ -33,6 +33,7 @@ class CountdownTask:
     # curriculum.difficulty.field: one level per operand count, or quantile bins of the solver's search effort
     difficulty_fields = {"n_numbers": "levels", "hardness": "quantiles"}
     trace_styles = SFT_STYLES  # stage.trace: plain, calc, mixed (per trace, calc or plain: `trace_style`), oracle
+    tool_styles = ("calc", "oracle")  # traces a tool answered: their prompts are decorated as such
     pair_trace_styles = TRACE_STYLES  # stage.pairs.solver.trace (solver pairs render one style throughout)
     pair_kinds = PAIR_KINDS
 

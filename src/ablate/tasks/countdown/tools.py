@@ -79,6 +79,11 @@ class Calculator:
     def errors(tool_text: str) -> int:
         return tool_text.count("<result>ERR</result>")
 
+    @staticmethod
+    def rollout_metrics(texts: Sequence[str]) -> dict[str, float]:
+        """Rollouts that write `<calc>` at all (with or without the calculator: paper 003's residual emission)."""
+        return {"tool/calc_emission_rate": sum("<calc>" in text for text in texts) / len(texts)}
+
 
 class Oracle:
     """Paper 004's solver as a tool: it answers each model line of the search format (see
@@ -126,6 +131,10 @@ class Oracle:
 
     def errors(self, tool_text: str) -> int:
         return sum(self.format.is_error(line) for line in tool_text.split("\n"))
+
+    @staticmethod
+    def rollout_metrics(texts: Sequence[str]) -> dict[str, float]:
+        return {}  # its answers' counts are the generic tool/ metrics
 
 
 class OracleSession:

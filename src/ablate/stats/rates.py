@@ -1,0 +1,80 @@
+"""Two arms' rates of seeds meeting a success threshold: the difference, its interval and an exact test
+(pure maths).
+
+A recover / collapse arm is bimodal: when its few seeds happen to land in one mode, no test of means can
+tell it from an effect (docs/stats.md's level table: 1.35x nominal at 5/10/20 even under the
+randomization guard). A claim about such an arm is a claim about how often seeds recover, so
+`type: success_rate` decides on the counts of seeds meeting `success:` in each arm:
+
+* the test is Fisher's exact test (scipy.stats.fisher_exact), one-sided in the claimed direction: the
+  randomization test over seed labels of the 0/1 outcomes, so its level holds for any common success
+  probability at any n, and its floor is the randomization test's, 1 / C(n + m, n). (Boschloo's
+  unconditional test is more powerful, but scipy's takes ~50 ms a table: too slow for the level harness.)
+* the interval of the rate difference is Newcombe's hybrid score interval (statsmodels,
+  `confint_proportions_2indep(method="newcomb")`): defined at 0/n and n/n, where the score inversion fails.
+
+A look replicates only when both agree. Arguments: k successes of n seeds (x, the claim's condition),
+j of m (y, its baseline); direction +1 claims x's rate is higher.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+
+import numpy as np
+import scipy.stats
+
+
+def meets(values, op: str, threshold: float) -> np.ndarray:
+    """[n] 0/1: each seed's value meets `op threshold` (op one of >=, <=, >, <)."""
+    a = np.asarray(values, dtype=np.float64)
+    return {">=": a >= threshold, "<=": a <= threshold, ">": a > threshold, "<": a < threshold}[op].astype(np.float64)
+
+
+@functools.lru_cache(maxsize=65536)
+def exact_p(k: int, n: int, j: int, m: int, direction: int = 1) -> float:
+    """One-sided Fisher exact p of H0: rate_x <= rate_y (direction +1) or >= (direction -1)."""
+    if n < 1 or m < 1:
+        return math.nan
+    table = [[k, j], [n - k, m - j]]
+    alt = "greater" if direction > 0 else "less"
+    return float(min(1.0, scipy.stats.fisher_exact(table, alternative=alt).pvalue))
+
+
+def floor_p(n: int, m: int) -> float:
+    """The smallest one-sided p the exact test can give at n vs m seeds (n/n against 0/m): 1 / C(n+m, n)."""
+    return exact_p(n, n, 0, m, 1)
+
+
+def seeds_to_decide(level: float) -> int:
+    """The fewest seeds per arm (equal arms) whose exact test can reach `level` (one-sided)."""
+    n = 2
+    while floor_p(n, n) > level:
+        n += 1
+    return n
+
+
+@functools.lru_cache(maxsize=256)
+def _newcombe_table(n: int, m: int, confidence: float) -> tuple[np.ndarray, np.ndarray]:
+    """Newcombe's interval of k/n - j/m for every k <= n, j <= m ([n+1, m+1] lows and highs): one
+    vectorised statsmodels call serves every look of these arm sizes."""
+    from statsmodels.stats.proportion import confint_proportions_2indep
+
+    k, j = np.meshgrid(np.arange(n + 1), np.arange(m + 1), indexing="ij")
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        lo, hi = confint_proportions_2indep(k, n, j, m, method="newcomb", compare="diff", alpha=1.0 - confidence)
+    return np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
+
+
+def newcombe(k: int, n: int, j: int, m: int, confidence: float) -> tuple[float, float]:
+    """Newcombe's hybrid score interval of k/n - j/m at `confidence`."""
+    lo, hi = _newcombe_table(n, m, confidence)
+    return float(lo[k, j]), float(hi[k, j])
+
+
+def two_sided_p(k: int, n: int, j: int, m: int) -> float:
+    """Twice the smaller one-sided exact p, at most 1 (the p-value column; decisions use one side)."""
+    return min(1.0, 2.0 * min(exact_p(k, n, j, m, 1), exact_p(k, n, j, m, -1)))

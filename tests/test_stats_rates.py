@@ -1,0 +1,82 @@
+"""`type: success_rate`: a recover / collapse claim decided on how many seeds recover (stats/rates.py)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.stats
+from statsmodels.stats.proportion import confint_proportions_2indep
+
+from ablate.stats import rates
+from ablate.stats.claims import check_study_block, parse_declared
+from ablate.stats.engine import evaluate
+from ablate.stats.values import VALUE_COLUMNS
+
+
+def _study(alpha=0.05, looks=(5, 10, 20), test="welch", **claim):
+    c = {"id": "recovers", "claim": "more seeds recover", "metric": "pass@1", "condition": "x", "baseline": "y",
+         "type": "success_rate", "success": ">=0.3", "effect": 0.4}
+    c.update(claim)
+    return {"alpha": alpha, "test": test, "plan": {"looks": list(looks), "spending": "pocock"}, "claims": [c]}
+
+
+def _table(x, y):
+    rows = [(f"{arm}{j}", 0, arm, j, "no_tool", "pass@1", float(v)) for arm, vals in (("x", x), ("y", y))
+            for j, v in enumerate(vals)]
+    return pd.DataFrame(rows, columns=VALUE_COLUMNS)
+
+
+def test_the_exact_test_and_interval_are_fishers_and_newcombes_by_hand():
+    # 5/5 vs 0/5: one table of the C(10, 5) = 252 with these margins is as extreme
+    assert rates.exact_p(5, 5, 0, 5) == pytest.approx(1 / 252)
+    assert rates.floor_p(5, 5) == pytest.approx(1 / 252)
+    # 4/6 vs 1/5, lower: P(K <= 4) for K ~ hypergeometric(11 seeds, 5 successes, 6 drawn)
+    assert rates.exact_p(4, 6, 1, 5, -1) == pytest.approx(scipy.stats.hypergeom.cdf(4, 11, 5, 6))
+    lo, hi = rates.newcombe(4, 6, 1, 5, 0.9)
+    ref = confint_proportions_2indep(4, 6, 1, 5, method="newcomb", compare="diff", alpha=0.1)
+    assert (lo, hi) == pytest.approx(tuple(map(float, ref)))
+    assert rates.seeds_to_decide(1 / 70) == 4 and rates.seeds_to_decide(0.005) == 5
+    assert list(rates.meets([0.1, 0.3, 0.5], ">=", 0.3)) == [0, 1, 1]
+
+
+def test_a_bimodal_arm_in_one_mode_fools_the_mean_and_not_the_rate():
+    """Five seeds that all landed in the recover mode (+0.04) against a normal arm of the same mean:
+    the mean claim replicates (a false positive no test of means can avoid), the rate claim does not,
+    because 5 of 5 against 3 of 5 above the threshold is no evidence the rates differ."""
+    x = [0.385, 0.395, 0.39, 0.383, 0.397]
+    y = [0.36, 0.35, 0.34, 0.355, 0.345]
+    problems: list[str] = []
+    mean = parse_declared(_study(test="randomization", type="superiority", success=None, effect=0.01), problems)
+    rate = parse_declared(_study(success=">=0.35"), problems)
+    assert not problems
+    assert evaluate(mean, _table(x, y)).table["verdict"].iloc[0] == "replicated"
+    row = evaluate(rate, _table(x, y)).table.iloc[0]
+    assert row["verdict"] == "inconclusive"
+    assert row["estimate"] == pytest.approx(5 / 5 - 3 / 5) and row["mean"] == 1.0 and row["mean_baseline"] == 0.6
+    assert row["rate"].startswith("5/5 >= 0.35")
+
+
+def test_every_seed_recovering_against_none_replicates_with_the_exact_tests_p():
+    problems: list[str] = []
+    rate = parse_declared(_study(), problems)
+    row = evaluate(rate, _table([0.5] * 5, [0.1] * 5)).table.iloc[0]
+    assert row["verdict"] == "replicated" and "Fisher" in row["reason"] and row["estimate"] == 1.0
+    assert row["excluded"] == "0"
+    # the rate interval excludes the effect of interest (0.4): 2/5 vs 2/5 at a look that can decide
+    row = evaluate(parse_declared(_study(looks=(20,)), problems), _table([0.5] * 8 + [0.1] * 12,
+                                                                         [0.5] * 8 + [0.1] * 12)).table.iloc[0]
+    assert row["verdict"] == "not replicated" and "effect of interest" in row["reason"]
+
+
+@pytest.mark.parametrize("bad, words", [
+    ({"success": None}, "success"), ({"baseline": None}, "baseline"), ({"effect": 2.0}, "(0, 1]"),
+])
+def test_a_success_rate_claim_without_its_threshold_baseline_or_a_share_is_refused(bad, words):
+    problems = check_study_block(_study(**bad))
+    assert any("success_rate" in p and words in p for p in problems), problems
+
+
+def test_a_first_look_the_exact_test_cannot_decide_is_refused_whatever_the_study_test():
+    # 3 vs 3: Fisher's floor is 1/C(6, 3) = 1/20, above the first Pocock look's one-sided level at alpha 0.05
+    problems = check_study_block(_study(looks=(3, 6, 12)))
+    assert len(problems) == 1 and "first look (3 vs 3 seeds)" in problems[0] and "1/20" in problems[0]
+    assert check_study_block(_study()) == []
