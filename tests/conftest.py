@@ -1,5 +1,7 @@
 import pytest
 
+import ablate.parts  # noqa: F401 - every part's schema in Hydra's ConfigStore, before a test composes
+
 
 def pytest_configure(config):
     """The warnings `python -m ablate.train` keeps off its console (ablate.console) stay off this one:

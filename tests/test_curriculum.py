@@ -8,11 +8,12 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from scipy.stats import pearsonr
 
-from ablate.config import CONF_DIR, group_options
+from ablate.config import CONF_DIR, group_options, typed
 from ablate.curriculum import (DotsSampler, FrontierReplaySampler, FrontierSampler, Levels, ReplayBuffer, Sampler,
                                StaticSampler, ThresholdSampler, build_sampler, check_curriculum, difficulty_levels)
 from ablate.curriculum.dots import attention_difficulty, calibrate, fit_platt, pearson, selection_weights
 from ablate.rollout import Rollouts
+from ablate.stages.rloo import RLOOStageConfig
 from ablate.tasks.countdown import CountdownTask, Problem, Reward, generate
 from step_stubs import without_trainer
 
@@ -67,7 +68,7 @@ def test_static_samples_the_listed_levels_on_a_clock():
 
 
 def test_static_thirds_preset_is_not_cumulative():
-    c = OmegaConf.to_container(compose_cfg("curriculum=static_thirds").curriculum)
+    c = compose_cfg("curriculum=static_thirds").curriculum  # typed by its own schema (StaticThirdsCurriculum)
     problems = generate(300, seed=2)
     sampler = build_sampler(c, problems, seed=0, max_steps=9, task=COUNTDOWN)
     for step, level in [(0, 0), (2, 0), (3, 1), (5, 1), (6, 2), (8, 2)]:
@@ -201,9 +202,9 @@ def test_frontier_replay_rehearses_a_fixed_share_of_solved_prompts():
                                   "dots"])
 def test_sampler_state_round_trip_continues_the_same_curriculum(name):
     problems = generate(120, seed=3)
-    c = OmegaConf.to_container(compose_cfg(f"curriculum={name}").curriculum)
+    c = compose_cfg(f"curriculum={name}").curriculum
     if name == "dots":
-        c.update(every=2, reference_size=16)
+        c.every, c.reference_size = 2, 16
     embeddings = torch.randn(len(problems), 8, generator=torch.Generator().manual_seed(0))
     build = lambda seed: build_sampler(c, problems, seed, max_steps=6, embed=lambda: embeddings, task=COUNTDOWN)  # noqa: E731
     generator = torch.Generator().manual_seed(1)
@@ -371,6 +372,7 @@ def test_rloo_step_with_replay_reuses_groups_against_their_own_behaviour_policy(
     stage = OmegaConf.to_container(compose_cfg("stage=rloo").stage)
     stage.update(batch_prompts=4, k=2, micro_batch=8)
     buffer = ReplayBuffer(capacity=16, fresh_fraction=0.5, seed=0)
+    stage = typed(RLOOStageConfig, stage)
     collector = Collector(problems, TwoAnswerEngine(tokenizer), COUNTDOWN,
                           Sampler(Levels(torch.zeros(4, dtype=torch.long), ("all",)), 0), stage, 0, tokenizer, "compact",
                           replay=buffer)
@@ -417,3 +419,19 @@ def test_static_curriculum_orders_preference_pairs():
     assert all(pairs[i].n_numbers == 3 for i in order[:20]) and any(pairs[i].n_numbers == 4 for i in order[20:])
     with pytest.raises(ConfigError, match="curriculum=frontier"):
         check_config(compose_cfg("curriculum=frontier", "stage=ipo"))
+
+
+def test_a_sampler_receives_its_config_typed_by_its_schema():
+    """build_sampler types the config by the sampler's own schema: keys left out take the schema's defaults
+    (the shipped values, in one place), and a key the schema lacks is refused naming it."""
+    from omegaconf.errors import ConfigKeyError
+
+    from ablate.curriculum.samplers import ThresholdCurriculum
+
+    problems = generate(60, seed=4)
+    sampler = build_sampler({"kind": "threshold", "window": 5}, problems, 0, max_steps=4, task=COUNTDOWN)
+    defaults = ThresholdCurriculum()
+    assert isinstance(sampler, ThresholdSampler) and sampler.window.maxlen == 5
+    assert (sampler.low, sampler.high, sampler.success_reward) == (defaults.low, defaults.high, defaults.success_reward)
+    with pytest.raises(ConfigKeyError, match="flor"):
+        build_sampler({"kind": "frontier", "flor": 0.1}, problems, 0, max_steps=4, task=COUNTDOWN)

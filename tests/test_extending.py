@@ -9,8 +9,8 @@ from hydra import compose, initialize_config_dir
 
 from ablate.checks import ConfigError, check_config
 from ablate.config import CONF_DIR, load_group_config, require
-from ablate.config.schemas import SFTStageConfig
-from ablate.stages.sft import check_sft, fit_sft
+from ablate.config.schemas import config_schema
+from ablate.stages.sft import SFTStageConfig, check_sft, fit_sft
 from ablate.tasks.countdown import CountdownTask, Problem, Reward
 
 COUNTDOWN = CountdownTask({}, Reward.from_config(load_group_config("reward", "tinyzero")))
@@ -133,6 +133,7 @@ def test_a_preference_loss_is_a_stage_by_its_registry_key(monkeypatch):
 
 
 # docs/extending.md, "A stage": the example stage, registered from the test instead of a module of ablate.stages.
+@config_schema("stage", "sft_top_test_schema")
 @dataclasses.dataclass
 class SFTTopConfig(SFTStageConfig):
     name: str = "sft_top_test"

@@ -8,9 +8,11 @@ import lightning as L
 import pytest
 import torch
 
+from ablate.config import typed
 from ablate.lit.dpo import PreferenceModule, collate_pairs, encode_pair, reference_logprobs
 from ablate.lit.pairs import Pair, check_stages, load_pairs, max_distance_pairs, order_pairs, quotas, sampled_pairs, save_pairs
 from ablate.objectives import IGNORE
+from ablate.stages.preference import PreferenceStageConfig
 from ablate.tasks.countdown import Problem, Step, Verdict, generate, judge
 from ablate.tasks.countdown.pairs import _substitution, random_path, solver_pair, solver_pairs
 from ablate.tasks.countdown.traces import render_trace, sft_response
@@ -191,7 +193,7 @@ def fit_module(model, pairs, tokenizer, stage, steps):
     encoded = [encode_pair(p, tokenizer, 64) for p in pairs]
     reference = reference_logprobs(model, encoded, tokenizer.pad_token_id, bool(stage["average_logps"]))
     module = PreferenceModule(model, encoded, reference, lambda length: [i % len(pairs) for i in range(length)],
-                              stage, tokenizer.pad_token_id)
+                              typed(PreferenceStageConfig, stage), tokenizer.pad_token_id)
     trainer = L.Trainer(max_steps=steps, logger=False, enable_checkpointing=False, enable_progress_bar=False,
                         enable_model_summary=False, accelerator="cpu")
     model.train()

@@ -6,7 +6,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from ablate.config import CONF_DIR, load_group_config
+from ablate.config import CONF_DIR, load_group_config, typed
 from ablate.curriculum import Sampler, build_sampler
 from ablate.lit.collector import Collector
 from ablate.lit.rloo import RLOOModule
@@ -14,6 +14,7 @@ from ablate.lit.rollout_batch import pad_rollouts
 from ablate.models import encode_prompt, prompt_text
 from ablate.objectives import token_logprobs
 from ablate.rollout import Rollouts
+from ablate.stages.rloo import RLOOStageConfig
 from ablate.tasks.countdown import CountdownTask, Problem, Reward
 from crash import assert_resume_reproduces
 from step_stubs import without_trainer
@@ -60,6 +61,7 @@ def test_one_step_prefers_the_rewarded_completion(tiny_policy):
         stage = OmegaConf.to_container(compose(config_name="config", overrides=["stage=rloo"]).stage)
     stage.update(batch_prompts=1, k=2, lr=1e-2, kl_coef=0.0, entropy_coef=0.0, micro_batch=1)
     task = CountdownTask({}, Reward.from_config(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "reward" / "binary.yaml"))))
+    stage = typed(RLOOStageConfig, stage)
     module = RLOOModule(model, tokenizer, Collector([problem], engine, task, build_sampler(None, [problem], 0, 1, task=task),
                                                     stage, 0, tokenizer, "compact"), stage)
     without_trainer(module)
@@ -93,6 +95,7 @@ def one_step(model, tokenizer, texts, before_step=None, **stage_overrides) -> tu
         stage = OmegaConf.to_container(compose(config_name="config", overrides=["stage=rloo"]).stage)
     stage.update(batch_prompts=1, k=len(texts), lr=0.0, grad_clip=1e9, **stage_overrides)
     task = CountdownTask({}, Reward.from_config(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "reward" / "binary.yaml"))))
+    stage = typed(RLOOStageConfig, stage)
     collector = Collector([problem], FixedEngine(model, tokenizer, texts), task,
                           build_sampler(None, [problem], 0, 1, task=task), stage, 0, tokenizer, "compact")
     module = RLOOModule(model, tokenizer, collector, stage)
@@ -307,6 +310,7 @@ def dynamic_module(tiny_policy, script, max_gen_batches, replay=None):
     task = CountdownTask({}, Reward.from_config(OmegaConf.to_container(cfg.reward)))  # tinyzero: format credit 0.1
     sampler = ScriptedSampler(script)
     engine = OutcomeEngine(tokenizer, 2)
+    stage = typed(RLOOStageConfig, stage)
     collector = Collector(problems, engine, task, sampler, stage, 0, tokenizer, "compact", replay=replay,
                           dynamic_sampling={"enabled": True, "max_gen_batches": max_gen_batches})
     module = RLOOModule(model, tokenizer, collector, stage)

@@ -1,6 +1,7 @@
-"""Config groups with a schema (ablate.config.schemas): wrong types and unknown keys fail at composition with
-Hydra's message naming the key, and each schema holds exactly its yaml's keys with the yaml's types (so
-composed configs, and the cache keys hashed from them, are what they were without schemas)."""
+"""Config groups with a schema (each beside its part, stored by @config_schema): wrong types and unknown keys
+fail at composition with Hydra's message naming the key, and each schema holds exactly its yaml's keys with
+the yaml's types (so composed configs, and the cache keys hashed from them, are what they were without
+schemas)."""
 
 import dataclasses
 
@@ -9,24 +10,36 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
-from ablate.config import schemas
 from ablate.config import CONF_DIR, group_options, load_group_config
+from ablate.config.schemas import SCHEMAS, EvalConfig, ToolConfig
+from ablate.curriculum.dots import DotsCurriculum
+from ablate.curriculum.samplers import (SAMPLERS, FrontierCurriculum, FrontierReplayCurriculum, StaticCurriculum,
+                                        StaticThirdsCurriculum, ThresholdCurriculum, UniformCurriculum)
+from ablate.rollout.engines import ENGINES, HFRolloutConfig, VLLMRolloutConfig
+from ablate.rollout.schedules import AnnealedToolConfig, SteppedToolConfig
+from ablate.stages import STAGES
+from ablate.stages.preference import PreferenceStageConfig
+from ablate.stages.rloo import RLOOStageConfig
+from ablate.stages.sft import SFTStageConfig
+from ablate.tasks import TASKS
+from ablate.tasks.countdown.schema import CountdownTaskConfig, OracleToolConfig
+from ablate.tasks.reasoning_gym import ReasoningGymTaskConfig
 
 # (group, option) -> schema, and the overrides that select the option (a curriculum needs stage=rloo)
-GROUPS = {("eval", "default"): schemas.EvalConfig, ("rollout", "hf"): schemas.HFRolloutConfig,
-          ("rollout", "vllm"): schemas.VLLMRolloutConfig, ("task", "countdown"): schemas.TaskConfig,
-          ("task", "chain_sum"): schemas.ReasoningGymTaskConfig,
-          ("stage", "sft"): schemas.SFTStageConfig, ("stage", "rloo"): schemas.RLOOStageConfig,
-          ("stage", "dpo"): schemas.PreferenceStageConfig,
-          ("tool", "off"): schemas.ToolConfig, ("tool", "on"): schemas.ToolConfig,
-          ("tool", "anneal_linear"): schemas.AnnealedToolConfig, ("tool", "anneal_log"): schemas.AnnealedToolConfig,
-          ("tool", "anneal_step"): schemas.SteppedToolConfig, ("tool", "oracle"): schemas.OracleToolConfig,
-          ("curriculum", "none"): schemas.UniformCurriculum, ("curriculum", "static"): schemas.StaticCurriculum,
-          ("curriculum", "static_thirds"): schemas.StaticThirdsCurriculum,
-          ("curriculum", "threshold"): schemas.ThresholdCurriculum,
-          ("curriculum", "frontier"): schemas.FrontierCurriculum,
-          ("curriculum", "frontier_replay"): schemas.FrontierReplayCurriculum,
-          ("curriculum", "dots"): schemas.DotsCurriculum}
+GROUPS = {("eval", "default"): EvalConfig, ("rollout", "hf"): HFRolloutConfig,
+          ("rollout", "vllm"): VLLMRolloutConfig, ("task", "countdown"): CountdownTaskConfig,
+          ("task", "chain_sum"): ReasoningGymTaskConfig,
+          ("stage", "sft"): SFTStageConfig, ("stage", "rloo"): RLOOStageConfig,
+          ("stage", "dpo"): PreferenceStageConfig,
+          ("tool", "off"): ToolConfig, ("tool", "on"): ToolConfig,
+          ("tool", "anneal_linear"): AnnealedToolConfig, ("tool", "anneal_log"): AnnealedToolConfig,
+          ("tool", "anneal_step"): SteppedToolConfig, ("tool", "oracle"): OracleToolConfig,
+          ("curriculum", "none"): UniformCurriculum, ("curriculum", "static"): StaticCurriculum,
+          ("curriculum", "static_thirds"): StaticThirdsCurriculum,
+          ("curriculum", "threshold"): ThresholdCurriculum,
+          ("curriculum", "frontier"): FrontierCurriculum,
+          ("curriculum", "frontier_replay"): FrontierReplayCurriculum,
+          ("curriculum", "dots"): DotsCurriculum}
 
 
 def cfg_of(*overrides):
@@ -58,7 +71,7 @@ def test_a_schema_has_its_yaml_keys_types_and_values(group, option):
     plain = plain_of(group, option)
     schema = GROUPS[group, option]
     assert [f.name for f in dataclasses.fields(schema)] == list(plain)
-    if schema not in (schemas.ToolConfig, schemas.AnnealedToolConfig):  # shared by two yamls: the first's values
+    if schema not in (ToolConfig, AnnealedToolConfig):  # shared by two yamls: the first's values
         assert OmegaConf.to_container(OmegaConf.structured(schema)) == plain  # defaults: the shipped values
     composed = OmegaConf.to_container(cfg_of("stage=rloo", f"{group}={option}")[group])
     assert composed == plain and types(composed) == types(plain)
@@ -66,7 +79,7 @@ def test_a_schema_has_its_yaml_keys_types_and_values(group, option):
 
 def test_ipo_is_the_preference_schema_with_its_own_values():
     composed = cfg_of("stage=ipo").stage
-    assert OmegaConf.get_type(composed) is schemas.PreferenceStageConfig
+    assert OmegaConf.get_type(composed) is PreferenceStageConfig
     assert composed.name == "ipo" and composed.beta == 0.5
 
 
@@ -113,7 +126,7 @@ def test_a_wrong_type_or_an_unknown_key_fails_at_composition_naming_it(selection
 
 def test_the_upstream_stages_are_typed_too():
     cfg = cfg_of("stage=rloo")
-    assert OmegaConf.get_type(cfg.upstream.sft) is schemas.SFTStageConfig
+    assert OmegaConf.get_type(cfg.upstream.sft) is SFTStageConfig
     with pytest.raises(ConfigCompositionException):
         cfg_of("stage=rloo", "upstream.sft.max_steps=ten")
 
@@ -143,3 +156,17 @@ def test_an_unknown_key_in_a_preset_fails_at_composition_naming_it(tmp_path, gro
         cfg_of(*selection, f"hydra.searchpath=[file://{tmp_path}]", "experiment=mine")
     message = str(err.value) + str(err.value.__cause__)
     assert key in message and "not in" in message, message
+
+
+def test_each_schema_is_stored_once_and_its_registry_entry_carries_it():
+    """One store per (group, name), no schema twice; the registries' entries hold the schemas their yaml use."""
+    names = [(group, name) for group, name, _ in SCHEMAS]
+    assert len(names) == len(set(names)) and len(SCHEMAS) == len({schema for _, _, schema in SCHEMAS})
+    assert set(GROUPS.values()) <= {schema for _, _, schema in SCHEMAS}
+    assert STAGES["sft"].schema is SFTStageConfig and STAGES["rloo"].schema is RLOOStageConfig
+    assert STAGES["preference"].schema is PreferenceStageConfig
+    assert ENGINES["hf"].schema is HFRolloutConfig and ENGINES["vllm"].schema is VLLMRolloutConfig
+    assert TASKS["countdown"].schema is CountdownTaskConfig and TASKS["reasoning_gym"].schema is ReasoningGymTaskConfig
+    shipped = {"none": UniformCurriculum, "static": StaticCurriculum, "threshold": ThresholdCurriculum,
+               "frontier": FrontierCurriculum, "frontier_replay": FrontierReplayCurriculum, "dots": DotsCurriculum}
+    assert {kind: SAMPLERS[kind].schema for kind in shipped} == shipped

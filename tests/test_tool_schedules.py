@@ -118,7 +118,7 @@ def test_rloo_draws_availability_per_rollout_and_states_it_in_the_prompt(tiny_po
     engine = RecordingEngine(tokenizer)
     task = CountdownTask({}, Reward.from_config(OmegaConf.to_container(c.reward)))
     problems = [Problem((1, 2), 3), Problem((4, 5, 6), 15)]
-    stage = OmegaConf.to_container(c.stage)
+    stage = OmegaConf.to_object(c.stage)
     collector = Collector(problems, engine, task, build_sampler(None, problems, 0, 10, task=task), stage, 0, tokenizer,
                           "compact", tool=OmegaConf.to_container(c.tool))
     module = RLOOModule(model, tokenizer, collector, stage)
@@ -173,7 +173,7 @@ def test_collection_metrics_are_named_by_the_task_and_the_tool_not_the_learner(t
     task = BySize({}, Reward.from_config(OmegaConf.to_container(c.reward)))
     problems = [Problem((1, 2), 3), Problem((4, 5, 6), 15)]
     collector = Collector(problems, RecordingEngine(tokenizer), task, build_sampler(None, problems, 0, 10, task=task),
-                          OmegaConf.to_container(c.stage), 0, tokenizer, "compact", tool=OmegaConf.to_container(c.tool))
+                          OmegaConf.to_object(c.stage), 0, tokenizer, "compact", tool=OmegaConf.to_container(c.tool))
     metrics = collector.collect(0).metrics
     assert metrics["tool/answer_rate"] == 1.0 and "tool/calc_emission_rate" not in metrics
     assert {"train/by_size/2/reward_mean", "train/by_size/3/verdict/correct"} <= set(metrics)

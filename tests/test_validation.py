@@ -4,14 +4,13 @@ import pandas as pd
 import pytest
 from crash import run_crashing_at_step
 from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
 
-from ablate.config import CONF_DIR
+from ablate.config import CONF_DIR, load_group_config
 from ablate.tasks.countdown import build_splits
 
 
 def task_cfg(**overrides):
-    task = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "task" / "countdown.yaml"))
+    task = load_group_config("task", "countdown")
     task.update({"pool_size": 1500, "test_pool": 1000, "test_size": 100, **overrides})
     return task
 

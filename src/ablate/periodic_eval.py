@@ -17,14 +17,17 @@ ran before: a resumed run logs the same `val/*` rows as an uninterrupted one. Wi
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import lightning as L
-import numpy as np
 
+from ablate.config import typed
+from ablate.config.schemas import EvalConfig
+from ablate.seeds import seed_of
 from ablate.tasks import Task
 
 log = logging.getLogger(__name__)
@@ -48,11 +51,6 @@ def val_metrics(summary: Mapping[str, Any]) -> dict[str, float]:
     return metrics
 
 
-def val_generator_seed(seed: int, step: int) -> int:
-    """The validation sampler's seed at a step: a function of (seed, step) only, never of the run's history."""
-    return int(np.random.SeedSequence([seed, 17, step]).generate_state(1)[0])
-
-
 class ValidationCallback(L.Callback):
     def __init__(self, problems: Sequence[Any], tokenizer, template: str, task: Task,
                  eval_cfg: Mapping[str, Any], seed: int, every: int, max_steps: int, keep_checkpoints: Path | None = None,
@@ -61,7 +59,8 @@ class ValidationCallback(L.Callback):
         self.tokenizer = tokenizer
         self.template = template
         self.task = task
-        self.eval_cfg = {**dict(eval_cfg), "n": int(eval_cfg["val_n"]), "ks": [1], "save_completions": 0}
+        e = typed(EvalConfig, eval_cfg)
+        self.eval_cfg = dataclasses.replace(e, n=e.val_n, ks=[1], save_completions=0)
         self.seed, self.every, self.max_steps = seed, every, max_steps
         self.keep_checkpoints = keep_checkpoints
         self.tool_cfg = tool_cfg  # decorates the prompts
@@ -88,7 +87,7 @@ class ValidationCallback(L.Callback):
         model = pl_module.model
         was_training = model.training
         summary, _ = evaluate(model, self.tokenizer, self.problems, self.template, self.task, self.eval_cfg,
-                              val_generator_seed(self.seed, updates), self.tool, tool_cfg=self.tool_cfg,
+                              seed_of("val", self.seed, updates), self.tool, tool_cfg=self.tool_cfg,
                               progress=False)
         model.train(was_training)
         metrics = val_metrics(summary)

@@ -23,7 +23,8 @@ from typing import Any, Sequence
 import hydra
 from omegaconf import DictConfig
 
-from ablate.config import CONF_DIR, torch_threads  # also registers the group schemas and resolvers before Hydra composes
+import ablate.parts  # noqa: F401 - every part's schema, before Hydra composes
+from ablate.config import CONF_DIR, torch_threads
 from ablate.checks import ConfigError, check_config
 from ablate.fit import global_rank, launch_rank
 from ablate.rundir import RunDir

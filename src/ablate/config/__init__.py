@@ -1,5 +1,6 @@
-"""Configuration, owned in one place: the config tree (`CONF_DIR`), the group schemas
-(`ablate.config.schemas`), `ConfigError` (`ablate.config.errors`) and the checks that read only the
+"""Configuration, owned in one place: the config tree (`CONF_DIR`), how a part stores its schema and the
+schemas no part owns (`ablate.config.schemas`; each part's own sits beside it, and `ablate.parts` imports
+them all before anything composes), `ConfigError` (`ablate.config.errors`) and the checks that read only the
 config or the outside world (`ablate.config.checks`). This package imports no other part of ablate:
 every part imports it, never the reverse (each part's own range checks live with the part, and
 `ablate.checks.check_config` runs them all).
@@ -16,7 +17,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from ablate.config import schemas  # noqa: F401 - registers the group schemas the yaml files name
+from ablate.config import schemas  # noqa: F401 - stores the schemas no part owns (eval, the tool's common keys)
 from ablate.config.errors import ConfigError, require
 from ablate.config.schemas import typed
 
@@ -79,5 +80,5 @@ def load_group_config(group: str, option: str) -> dict[str, Any]:
     if not path.is_file():
         raise ValueError(f"no {group} config {option!r}; choose one of {group_options(group)}")
     plain = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-    plain.pop("defaults", None)  # a schema (ablate.config.schemas) or other group choices: not values
+    plain.pop("defaults", None)  # a schema (@config_schema) or other group choices: not values
     return plain

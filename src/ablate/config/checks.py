@@ -95,7 +95,7 @@ def task_file_error(task: Mapping[str, Any]) -> str | None:
 
 
 def schema_keys(group: str) -> set[str]:
-    """Every key path under `group` that one of its schemas (ablate.config.schemas) has, e.g.
+    """Every key path under `group` that one of its schemas (stored by the parts: ablate.config.schemas) has, e.g.
     `tool.anneal_ratio`, `curriculum.difficulty.bins`: what a `+` override there may name."""
     from ablate.config.schemas import SCHEMAS
 
@@ -149,7 +149,7 @@ def unknown_keys_error(cfg: DictConfig, prefix: str = "") -> str | None:
         if known is not None and key not in known:
             group = path.partition(".")[0]
             elsewhere = " (another option of the group has it: choose that one)" if path in schema_keys(group) else ""
-            return (f"{path}: the schema of this option ({schema.__name__}, ablate.config.schemas) has no such "
+            return (f"{path}: the schema of this option ({schema.__name__}, {schema.__module__}) has no such "
                     f"key, so nothing would read it{elsewhere}. `python -m ablate.train --cfg job` lists the keys")
         if isinstance(value, DictConfig):
             error = unknown_keys_error(value, path + ".")

@@ -17,6 +17,9 @@ import pkgutil
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
+from omegaconf import OmegaConf
+
+from ablate.config import typed
 
 from .difficulty import Levels, difficulty_levels, task_levels
 from .dots import DotsSampler
@@ -55,9 +58,14 @@ def check_curriculum(c: Mapping[str, Any], fields: Sequence[str] | None = None, 
 def build_sampler(c: Mapping[str, Any] | None, problems: Sequence[Any], seed: int, max_steps: int,
                   embed: Callable[[], torch.Tensor] | None = None, *, task: Any) -> Sampler:
     """The sampler a curriculum config describes (None: uniform) over `task`'s prompts `problems` (the task
-    gives their difficulty levels). `embed` gives DOTS its prompt embeddings."""
-    c = dict(c or {"kind": "none"})
-    check_curriculum(c, tuple(task.difficulty_fields), task.name)
-    d = c.get("difficulty", {})
+    gives their difficulty levels). `embed` gives DOTS its prompt embeddings. `c`: the composed `curriculum`
+    (a preset typed by its own schema, e.g. static_thirds) or a plain mapping of the sampler's schema's keys."""
+    c = c if c is not None else {"kind": "none"}
+    cls = SAMPLERS.get(c.get("kind", "none"))
+    schema = vars(cls).get("schema") if cls else None  # the sampler's own (a preset's subclass of it stays its own)
+    config = typed(schema, c) if schema else c  # keys left out: the schema's defaults
+    view = OmegaConf.structured(config) if schema else c  # what the checks read, by key
+    check_curriculum(view, tuple(task.difficulty_fields), task.name)
+    d = view.get("difficulty") or {}  # every sampler's: one level per value, or quantile bins (Task.difficulty_fields)
     levels = task_levels(task, problems, d.get("field", "n_numbers"), int(d.get("bins", 3)))
-    return SAMPLERS[c.get("kind", "none")].from_config(c, levels, seed, max_steps, embed)
+    return cls.from_config(config, levels, seed, max_steps, embed)

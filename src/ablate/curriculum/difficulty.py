@@ -9,13 +9,36 @@ Level 0 is always the easiest.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Sequence
+from dataclasses import dataclass, field as dataclass_field
+from typing import List, Sequence
 
 import torch
 
 KINDS = ("levels", "quantiles")
 BIN_NAMES = {2: ("easy", "hard"), 3: ("easy", "medium", "hard")}
+
+
+@dataclass
+class Difficulty:
+    """`curriculum.difficulty` of a sampler on the task's levels (one per value of the field)."""
+
+    field: str = "n_numbers"
+
+
+@dataclass
+class BinnedDifficulty:
+    """`curriculum.difficulty` of a sampler on quantile bins of the field (`Task.difficulty_fields`)."""
+
+    field: str = "hardness"
+    bins: int = 3
+
+
+@dataclass
+class LevelStage:
+    """A stage of a static curriculum: the levels trained on until the fraction `until` of the run."""
+
+    until: float = 1.0
+    levels: List[int] = dataclass_field(default_factory=lambda: [0])
 
 
 @dataclass(frozen=True)

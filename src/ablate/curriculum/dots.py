@@ -12,11 +12,14 @@ outside (the starting policy's mean-pooled hidden states by default): the sample
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import torch
 
-from .difficulty import Levels
+from ablate.config.schemas import config_schema
+
+from .difficulty import Difficulty, Levels
 from .samplers import Sampler, success_rates
 
 EPS = 1e-4
@@ -73,8 +76,24 @@ def selection_weights(predicted: torch.Tensor, alpha: float, tau: float) -> torc
     return torch.exp(-(distance - distance.min()) / tau).clamp_min(1e-300)
 
 
+@config_schema("curriculum", "dots_schema")
+@dataclass
+class DotsCurriculum:
+    name: str = "dots"
+    kind: str = "dots"
+    difficulty: Difficulty = field(default_factory=Difficulty)
+    every: int = 10
+    reference_size: int = 64
+    alpha: float = 0.5
+    tau: float = 0.1
+    calibrate: bool = True
+    embedding: str = "policy"
+    success_reward: float = 1.0
+
+
 class DotsSampler(Sampler):
     name = "dots"
+    schema = DotsCurriculum
 
     def __init__(self, levels: Levels, seed: int, embeddings: torch.Tensor, every: int = 10,
                  reference_size: int = 64, alpha: float = 0.5, tau: float = 0.1, calibrate: bool = True,
@@ -103,8 +122,7 @@ class DotsSampler(Sampler):
     def from_config(cls, c, levels, seed, max_steps, embed):
         if embed is None:
             raise ValueError("curriculum=dots needs prompt embeddings")
-        return cls(levels, seed, embed(), int(c["every"]), int(c["reference_size"]), float(c["alpha"]),
-                   float(c["tau"]), bool(c.get("calibrate", True)), float(c.get("success_reward", 1.0)))
+        return cls(levels, seed, embed(), c.every, c.reference_size, c.alpha, c.tau, c.calibrate, c.success_reward)
 
     def reference_prompts(self, step: int) -> list[int]:
         """The prompts to roll out for difficulty before this step's batch ([] on most steps)."""

@@ -17,6 +17,7 @@ from typing import Any, Mapping, Sequence
 import torch
 
 from ablate.rollout import Rollouts
+from ablate.seeds import seed_of
 
 
 @dataclass
@@ -32,7 +33,7 @@ class ReplayBuffer:
     def __init__(self, capacity: int, fresh_fraction: float, seed: int):
         self.groups: deque[ReplayGroup] = deque(maxlen=capacity)
         self.fresh_fraction = fresh_fraction
-        self.generator = torch.Generator().manual_seed(seed)
+        self.generator = torch.Generator().manual_seed(seed_of("replay", seed))
 
     def __len__(self) -> int:
         return len(self.groups)

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from typing import Any, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, List, Mapping, Sequence
 
 import pandas as pd
 import torch
 
-from .difficulty import Levels
+from ablate.config.schemas import config_schema, typed
+from ablate.seeds import seed_of
+
+from .difficulty import BinnedDifficulty, Difficulty, Levels, LevelStage
 
 
 def success_rates(rewards: torch.Tensor, success_reward: float = 1.0) -> torch.Tensor:
@@ -25,14 +29,24 @@ def success_rates(rewards: torch.Tensor, success_reward: float = 1.0) -> torch.T
 
 
 # curriculum.kind -> sampler class. A subclass with its own `name` registers itself on definition, so a
-# new curriculum is its class (in any module of this package, which imports them all) and its yaml.
+# new curriculum is its class and its schema (in any module of this package, which imports them all) and its
+# yaml. A sampler's yaml is `@package _global_`: its schema is listed as `<name>_schema@curriculum`.
 SAMPLERS: dict[str, type["Sampler"]] = {}
+
+
+@config_schema("curriculum", "none_schema")
+@dataclass
+class UniformCurriculum:
+    name: str = "none"
+    kind: str = "none"
+    difficulty: Difficulty = field(default_factory=Difficulty)
 
 
 class Sampler:
     """Uniform sampling with replacement over a subset of the pool; subclasses choose the subset or the weights."""
 
     name = "none"
+    schema: type = UniformCurriculum  # its `curriculum` config's dataclass; a subclass sets its own
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -44,16 +58,18 @@ class Sampler:
         """ValueError naming the key when this sampler's `curriculum` config cannot work."""
 
     @classmethod
-    def from_config(cls, c: Mapping[str, Any], levels: Levels, seed: int, max_steps: int,
+    def from_config(cls, c: Any, levels: Levels, seed: int, max_steps: int,
                     embed: Callable[[], torch.Tensor] | None) -> "Sampler":
-        """The sampler a checked `curriculum` config describes; `embed()` gives prompt embeddings (DOTS)."""
-        return cls(levels, seed, float(c.get("success_reward", 1.0)))
+        """The sampler a checked `curriculum` config describes, as an instance of the class's own `schema`
+        (`build_sampler` types it; a sampler without a schema of its own gets the mapping); `embed()` gives
+        prompt embeddings (DOTS)."""
+        return cls(levels, seed)
 
     def __init__(self, levels: Levels, seed: int, success_reward: float = 1.0):
         self.levels = levels
         self.n = int(levels.of.numel())
         self.success_reward = success_reward
-        self.generator = torch.Generator().manual_seed(seed)
+        self.generator = torch.Generator().manual_seed(seed_of("sampler", seed))
         self.last: list[int] = []
 
     def _uniform(self, pool: torch.Tensor | None, batch: int) -> list[int]:
@@ -108,16 +124,39 @@ def last_quarter(metrics: pd.DataFrame, column: str) -> pd.Series:
     return rows[column].iloc[-max(1, len(rows) // 4):]
 
 
+@config_schema("curriculum", "static_schema")
+@dataclass
+class StaticCurriculum:
+    name: str = "static"
+    kind: str = "static"
+    difficulty: Difficulty = field(default_factory=Difficulty)
+    stages: List[LevelStage] = field(default_factory=lambda: [LevelStage(0.5, [0]), LevelStage(1.0, [0, 1])])
+    success_reward: float = 1.0
+
+
+@config_schema("curriculum", "static_thirds_schema")
+@dataclass
+class StaticThirdsCurriculum(StaticCurriculum):
+    """Paper 001's staged baseline: the static sampler over thirds of a binned difficulty."""
+
+    name: str = "static_thirds"
+    difficulty: BinnedDifficulty = field(default_factory=BinnedDifficulty)
+    stages: List[LevelStage] = field(default_factory=lambda: [
+        LevelStage(0.3333333333, [0]), LevelStage(0.6666666667, [1]), LevelStage(1.0, [2])])
+
+
 class StaticSampler(Sampler):
     """Paper 000 V1 (and paper 001's thirds): stages on a fixed clock, each a set of levels sampled
     uniformly. `stages` = [{until: fraction of max_steps, levels: [...]}, ...], cumulative or not as written."""
 
     name = "static"
+    schema = StaticCurriculum  # and StaticThirdsCurriculum, its preset over binned difficulty
 
-    def __init__(self, levels: Levels, seed: int, stages: Sequence[Mapping[str, Any]], max_steps: int,
+    def __init__(self, levels: Levels, seed: int, stages: Sequence[LevelStage | Mapping[str, Any]], max_steps: int,
                  success_reward: float = 1.0):
         super().__init__(levels, seed, success_reward)
-        self.stages = [(float(s["until"]), [int(x) for x in s["levels"]]) for s in stages]
+        stages = [typed(LevelStage, s) for s in stages]
+        self.stages = [(float(s.until), [int(x) for x in s.levels]) for s in stages]
         self.max_steps = max_steps
         self.pools = [levels.members(stage_levels) for _, stage_levels in self.stages]
         self.stage = 0
@@ -133,7 +172,7 @@ class StaticSampler(Sampler):
 
     @classmethod
     def from_config(cls, c, levels, seed, max_steps, embed):
-        return cls(levels, seed, c["stages"], max_steps, float(c.get("success_reward", 1.0)))
+        return cls(levels, seed, c.stages, max_steps, c.success_reward)
 
     def stage_at(self, step: int) -> int:
         for i, (until, _) in enumerate(self.stages):
@@ -151,6 +190,19 @@ class StaticSampler(Sampler):
         return {**super().metrics(), "curriculum/stage": float(self.stage)}
 
 
+@config_schema("curriculum", "threshold_schema")
+@dataclass
+class ThresholdCurriculum:
+    name: str = "threshold"
+    kind: str = "threshold"
+    difficulty: BinnedDifficulty = field(default_factory=BinnedDifficulty)
+    window: int = 48
+    low: float = 0.24
+    high: float = 0.30
+    start_level: int = 0
+    success_reward: float = 1.0
+
+
 class ThresholdSampler(Sampler):
     """Paper 001: the mean success rate of the last `window` groups (prompts; each group's rate is the
     fraction of its k samples that succeed) moves the level one down below `low`, one up above `high`;
@@ -158,6 +210,7 @@ class ThresholdSampler(Sampler):
     step), which makes the level a function of a handful of rollouts: it flips step to step."""
 
     name = "threshold"
+    schema = ThresholdCurriculum
 
     def __init__(self, levels: Levels, seed: int, window: int = 10, low: float = 0.24, high: float = 0.30,
                  start_level: int = 0, success_reward: float = 1.0):
@@ -175,8 +228,7 @@ class ThresholdSampler(Sampler):
 
     @classmethod
     def from_config(cls, c, levels, seed, max_steps, embed):
-        return cls(levels, seed, int(c["window"]), float(c["low"]), float(c["high"]), int(c.get("start_level", 0)),
-                   float(c.get("success_reward", 1.0)))
+        return cls(levels, seed, c.window, c.low, c.high, c.start_level, c.success_reward)
 
     def window_mean(self) -> float:
         return sum(self.window) / len(self.window) if self.window else math.nan
@@ -220,11 +272,24 @@ class ThresholdSampler(Sampler):
         self.level = int(state["level"])
 
 
+@config_schema("curriculum", "frontier_schema")
+@dataclass
+class FrontierCurriculum:
+    name: str = "frontier"
+    kind: str = "frontier"
+    difficulty: Difficulty = field(default_factory=Difficulty)
+    floor: float = 0.05
+    w_explore: float = 4.0
+    ema: float = 0.5
+    success_reward: float = 1.0
+
+
 class FrontierSampler(Sampler):
     """Paper 000 V2: weight floor + p(1-p) per prompt, w_explore for prompts never rolled out, p the EMA
     (weight `ema` on the newest) of the prompt's group success rate; a batch is drawn without replacement."""
 
     name = "frontier"
+    schema = FrontierCurriculum
 
     def __init__(self, levels: Levels, seed: int, floor: float = 0.05, w_explore: float = 4.0, ema: float = 0.5,
                  success_reward: float = 1.0):
@@ -240,8 +305,7 @@ class FrontierSampler(Sampler):
 
     @classmethod
     def from_config(cls, c, levels, seed, max_steps, embed):
-        return cls(levels, seed, float(c["floor"]), float(c["w_explore"]), float(c["ema"]),
-                   float(c.get("success_reward", 1.0)))
+        return cls(levels, seed, c.floor, c.w_explore, c.ema, c.success_reward)
 
     def weights(self) -> torch.Tensor:
         seen = ~torch.isnan(self.p_hat)
@@ -284,12 +348,22 @@ class FrontierSampler(Sampler):
         self.p_hat = state["p_hat"].clone()
 
 
+@config_schema("curriculum", "frontier_replay_schema")
+@dataclass
+class FrontierReplayCurriculum(FrontierCurriculum):
+    name: str = "frontier_replay"
+    kind: str = "frontier_replay"
+    rehearsal: float = 0.25
+    solved_at: float = 0.75
+
+
 class FrontierReplaySampler(FrontierSampler):
     """Frontier plus solved-prompt rehearsal (the fix paper 000 predicts for V2's forgetting): a fixed
     fraction `rehearsal` of every batch is drawn uniformly from the prompts whose p is at least `solved_at`
     (when there are any); the rest of the batch follows the frontier weights, without repeats."""
 
     name = "frontier_replay"
+    schema = FrontierReplayCurriculum
 
     def __init__(self, levels: Levels, seed: int, floor: float = 0.05, w_explore: float = 4.0, ema: float = 0.5,
                  rehearsal: float = 0.25, solved_at: float = 0.75, success_reward: float = 1.0):
@@ -305,8 +379,7 @@ class FrontierReplaySampler(FrontierSampler):
 
     @classmethod
     def from_config(cls, c, levels, seed, max_steps, embed):
-        return cls(levels, seed, float(c["floor"]), float(c["w_explore"]), float(c["ema"]), float(c["rehearsal"]),
-                   float(c["solved_at"]), float(c.get("success_reward", 1.0)))
+        return cls(levels, seed, c.floor, c.w_explore, c.ema, c.rehearsal, c.solved_at, c.success_reward)
 
     def sample(self, batch: int, step: int) -> list[int]:
         solved = torch.nonzero(self.p_hat >= self.solved_at).flatten()  # NaN compares False: unseen is not solved

@@ -18,12 +18,12 @@ from typing import Any, Mapping, Sequence
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from ablate.config.schemas import RLOOStageConfig, typed
 from ablate.lit import overlong
-from ablate.lit.rollout_batch import Collected, FreshGroups, PhaseTimer, availability_seed
+from ablate.lit.rollout_batch import Collected, FreshGroups, PhaseTimer
 from ablate.rollout import Rollouts, SamplingParams
 from ablate.rollout.schedules import ToolAvailability, p_tool
 from ablate.rollout.tools import TOOL_OFF, ToolPrompt
+from ablate.seeds import rank_seed, seed_of
 from ablate.tasks import Task
 from ablate.tasks.base import rollout_metrics
 
@@ -33,20 +33,20 @@ class Collector:
     the rollout generator and the tool's availability draws."""
 
     def __init__(self, problems: Sequence[Any], engine: Any, task: Task, sampler: Any,
-                 stage: RLOOStageConfig | Mapping[str, Any], seed: int, tokenizer: PreTrainedTokenizerBase,
+                 stage: Any, seed: int, tokenizer: PreTrainedTokenizerBase,
                  template: str, replay: Any = None, tool: Mapping[str, Any] | None = None,
                  dynamic_sampling: Mapping[str, Any] | None = None):
-        self.stage = typed(RLOOStageConfig, stage)
+        self.stage = stage  # the rloo stage's RLOOStageConfig (ablate.stages.rloo), typed by the stage
         self.problems = list(problems)
         self.engine, self.task, self.sampler, self.replay = engine, task, sampler, replay
         self.dynamic = dict(dynamic_sampling or {"enabled": False})
         self.levels = sorted({task.level(p) for p in self.problems} - {None})  # the report levels of the pool
         self.params = SamplingParams(**dataclasses.asdict(self.stage.sampling))
         self.seed = seed
-        self.rollout_generator = torch.Generator().manual_seed(seed)
+        self.rollout_generator = torch.Generator().manual_seed(seed_of("rollout", seed))
         self.tool = dict(tool or TOOL_OFF)
         self.prompt = ToolPrompt(self.tool, template, tokenizer, task)  # the tool decorates the task's prompts
-        self.availability = ToolAvailability(availability_seed(seed))
+        self.availability = ToolAvailability(seed_of("availability", seed))
         self.eos_id = tokenizer.eos_token_id
 
     def collect(self, step: int, timer: PhaseTimer | None = None) -> Collected:
@@ -156,7 +156,7 @@ class Collector:
         """Data-parallel ranks sample their own prompts and rollouts (the checkpoint holds rank 0's
         generators, so a resumed worker re-derives its own from the step it resumes at)."""
         for generator in (self.rollout_generator, self.sampler.generator, self.availability.generator):
-            generator.manual_seed(self.seed * 1_000_003 + rank * 7_919 + step)
+            generator.manual_seed(rank_seed(self.seed, rank, step))
 
     def state_dict(self) -> dict[str, Any]:
         state = {"sampler": self.sampler.state_dict()}

@@ -24,7 +24,6 @@ from ablate.lit.sft_data import tool_output_mask
 from ablate.models import encode_prompt
 from ablate.objectives import PREFERENCE_LOSSES, preference_margin, sequence_logprobs, token_logprobs
 from ablate.padding import attention_mask, right_pad
-from ablate.config.schemas import PreferenceStageConfig, typed
 
 def encode_pair(pair: Pair, tokenizer: PreTrainedTokenizerBase, max_length: int) -> dict[str, Any]:
     """Token ids of prompt + response + eos for both responses, and which response tokens carry loss
@@ -82,9 +81,11 @@ def reference_logprobs(model: PreTrainedModel, encoded: Sequence[Mapping[str, An
 
 class PreferenceModule(CompilableLearner, L.LightningModule):
     def __init__(self, model: PreTrainedModel, encoded: Sequence[Mapping[str, Any]], reference: torch.Tensor,
-                 order: Callable[[int], Sequence[int]], stage: PreferenceStageConfig | Mapping[str, Any],
+                 order: Callable[[int], Sequence[int]], stage: Any,
                  pad_id: int):
-        """`order(length)` gives the training order of pair indices (ablate.lit.pairs.order_pairs)."""
+        """`order(length)` gives the training order of pair indices (ablate.lit.pairs.order_pairs); `stage`:
+        the preference stage's config as its schema's instance (`ablate.config.typed(PreferenceStageConfig,
+        cfg.stage)`, ablate.stages.preference)."""
         super().__init__()
         if len(reference) != len(encoded):
             raise ValueError(f"{len(reference)} reference log-prob rows for {len(encoded)} pairs")
@@ -96,7 +97,7 @@ class PreferenceModule(CompilableLearner, L.LightningModule):
         self.reference = reference.float()  # [P, 2], fixed; not a parameter, not in the checkpoint
         self.order = order
         self.schedule: list[int] = []
-        self.stage = typed(PreferenceStageConfig, stage)
+        self.stage = stage
         self.pad_id = pad_id
         self.loss = PREFERENCE_LOSSES[self.stage.name]
 

@@ -4,10 +4,10 @@ the batch's sums, the update's running metric totals, and the reference model's 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import torch
 
-from ablate.config.schemas import RLOOStageConfig
 from ablate.objectives import CLIPPED_LOSSES, token_level
 
 
@@ -64,7 +64,7 @@ def micro_batches(order: torch.Tensor, lengths: torch.Tensor, size: int, token_b
     return parts
 
 
-def learner_totals(stage: RLOOStageConfig, kl: bool) -> tuple[dict[str, float], dict[str, str]]:
+def learner_totals(stage: Any, kl: bool) -> tuple[dict[str, float], dict[str, str]]:
     """An update's running sums of its `train/*` metrics, zero, and the optional ones (the policy loss's
     diagnostic key -> the metric's name), logged only when switched on so a default run's metrics.csv keeps
     its columns."""

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import json
 import math
-import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ablate import seeds
 from ablate.console import tracked
 
 SOURCES = ("solver", "sampled", "file")
@@ -172,7 +172,7 @@ def order_pairs(pairs: Sequence[Any], stages: Sequence[Mapping[str, Any]], lengt
     3-number pairs and keeps rehearsing them in the second. One stage of all pairs is plain
     shuffled epochs (`order=none`)."""
     check_stages(stages)
-    rng = random.Random(f"{seed}-order")
+    rng = seeds.rng(seed, "order")
     order: list[int] = []
     for k, stage in enumerate(stages):
         end = length if k == len(stages) - 1 else round(float(stage["until"]) * length)

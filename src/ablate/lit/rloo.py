@@ -10,7 +10,7 @@ gets the new weights. It knows no task, tool, sampler or engine by name.
 from __future__ import annotations
 
 import copy
-from typing import Any, Mapping
+from typing import Any
 
 import lightning as L
 from lightning.pytorch.core.optimizer import LightningOptimizer
@@ -28,12 +28,11 @@ from ablate.objectives import (aggregate, chunked_logprobs, entropy_from_logits,
                                scaled_advantages, token_logprobs)
 from ablate.perf import step_throughput
 from ablate.rollout import Rollouts
-from ablate.config.schemas import RLOOStageConfig, typed
 
 
 class RLOOModule(CompilableLearner, L.LightningModule):
     def __init__(self, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, collector: Collector,
-                 stage: RLOOStageConfig | Mapping[str, Any]):
+                 stage: Any):
         super().__init__()
         self.automatic_optimization = False
         self.model = policy
@@ -41,7 +40,6 @@ class RLOOModule(CompilableLearner, L.LightningModule):
         # starting model is rebuilt from the same init on resume, so it needs no checkpoint space.
         # With kl_coef=0 the KL term adds exact zeros to the loss and its gradient, so the reference
         # is not built and its forward (a fifth of a step) is skipped: the same numbers, no train/kl.
-        stage = typed(RLOOStageConfig, stage)
         self._frozen = ((copy.deepcopy(policy).eval().requires_grad_(False).to(reference_dtype(stage.reference_dtype)),)
                         if stage.kl_coef != 0 else ())
         self.tokenizer = tokenizer

@@ -9,18 +9,11 @@ import dataclasses
 import time
 from typing import Any, Sequence
 
-import numpy as np
 import torch
 
 from ablate.padding import attention_mask, right_pad
 from ablate.rollout import Rollouts
 from ablate.tasks import CORRECT
-
-
-def availability_seed(seed: int) -> int:
-    """The availability draws' own seed, derived from the run's so that its stream is unrelated
-    to the sampler's and the rollout generator's (which start from `seed` itself)."""
-    return int(np.random.SeedSequence([seed, 3]).generate_state(1)[0])
 
 
 def pad_rollouts(rollouts: Rollouts, pad_id: int) -> dict[str, torch.Tensor]:

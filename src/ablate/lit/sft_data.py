@@ -11,6 +11,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 from transformers import PreTrainedTokenizerBase
 
+from ablate import seeds
 from ablate.objectives import IGNORE
 from ablate.padding import attention_mask, right_pad
 
@@ -86,7 +87,7 @@ class TraceDataset(Dataset):
 
     def __getitem__(self, index: int) -> dict[str, list[int]]:
         problem = self.problems[index]
-        rng = random.Random(f"{self.seed}-{index}-{self.draws[index]}")
+        rng = seeds.rng(self.seed, index, self.draws[index])
         self.draws[index] += 1
         style = self.trace_style(rng)  # a style drawn per trace: this trace's draw; other styles draw nothing
         prompt = self.prompt.ids(problem, available=style in self.tool_styles)
@@ -113,7 +114,7 @@ class SFTDataModule(L.LightningDataModule):
         self.pad_id = tokenizer.pad_token_id
 
     def train_dataloader(self) -> DataLoader:
-        generator = torch.Generator().manual_seed(self.seed)
+        generator = torch.Generator().manual_seed(seeds.seed_of("data", self.seed))
         return DataLoader(self.dataset, batch_size=self.batch_size, shuffle=True, generator=generator,
                           collate_fn=lambda items: pad_batch(items, self.pad_id), num_workers=0, drop_last=True)
 

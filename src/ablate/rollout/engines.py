@@ -1,18 +1,19 @@
 """The rollout engines, registered under their `rollout=` names: each a builder and a config check, so that
 naming one never imports another (vLLM is an optional, multi-GB extra). A new engine is its module in
-rollout/, one `@register_engine(name, check)` builder here, and a conf/rollout/<name>.yaml
-(docs/extending.md). Kept apart from the package's face (Rollouts, SamplingParams), which the engines
+rollout/, its schema and one `@register_engine(name, check, schema)` builder here, and a
+conf/rollout/<name>.yaml (docs/extending.md). Kept apart from the package's face (Rollouts, SamplingParams), which the engines
 themselves import."""
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Dict, Optional
 
 from ablate.config import require
+from ablate.config.schemas import config_schema
 from ablate.rollout import VLLM_LLM_KEYS
 
 
@@ -20,17 +21,39 @@ from ablate.rollout import VLLM_LLM_KEYS
 class EngineEntry:
     build: Callable[..., Any]  # (cfg, model, tokenizer, tool) -> an engine (RolloutEngine)
     check: Callable[..., None]  # (cfg.rollout, cfg.model, trainer or None): ConfigError naming the key and the fix
+    schema: Optional[type] = None  # its `rollout` config's dataclass (@config_schema)
 
 
 ENGINES: dict[str, EngineEntry] = {}
 
 
-def register_engine(name: str, check: Callable[..., None]):
+def register_engine(name: str, check: Callable[..., None], schema: Optional[type] = None):
     """Decorator on an engine's builder: `rollout=<name>` builds with it after `check` passed."""
     def wrap(build):
-        ENGINES[name] = EngineEntry(build, check)
+        ENGINES[name] = EngineEntry(build, check, schema)
         return build
     return wrap
+
+
+@config_schema("rollout", "hf_schema")
+@dataclass
+class HFRolloutConfig:
+    name: str = "hf"
+    batch_size: int = 256
+    compile: bool = False
+
+
+@config_schema("rollout", "vllm_schema")
+@dataclass
+class VLLMRolloutConfig:
+    name: str = "vllm"
+    dtype: str = "float32"
+    enforce_eager: bool = True
+    gpu_memory_utilization: float = 0.3
+    kv_cache_memory_bytes: Optional[int] = 268435456
+    max_model_len: Optional[int] = None
+    enable_prefix_caching: bool = True
+    engine_kwargs: Dict[str, Any] = field(default_factory=dict)
 
 
 def build_engine(cfg, model, tokenizer, tool) -> Any:
@@ -84,7 +107,7 @@ def _check_hf(r, model_cfg, trainer=None) -> None:
         check_compile(trainer)
 
 
-@register_engine("hf", _check_hf)
+@register_engine("hf", _check_hf, HFRolloutConfig)
 def _build_hf(cfg, model, tokenizer, tool):
     from ablate.rollout.hf import HFEngine
 
@@ -122,7 +145,7 @@ def _check_vllm(r, model_cfg, trainer=None) -> None:
                 "(model.arch.hidden_size / model.arch.num_attention_heads): change those two, or use rollout=hf")
 
 
-@register_engine("vllm", _check_vllm)
+@register_engine("vllm", _check_vllm, VLLMRolloutConfig)
 def _build_vllm(cfg, model, tokenizer, tool):
     from omegaconf import OmegaConf
 

@@ -19,12 +19,35 @@ tool-free tail and differ only in how the tool is withdrawn.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 import torch
 
+from ablate.config.schemas import ToolConfig, config_schema
+
 SCHEDULES = ("off", "on", "anneal_linear", "anneal_step", "anneal_log")
 PROMPT_MODES = ("always", "when_available", "never")
+
+
+@config_schema("tool", "annealed_schema")
+@dataclass
+class AnnealedToolConfig(ToolConfig):
+    """conf/tool/anneal_linear.yaml, anneal_log.yaml: T_anneal's ratio."""
+
+    name: str = "anneal_linear"
+    schedule: str = "anneal_linear"
+    anneal_ratio: float = 0.667
+
+
+@config_schema("tool", "stepped_schema")
+@dataclass
+class SteppedToolConfig(AnnealedToolConfig):
+    """conf/tool/anneal_step.yaml: and the number of steps down."""
+
+    name: str = "anneal_step"
+    schedule: str = "anneal_step"
+    stages: int = 1
 
 
 def anneal_steps(total_steps: int, ratio: float) -> float:

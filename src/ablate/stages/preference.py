@@ -4,15 +4,85 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import List, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
+from ablate.config.schemas import config_schema, typed
 from ablate.device import device, precision
 from ablate.fit import fit, global_rank
 from ablate.rundir import RunDir
-from ablate.config.schemas import PreferenceStageConfig
+from ablate.seeds import seed_of
 from ablate.stages.registry import Stage, check_schedule, groups, register
+
+
+@dataclass
+class PairStage:
+    until: float = 1.0
+    n_numbers: Optional[List[int]] = None
+
+
+@dataclass
+class PairMix:
+    wrong_value: float = 0.5
+    wrong_numbers: float = 0.25
+    substitution: float = 0.25
+
+
+@dataclass
+class SolverPairsConfig:
+    trace: str = "plain"
+    mix: PairMix = field(default_factory=PairMix)
+
+
+@dataclass
+class SampledPairsConfig:
+    n: int = 4
+    temperature: float = 0.8
+    top_p: float = 1.0
+    top_k: int = 0
+    max_new_tokens: int = 96
+    margin: float = 0.5
+    max_pairs_per_prompt: int = 2
+
+
+@dataclass
+class FilePairsConfig:
+    path: Optional[str] = None
+
+
+@dataclass
+class PairsConfig:
+    source: str = "sampled"
+    n_prompts: int = 2000
+    order: str = "none"
+    stages: List[PairStage] = field(default_factory=lambda: [PairStage(0.5, [3]), PairStage(1.0, [3, 4])])
+    solver: SolverPairsConfig = field(default_factory=SolverPairsConfig)
+    sampled: SampledPairsConfig = field(default_factory=SampledPairsConfig)
+    file: FilePairsConfig = field(default_factory=FilePairsConfig)
+
+
+@config_schema("stage", "preference_schema")
+@dataclass
+class PreferenceStageConfig:
+    name: str = "dpo"
+    init: str = "sft"
+    pool_size: int = 10000
+    beta: float = 0.25
+    label_smoothing: float = 0.0
+    average_logps: bool = False
+    batch_size: int = 32
+    max_steps: int = 120
+    max_length: int = 160
+    lr: float = 3.0e-5
+    min_lr_ratio: float = 0.1
+    weight_decay: float = 0.0
+    warmup_steps: int = 10
+    grad_clip: float = 1.0
+    checkpoint_every: int = 50
+    pairs: PairsConfig = field(default_factory=PairsConfig)
 
 
 def preference_stages() -> tuple[str, ...]:
@@ -52,7 +122,7 @@ def build_pairs(cfg: DictConfig, model, tokenizer, train_problems, task) -> list
                       compile=bool(cfg.rollout.get("compile")))
     params = SamplingParams(temperature=q.temperature, top_p=q.top_p, top_k=q.top_k,
                             max_new_tokens=q.max_new_tokens)
-    generator = torch.Generator().manual_seed(int(cfg.seed))
+    generator = torch.Generator().manual_seed(seed_of("data", cfg.seed))
     return sampled_pairs(problems, prompts, [encode_prompt(t, tokenizer) for t in prompts], engine, params, q.n,
                          task, q.margin, q.max_pairs_per_prompt, generator,
                          chunk=max(1, cfg.rollout.batch_size // q.n), progress=True)
@@ -119,7 +189,8 @@ def fit_preference(cfg: DictConfig, model, tokenizer, splits, task, run_dir: Pat
     else:
         stages = [{"until": 1.0, "n_numbers": None}]
     module = PreferenceModule(model, encoded, reference,
-                              lambda length: order_pairs(pairs, stages, length, int(cfg.seed)), s, tokenizer.pad_token_id)
+                              lambda length: order_pairs(pairs, stages, length, int(cfg.seed)),
+                              typed(PreferenceStageConfig, s), tokenizer.pad_token_id)
     # One item per optimizer step: the module takes its pairs from the schedule by global step.
     fit(cfg, module, run_dir, dataloader=DataLoader(range(s.max_steps), batch_size=None),
         gradient_clip=s.grad_clip, callbacks=callbacks)

@@ -30,8 +30,9 @@ class Stage:
     fit: trains the starting model in place (see `Fit`).
     check: its own config checks (ConfigError naming the key and the fix); the registry's generic
         checks (a known name, lr > 0, stage.init) run before it.
-    schema: the dataclass of its `stage` config (stored in Hydra's ConfigStore as `<name>_schema`, which
-        its yaml lists first in `defaults`); None: untyped.
+    schema: the dataclass of its `stage` config, beside the stage (`@config_schema("stage", "<name>_schema")`
+        stores it for its yaml, which lists it first in `defaults`); the stage reads `typed(schema, cfg.stage)`.
+        None: untyped.
     upstream: what the model it trains depends on besides its stage config and seed, as a dict hashed
         into its cache key (`ablate.upstream`), from that upstream run's config; None: no stage starts from
         it (`stage.init=<name>` is refused).
@@ -58,11 +59,7 @@ STAGES: dict[str, Stage] = {}
 
 
 def register(stage: Stage) -> Stage:
-    """Add `stage` (replacing one of the same name) and store its schema for Hydra's composition."""
-    if stage.schema is not None:
-        from hydra.core.config_store import ConfigStore
-
-        ConfigStore.instance().store(group="stage", name=f"{stage.name}_schema", node=stage.schema)
+    """Add `stage` (replacing one of the same name)."""
     STAGES[stage.name] = stage
     return stage
 

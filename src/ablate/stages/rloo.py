@@ -4,16 +4,65 @@ curriculum and replay."""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
 from omegaconf import DictConfig, OmegaConf
 
+from ablate.config.schemas import config_schema, typed
 from ablate.fit import fit, global_rank
 from ablate.rundir import RunDir
-from ablate.config.schemas import RLOOStageConfig
 from ablate.stages.registry import Stage, check_schedule, register
 
 log = logging.getLogger("ablate.train")
+
+
+@dataclass
+class SamplingConfig:
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    max_new_tokens: int = 64
+
+
+@config_schema("stage", "rloo_schema")
+@dataclass
+class RLOOStageConfig:
+    name: str = "rloo"
+    init: str = "sft"
+    pool_size: int = 10000
+    batch_prompts: int = 16
+    k: int = 8
+    max_steps: int = 100
+    lr: float = 1.0e-4
+    warmup_steps: int = 0
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    micro_batch: int = 64
+    micro_batch_tokens: Optional[int] = None  # micro-batches by padded-token budget (null: micro_batch sequences)
+    ppo_epochs: int = 1  # passes over each collected batch (verl ppo_epochs, TRL num_iterations; ablate.lit.updates)
+    ppo_mini_batches: int = 1  # optimizer steps per pass, each on a run of whole groups
+    advantage: str = "rloo"
+    advantage_scale: str = "none"
+    is_level: str = "sequence"
+    is_mode: str = "truncate"
+    is_clip: float = 2.0
+    is_low: float = 0.0
+    clip_eps: float = 0.2
+    clip_eps_low: Optional[float] = None
+    clip_eps_high: Optional[float] = None
+    dual_clip: Optional[float] = None
+    aggregation: str = "token_mean"
+    kl_estimator: str = "k3"
+    kl_coef: float = 1.0e-3
+    reference_dtype: str = "float32"
+    entropy_coef: float = 1.0e-3
+    overlong_buffer: int = 0
+    overlong_penalty: float = 1.0
+    mask_truncated: bool = False
+    checkpoint_every: int = 25
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
 
 
 def fit_rloo(cfg: DictConfig, model, tokenizer, splits, task, run_dir: Path, status=None, callbacks=()) -> None:
@@ -28,15 +77,15 @@ def fit_rloo(cfg: DictConfig, model, tokenizer, splits, task, run_dir: Path, sta
     s, train_problems = cfg.stage, splits.train
     tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if cfg.tool.schedule != "off" else None
     engine = build_engine(cfg, model, tokenizer, tool)
-    curriculum = OmegaConf.to_container(cfg.curriculum, resolve=True) if cfg.get("curriculum") else None
-    sampler = build_sampler(curriculum, train_problems, int(cfg.seed), s.max_steps,
+    sampler = build_sampler(cfg.get("curriculum"), train_problems, int(cfg.seed), s.max_steps,
                             embed=lambda: prompt_embeddings(cfg, model, tokenizer, train_problems, task), task=task)
     replay = (ReplayBuffer(int(cfg.replay.capacity), float(cfg.replay.fresh_fraction), int(cfg.seed))
               if cfg.replay.enabled else None)
-    collector = Collector(train_problems, engine, task, sampler, s, int(cfg.seed), tokenizer, cfg.model.template,
+    stage = typed(RLOOStageConfig, s)
+    collector = Collector(train_problems, engine, task, sampler, stage, int(cfg.seed), tokenizer, cfg.model.template,
                           replay=replay, tool=OmegaConf.to_container(cfg.tool, resolve=True),
                           dynamic_sampling=OmegaConf.to_container(cfg.dynamic_sampling, resolve=True))
-    module = RLOOModule(model, tokenizer, collector, s)
+    module = RLOOModule(model, tokenizer, collector, stage)
     # One item per optimizer step: prompts come from the sampler inside training_step.
     steps = DataLoader(range(s.max_steps), batch_size=None)
     try:

@@ -2,14 +2,32 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
+from ablate.config.schemas import config_schema
 from ablate.fit import fit
-from ablate.config.schemas import SFTStageConfig
 from ablate.stages.registry import Stage, check_schedule, register
+
+
+@config_schema("stage", "sft_schema")
+@dataclass
+class SFTStageConfig:
+    name: str = "sft"
+    trace: str = "plain"
+    pool_size: int = 50000
+    batch_size: int = 64
+    max_steps: int = 1500
+    max_length: int = 128
+    lr: float = 3.0e-3
+    min_lr_ratio: float = 0.05
+    weight_decay: float = 0.01
+    warmup_steps: int = 100
+    grad_clip: float = 1.0
+    checkpoint_every: int = 250
 
 
 def fit_sft(cfg: DictConfig, model, tokenizer, splits, task, run_dir: Path, status=None, callbacks=()) -> None:

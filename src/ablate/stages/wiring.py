@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from ablate.metrics import REGIME_NO_TOOL, REGIME_TOOL
 from ablate.rundir import RunDir
@@ -47,7 +47,7 @@ def validation_callbacks(cfg: DictConfig, val_problems, tokenizer, task, run_dir
     keep = RunDir(run_dir).checkpoint_dir if cfg.checkpoint.keep_evaluated else None
     tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if validation_regime(cfg) == REGIME_TOOL else None
     return [ValidationCallback(val_problems, tokenizer, cfg.model.template, task,
-                               OmegaConf.to_container(cfg.eval, resolve=True), int(cfg.seed), int(cfg.eval.every),
+                               cfg.eval, int(cfg.seed), int(cfg.eval.every),
                                cfg.stage.max_steps, keep, tool_cfg=cfg.tool, tool=tool)]
 
 

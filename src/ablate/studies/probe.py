@@ -40,6 +40,7 @@ def compose(overrides: list[str]):
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
+    import ablate.parts  # noqa: F401 - every part's schema, before Hydra composes
     from ablate.config import CONF_DIR
 
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):

@@ -19,6 +19,7 @@ def compose_study(overrides: list[str]) -> dict:
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
+    import ablate.parts  # noqa: F401 - every part's schema, before Hydra composes
     from ablate.checks import check_study
     from ablate.config import CONF_DIR
 

@@ -59,6 +59,7 @@ class Task(Protocol):
     level_column: str
     level_block: str
     difficulty_fields: Mapping[str, str]
+    schema: type  # its `task` config's dataclass (ablate.config.schemas.config_schema), beside the task
 
     @classmethod
     def check(cls, cfg: Any) -> None: ...
@@ -108,7 +109,8 @@ TASKS: dict[str, type] = {}
 
 
 def register_task(cls: type) -> type:
-    """Class decorator: `task.name=<cls.name>` builds `cls.from_config(task_cfg, reward_cfg)`."""
+    """Class decorator: `task.name=<cls.name>` builds `cls.from_config(task_cfg, reward_cfg)`; `cls.schema`
+    is its `task` config's dataclass (@config_schema, beside the task)."""
     TASKS[cls.name] = cls
     return cls
 

@@ -19,11 +19,13 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from ablate.config import typed
 from ablate.rundir.cache import cache_dir  # noqa: F401 - where generated pools are cached (also read here by tests)
 from ablate.tasks.base import Splits, stratified_indices
 
 from .generator import generate
 from .problem import Problem
+from .schema import CountdownTaskConfig
 from .solver import is_solvable
 
 log = logging.getLogger(__name__)
@@ -145,37 +147,37 @@ def generated_pool(size: int, seed: int, counts: Sequence[int], min_number: int,
     return problems
 
 
-def load_pool(task: Mapping[str, Any], size: int) -> list[Problem]:
+def load_pool(task: CountdownTaskConfig, size: int) -> list[Problem]:
     """The first `size` problems of `task.source`, in source order."""
-    source = task["source"]
-    if source == "generated":
-        g = task["generator"]
-        return generated_pool(size, seed=int(task["data_seed"]), counts=list(g["counts"]), min_number=g["min_number"],
-                              max_number=g["max_number"], min_target=g["min_target"], max_target=g["max_target"])
-    if source == "hub":
-        h = task["hub"]
-        return load_hub(h["path"], h.get("name"), h.get("split", "train"), h.get("numbers_column", "nums"),
-                        h.get("target_column", "target"), limit=size)
-    if source == "file":
-        f = task["file"]
-        if not f.get("path"):
+    if task.source == "generated":
+        g = task.generator
+        return generated_pool(size, seed=task.data_seed, counts=list(g.counts), min_number=g.min_number,
+                              max_number=g.max_number, min_target=g.min_target, max_target=g.max_target)
+    if task.source == "hub":
+        h = task.hub
+        return load_hub(h.path, h.name, h.split, h.numbers_column, h.target_column, limit=size)
+    if task.source == "file":
+        f = task.file
+        if not f.path:
             raise ValueError("task.source=file needs task.file.path=<.jsonl or .parquet file>")
-        return load_file(f["path"], f.get("numbers_column", "nums"), f.get("target_column", "target"), limit=size)
-    raise ValueError(f"task.source={source!r} is not one of {SOURCES}")
+        return load_file(f.path, f.numbers_column, f.target_column, limit=size)
+    raise ValueError(f"task.source={task.source!r} is not one of {SOURCES}")
 
 
-def build_splits(task: Mapping[str, Any], pool_size: int | None = None, label_test: bool = True,
-                 val_size: int = 0) -> Splits:
+def build_splits(task_cfg: CountdownTaskConfig | Mapping[str, Any], pool_size: int | None = None,
+                 label_test: bool = True, val_size: int = 0) -> Splits:
     """The training pool and the held-out test split described by a `conf/task/` config
     (`pool_size` overrides `task.pool_size`; the test split does not depend on it). `val_size` > 0 also
     holds out a validation split for evaluation during training: stratified by operand count like the
     test, drawn from the same first `test_pool` problems minus the test (so it depends on neither
-    `pool_size` nor the run's seed) with seed `test_seed + 1`, and removed from the training pool."""
-    pool_size = int(task["pool_size"] if pool_size is None else pool_size)
-    test_pool = int(task["test_pool"])
+    `pool_size` nor the run's seed) with seed `test_seed + 1`, and removed from the training pool. `task_cfg`:
+    the composed `task` config or a mapping of its keys (the schema's defaults fill the rest)."""
+    task = typed(CountdownTaskConfig, task_cfg)
+    pool_size = int(task.pool_size if pool_size is None else pool_size)
+    test_pool = task.test_pool
     problems = load_pool(task, max(pool_size, test_pool))
     # Generated problems are solvable by construction; only external data needs the check.
-    if task["source"] != "generated" and task.get("drop_unsolvable", True):
+    if task.source != "generated" and task.drop_unsolvable:
         solvable = [p for p in problems if is_solvable(p.numbers, p.target)]
         if len(solvable) < len(problems):
             log.warning("dropped %d of %d problems with no solution using each number exactly once",
@@ -183,13 +185,12 @@ def build_splits(task: Mapping[str, Any], pool_size: int | None = None, label_te
         keep = {id(p) for p in solvable}
     else:
         keep = {id(p) for p in problems}
-    held_out = split_test([p for p in problems[:test_pool] if id(p) in keep], int(task["test_size"]),
-                          int(task["test_seed"])).test
+    held_out = split_test([p for p in problems[:test_pool] if id(p) in keep], task.test_size, task.test_seed).test
     test_keys = {p.key for p in held_out}
     val: list[Problem] = []
     if val_size > 0:
         rest = [p for p in problems[:test_pool] if id(p) in keep and p.key not in test_keys]
-        val = [p.labelled() for p in split_test(rest, val_size, int(task["test_seed"]) + 1).test]
+        val = [p.labelled() for p in split_test(rest, val_size, task.test_seed + 1).test]
     held_keys = test_keys | {p.key for p in val}
     train = deduplicate(p for p in problems[:pool_size] if id(p) in keep and p.key not in held_keys)
     if not train:

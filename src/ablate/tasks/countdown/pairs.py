@@ -18,6 +18,7 @@ import random
 from fractions import Fraction
 from typing import Mapping, Sequence
 
+from ablate import seeds
 from ablate.lit.pairs import Pair, quotas
 
 from .arith import format_number
@@ -119,10 +120,10 @@ def solver_pairs(problems: Sequence[Problem], prompts: Sequence[str], mix: Mappi
     if unknown:
         raise ValueError(f"stage.pairs.solver.mix: unknown kinds {unknown}; expected {list(REJECTED_KINDS)}")
     kinds = [k for k, c in quotas(len(problems), mix).items() for _ in range(c)]
-    random.Random(f"{seed}-kinds").shuffle(kinds)
+    seeds.rng(seed, "kinds").shuffle(kinds)
     pairs = []
     for index, (problem, prompt, kind) in enumerate(zip(problems, prompts, kinds)):
-        rng = random.Random(f"{seed}-pair-{index}")
+        rng = seeds.rng(seed, "pair", index)
         for attempt in [kind] + [k for k in REJECTED_KINDS if k != kind and mix.get(k, 0) > 0]:
             pair = solver_pair(problem, prompt, attempt, rng, style, compact)
             if pair is not None:

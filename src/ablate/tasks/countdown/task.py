@@ -17,6 +17,7 @@ from .data import SOURCES, build_splits
 from .generator import check_generator_args
 from .oracle_traces import oracle_trajectory
 from .problem import Problem
+from .schema import CountdownTaskConfig
 from .prompts import OracleFormat, calculator_messages, compact_prompt, oracle_messages, tinyzero_messages
 from .solver import search_hardness
 from .traces import SFT_STYLES, TRACE_STYLES, sft_response, trace_style
@@ -26,6 +27,7 @@ from .verifier import PAIR_KINDS, VERDICTS, Reward
 @register_task
 class CountdownTask:
     name = "countdown"
+    schema = CountdownTaskConfig
     verdicts = VERDICTS
     level_column, level_block = OPERANDS
     # curriculum.difficulty.field: one level per operand count, or quantile bins of the solver's search effort

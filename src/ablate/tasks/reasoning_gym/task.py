@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import random
-from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Dict, Mapping, Optional, Sequence
 
-from ablate.config.schemas import ReasoningGymTaskConfig  # its schema: the config layer holds every shipped one
+from ablate.config.schemas import config_schema, typed
 from ablate.tasks.base import CORRECT, NO_ANSWER, OPERANDS, Messages, Splits, held_out_splits, register_task
 
 from .steps import worked_steps
@@ -62,9 +62,29 @@ def load_dataset(dataset: str, config: Mapping[str, Any], seed: int, size: int):
         raise ValueError(f"task.config={dict(config)}: {dataset} refuses it ({type(err).__name__}: {err})") from None
 
 
+@config_schema("task", "reasoning_gym_schema")
+@dataclass
+class ReasoningGymTaskConfig:
+    """conf/task/<option>.yaml of a reasoning-gym task (`defaults: [reasoning_gym_schema]`); the defaults
+    are conf/task/chain_sum.yaml's values."""
+
+    name: str = "reasoning_gym"
+    dataset: str = "chain_sum"
+    config: Dict[str, Any] = field(default_factory=lambda: {"min_terms": 2, "max_terms": 3, "min_digits": 1,
+                                                            "max_digits": 2})  # the generator's own config fields
+    pool_size: int = 10000
+    data_seed: int = 0
+    test_size: int = 500
+    test_pool: int = 5000
+    test_seed: int = 1234
+    operands: Optional[str] = "num_terms"  # metadata field counting the operands: the report level (null: none)
+    prompt: str = "{expression} ="  # the compact template's prompt: a format string over question and metadata
+
+
 @register_task
 class ReasoningGymTask:
     name = "reasoning_gym"
+    schema = ReasoningGymTaskConfig
     verdicts = (NO_ANSWER, "wrong_answer", CORRECT)
     level_column, level_block = OPERANDS
     difficulty_fields = {"n_numbers": "levels"}  # one curriculum level per operand count
@@ -72,9 +92,9 @@ class ReasoningGymTask:
     trace_styles = ("plain", "answer")
 
     def __init__(self, task_cfg: Mapping[str, Any]):
-        self.cfg = {**vars(ReasoningGymTaskConfig()), **dict(task_cfg)}
-        self.dataset = load_dataset(self.cfg["dataset"], self.cfg["config"], int(self.cfg["data_seed"]),
-                                    max(int(self.cfg["pool_size"]), int(self.cfg["test_pool"])))
+        self.cfg = typed(ReasoningGymTaskConfig, task_cfg)  # keys left out: the schema's defaults
+        self.dataset = load_dataset(self.cfg.dataset, self.cfg.config, self.cfg.data_seed,
+                                    max(self.cfg.pool_size, self.cfg.test_pool))
 
     @classmethod
     def from_config(cls, task_cfg: Mapping[str, Any], reward_cfg: Mapping[str, Any]) -> "ReasoningGymTask":
@@ -122,27 +142,27 @@ class ReasoningGymTask:
 
     def entry(self, index: int) -> Entry:
         row = self.dataset[index]
-        operands = self.cfg["operands"]
+        operands = self.cfg.operands
         return Entry(index, row["question"], str(row["answer"]), row["metadata"],
                      int(row["metadata"][operands]) if operands else None)
 
     def splits(self, pool_size: int | None = None, val_size: int = 0, label_test: bool = True) -> Splits:
-        pool_size = int(self.cfg["pool_size"] if pool_size is None else pool_size)
-        test_pool = int(self.cfg["test_pool"])
+        pool_size = int(self.cfg.pool_size if pool_size is None else pool_size)
+        test_pool = self.cfg.test_pool
         size = max(pool_size, test_pool)
         if size > len(self.dataset):  # eval's pool_size=test_pool, or a larger stage pool: the same seed, more entries
-            self.dataset = load_dataset(self.cfg["dataset"], self.cfg["config"], int(self.cfg["data_seed"]), size)
+            self.dataset = load_dataset(self.cfg.dataset, self.cfg.config, self.cfg.data_seed, size)
         problems = [self.entry(i) for i in range(size)]
-        return held_out_splits(problems, pool_size, test_pool, int(self.cfg["test_size"]), int(self.cfg["test_seed"]),
+        return held_out_splits(problems, pool_size, test_pool, self.cfg.test_size, self.cfg.test_seed,
                                val_size, key=lambda e: e.question, level=lambda e: e.n_numbers or 0)
 
     def render(self, problem: Entry, template: str, calculator: bool = False, oracle: bool = False) -> str | Messages:
         """The compact template: `task.prompt` (e.g. chain_sum's `{expression} =`) and a newline; a chat
         template: reasoning-gym's default system prompt and the question."""
         if calculator or oracle:
-            raise ValueError(f"task.dataset={self.cfg['dataset']}: this task offers no tools (tool=off)")
+            raise ValueError(f"task.dataset={self.cfg.dataset}: this task offers no tools (tool=off)")
         if template == "compact":
-            return self.cfg["prompt"].format(question=problem.question, **problem.metadata) + "\n"
+            return self.cfg.prompt.format(question=problem.question, **problem.metadata) + "\n"
         if template != "tinyzero":
             raise ValueError(f"model.template={template!r}: a reasoning-gym task takes compact or tinyzero")
         from reasoning_gym.utils import SYSTEM_PROMPTS
@@ -174,7 +194,7 @@ class ReasoningGymTask:
     def sft_segments(self, problem: Entry, rng: random.Random, style: str, compact: bool,
                      oracle: Mapping[str, Any] | None = None) -> list[tuple[str, bool]]:
         """`<think>` with the worked steps (style plain, where the dataset has them), then the answer."""
-        steps = worked_steps(self.cfg["dataset"], problem.metadata, compact) if style == "plain" else None
+        steps = worked_steps(self.cfg.dataset, problem.metadata, compact) if style == "plain" else None
         if compact:
             think = f"<think>{steps}</think>" if steps else ""
             return [(f"{think}<answer>{problem.answer}</answer>", False)]

@@ -1,7 +1,7 @@
 """Evaluation: n samples per held-out prompt, scored by the verifier, written to `<run>/eval/<regime>/`.
 
     python -m ablate.eval model_dir=outputs/.../model            # Hydra; any eval.* override works
-    python -m ablate.eval model_dir=... eval.n=4 task.test_size=100
+    python -m ablate.eval model_dir=... eval.n=4 task.test_size=100   (the command: ablate.eval.__main__)
 
 Metrics (`summary.json`): pass@k (Chen et al.'s unbiased estimator) and pass^k (all k of k samples
 correct, C(c, k) / C(n, k)) for k in `eval.ks` up to n, exact pass@1 (fraction of correct samples),
@@ -24,17 +24,17 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-import hydra
 import numpy as np
 import torch
-from omegaconf import DictConfig
 
+from ablate.config import typed
+from ablate.config.schemas import EvalConfig
 from ablate.console import tracked
-from ablate.config import CONF_DIR, torch_threads  # also registers the group schemas and resolvers before Hydra composes
 from ablate.metrics import REGIME_TOOL, REGIMES, prompt_ratios
 from ablate.rollout import SamplingParams
-from ablate.rollout.tools import Tool, ToolPrompt, build_tool
+from ablate.rollout.tools import Tool, ToolPrompt
 from ablate.rundir import RunDir, RunDirLike
+from ablate.seeds import seed_of
 from ablate.tasks import CORRECT, NO_ANSWER, OPERANDS, Task
 
 if TYPE_CHECKING:  # the modeling stack takes seconds to import; a config check needs none of it
@@ -87,22 +87,23 @@ def summarize(rows: Sequence[Mapping[str, Any]], ks: Sequence[int], verdicts: Se
 
 
 def evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problems: Sequence[Any], template: str,
-             task: Task, eval_cfg: Mapping[str, Any], seed: int, tool: Tool | None = None, *,
+             task: Task, eval_cfg: EvalConfig | Mapping[str, Any], seed: int, tool: Tool | None = None, *,
              tool_cfg: Mapping[str, Any] | None = None,
              progress: bool = True) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Sample `eval.n` completions per problem of `task` (with `tool` answering when one is given: the
     `tool` regime) and score them with the task's verifier: (summary, per-prompt rows). The run's `tool`
-    config (`tool_cfg`) decorates the prompts given the regime (`ablate.rollout.tools.ToolPrompt`)."""
+    config (`tool_cfg`) decorates the prompts given the regime (`ablate.rollout.tools.ToolPrompt`). `eval_cfg`:
+    the `eval` config, composed or a mapping of its keys (the schema's defaults fill the rest)."""
     from ablate.rollout.hf import HFEngine
 
-    n = int(eval_cfg["n"])
-    engine = HFEngine(model, tokenizer, batch_size=int(eval_cfg["batch_size"]), tool=tool)
+    e = typed(EvalConfig, eval_cfg)
+    n = e.n
+    engine = HFEngine(model, tokenizer, batch_size=e.batch_size, tool=tool)
     prompt = ToolPrompt(tool_cfg, template, tokenizer, task)
-    params = SamplingParams(temperature=float(eval_cfg["temperature"]), top_p=float(eval_cfg["top_p"]),
-                            top_k=int(eval_cfg["top_k"]), max_new_tokens=int(eval_cfg["max_new_tokens"]))
-    generator = torch.Generator().manual_seed(seed)
-    prompts_per_call = max(1, int(eval_cfg["batch_size"]) // n)
-    keep = int(eval_cfg.get("save_completions", 4))
+    params = SamplingParams(temperature=e.temperature, top_p=e.top_p, top_k=e.top_k, max_new_tokens=e.max_new_tokens)
+    generator = torch.Generator().manual_seed(seed_of("eval", seed))
+    prompts_per_call = max(1, e.batch_size // n)
+    keep = e.save_completions
     rows = []
     starts = range(0, len(problems), prompts_per_call)
     for start in tracked(starts, desc="evaluating", total=len(starts), unit="batches", enabled=progress):
@@ -125,7 +126,7 @@ def evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problem
                 "tool_errors": sum(tool.errors(t) for t in tool_texts) if tool is not None else 0,
                 "completions": texts[:keep],
             })
-    return summarize(rows, [int(k) for k in eval_cfg["ks"]], task.verdicts, (task.level_column, task.level_block)), rows
+    return summarize(rows, list(e.ks), task.verdicts, (task.level_column, task.level_block)), rows
 
 
 def write_eval(run_dir: RunDirLike, regime: str, summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> Path:
@@ -149,58 +150,6 @@ def format_summary(summary: Mapping[str, Any]) -> str:
                          for name, blocks in summary.items() if name.startswith("by_") and isinstance(blocks, dict)
                          for k, v in blocks.items())
     return ", ".join(parts) + (f"  |  {by}" if by else "")
-
-
-@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="eval_model")
-def main(cfg: DictConfig) -> None:
-    """Evaluate a saved model directory on the task's held-out split into this run's `eval/`."""
-    import contextlib
-
-    from hydra.core.hydra_config import HydraConfig
-
-    import ablate.device
-    from ablate.models import load_model, load_tokenizer, resolve_path
-    from ablate.rundir.ownership import RunOwned, owned
-    from ablate.rundir.status import RunStatus
-    from ablate.stopping import stop_on_signals
-    from ablate.tasks import build_task
-
-    if cfg.regime not in REGIMES:
-        raise SystemExit(f"config error: regime={cfg.regime!r}: expected no_tool or tool (the tool of `tool=...` answers)")
-    try:
-        model_dir = Path(resolve_path(str(cfg.model_dir)))
-    except ValueError as err:
-        raise SystemExit(f"config error: {err}") from None
-    if not (model_dir / "config.json").is_file():
-        raise SystemExit(f"model_dir={cfg.model_dir}: no config.json there; point it at a run's model/ directory "
-                         "or a shipped checkpoint such as builtin:tiny-sft")
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
-    ownership = contextlib.ExitStack()
-    try:
-        ownership.enter_context(owned(run_dir))
-    except RunOwned as err:
-        raise SystemExit(f"error: {err}") from None
-    with stop_on_signals(), ownership, RunStatus(run_dir).running(stage="eval", model_dir=str(model_dir)) as status:
-        torch.set_num_threads(torch_threads(cfg.trainer.num_threads))
-        cfg.model.name_or_path = str(model_dir)
-        tokenizer = load_tokenizer(cfg.model)
-        model = load_model(cfg.model, tokenizer)
-        # on the GPU where there is one, as a training run's final evaluation (ablate.train.run)
-        device = ablate.device.device(cfg.trainer)
-        model.to(device)
-        status.update(device=device)
-        task = build_task(cfg)
-        splits = task.splits(pool_size=int(cfg.task.test_pool))
-        tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if cfg.regime == REGIME_TOOL else None
-        summary, rows = evaluate(model, tokenizer, splits.test[:cfg.eval.get("limit")], cfg.model.template, task,
-                                 cfg.eval, int(cfg.seed), tool, tool_cfg=cfg.tool)
-        out = write_eval(run_dir, cfg.regime, summary, rows)
-    print(f"eval [{cfg.regime}]: {format_summary(summary)}")
-    print(f"written to {out}")
-
-
-if __name__ == "__main__":
-    main()
 
 
 def check_eval(cfg) -> None:
