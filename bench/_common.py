@@ -30,6 +30,7 @@ def compose(overrides: Sequence[str] = ()):
     """The composed `python -m ablate.train` config for these overrides (Hydra's compose API)."""
     from hydra import compose as hydra_compose, initialize_config_dir
 
+    import ablate.parts  # noqa: F401 - every part's schema in Hydra's ConfigStore before composing
     from ablate.config import CONF_DIR
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
