@@ -208,3 +208,28 @@ def test_re_runs_share_the_claims_error_budget():
     assert once["alpha_nominal"] == pytest.approx(0.05) and twice["alpha_nominal"] == pytest.approx(0.025)
     assert twice["ci_high"] - twice["ci_low"] > once["ci_high"] - once["ci_low"]
     assert "realisations must be" in check_study_block({"claims": [claim], "realisations": 0})[0]
+
+
+def test_keeps_gain_and_bounded_claims_are_guarded_by_their_own_randomization_tests():
+    """Under test: randomization a keeps_gain claim (non-inferiority at a share of the gain) and a bounded
+    claim (two one-sided tests at its bounds) are decided, not refused by a missing test."""
+    from ablate.stats.claims import parse_declared
+    from ablate.stats.engine import evaluate
+    from ablate.stats.values import VALUE_COLUMNS
+
+    spread = np.array([-0.005, -0.003, -0.001, 0.001, 0.003, 0.005])
+    arms = {"y": 0.30 + spread, "x": 0.40 + spread[::-1], "z": 0.40 + np.roll(spread, 2), "w": 0.325 + np.roll(spread, 3)}
+    rows = [(f"{a}{j}", 0, a, j, "no_tool", "pass@1", float(v)) for a, vals in arms.items() for j, v in enumerate(vals)]
+    problems: list[str] = []
+    declared = parse_declared({"alpha": 0.05, "test": "randomization", "plan": {"looks": [6], "spending": "pocock"},
+                               "claims": [
+        {"id": "gain", "claim": "x beats y", "metric": "pass@1", "condition": "x", "baseline": "y", "effect": 0.05},
+        {"id": "keeps", "claim": "z keeps most of the gain", "metric": "pass@1", "condition": "z", "baseline": "x",
+         "type": "keeps_gain", "requires": "gain", "margin_share": 0.5},
+        {"id": "small", "claim": "w adds little over y", "metric": "pass@1", "condition": "w", "baseline": "y",
+         "type": "bounded", "bounds": [0.0, 0.05]}]}, problems)
+    assert not problems, problems
+    table = evaluate(declared, pd.DataFrame(rows, columns=VALUE_COLUMNS)).table.set_index("id")
+    for claim in ("gain", "keeps", "small"):
+        assert table.loc[claim, "verdict"] == "replicated", (claim, table.loc[claim, "reason"])
+        assert "randomization test p" in table.loc[claim, "reason"], claim

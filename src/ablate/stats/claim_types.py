@@ -70,7 +70,7 @@ class ClaimType(abc.ABC):
         """A look's verdict once the study's `test` has had its say (randomization: level.guard)."""
         if test != "randomization" or not self.in_family or ys is None:
             return verdict, reason
-        return level.guard(verdict, reason, claim.kind, claim.direction, claim.margin, xs, ys, alpha)
+        return level.guard(verdict, reason, claim.kind, claim.direction, claim.margin, xs, ys, alpha, claim.bounds)
 
     def floor(self, claim, n: int, m: int, test: str) -> float:
         """The smallest one-sided p the look's exact test can reach at n vs m seeds (0: no such test)."""

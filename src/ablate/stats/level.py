@@ -116,16 +116,20 @@ def randomization_p(x: Sequence[float], y: Sequence[float], direction: int = 1, 
     return (hits + extra) / (stats.size + extra)
 
 
-def claim_p(kind: str, direction: int, margin: float, x, y) -> float:
+def claim_p(kind: str, direction: int, margin: float, x, y, bounds: tuple[float, float] | None = None) -> float:
     """The randomization p-value for the claim's 'replicated' side: superiority H0 d*diff <= 0;
-    non-inferiority H0 d*diff <= -margin; equivalence the larger of the two one-sided tests at
-    -margin and +margin (TOST)."""
+    non-inferiority (and keeps_gain, its margin a share of the gain) H0 d*diff <= -margin; equivalence
+    the larger of the two one-sided tests at -margin and +margin (TOST); bounded the larger of H0
+    d*diff <= a and H0 d*diff >= b."""
     if kind == "superiority":
         return randomization_p(x, y, direction, 0.0)
-    if kind == "non_inferiority":
+    if kind in ("non_inferiority", "keeps_gain"):
         return randomization_p(x, y, direction, -margin)
     if kind == "equivalence":
         return max(randomization_p(x, y, +1, -margin), randomization_p(x, y, -1, -margin))
+    if kind == "bounded" and bounds is not None:
+        a, b = bounds
+        return max(randomization_p(x, y, direction, a), randomization_p(x, y, -direction, -b))
     raise ValueError(f"no randomization test for claim type {kind!r}")
 
 
@@ -139,7 +143,7 @@ def spread_ratio(x, y) -> np.ndarray:
 
 
 def guard(verdict: str, reason: str, kind: str, direction: int, margin: float, x, y,
-          alpha: float) -> tuple[str, str]:
+          alpha: float, bounds: tuple[float, float] | None = None) -> tuple[str, str]:
     """A look's verdict under `test: randomization`: a 'replicated' stands only when the randomization
     test agrees at alpha / 2 (the one-sided level of the claim's two-sided interval); where n vs m
     cannot reach that level at all, the look is undecidable at this n. One-sample claims and other
@@ -158,7 +162,7 @@ def guard(verdict: str, reason: str, kind: str, direction: int, margin: float, x
         return "inconclusive", (f"undecidable at {n} vs {m} seeds: the arms' seed SDs differ {ratio:.3g}-fold "
                                 f"(> {SPREAD_MAX:g}), where no test of means holds its level at these n "
                                 f"(docs/stats.md, the level table); Welch alone: {reason}")
-    p = claim_p(kind, direction, margin, x, y)
+    p = claim_p(kind, direction, margin, x, y, bounds)
     if p > level:
         return "inconclusive", (f"Welch's interval decides, the randomization test over seed labels does not "
                                 f"(p {p:.2g} > {level:.2g})")
