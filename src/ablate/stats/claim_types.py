@@ -275,10 +275,10 @@ class SuccessRate(Superiority):
             return verdict, reason
         k, n, j, m = int(xs.sum()), xs.size, int(ys.sum()), ys.size
         one_sided = alpha / 2.0
-        if rates.floor_p(n, m) > one_sided:
+        if level.floor_p(n, m) > one_sided:  # Fisher's smallest p is the randomization test's floor
             return "inconclusive", (f"undecidable at {n} vs {m} seeds: the exact test's smallest p "
-                                    f"{rates.floor_p(n, m):.2g} exceeds the one-sided level {one_sided:.2g} "
-                                    f"(needs {rates.seeds_to_decide(one_sided)} seeds per arm)")
+                                    f"1/{math.comb(n + m, n)} exceeds the one-sided level {one_sided:.2g} "
+                                    f"(needs {level.seeds_to_decide(one_sided)} seeds per arm)")
         p = rates.exact_p(k, n, j, m, claim.direction)
         if p > one_sided:
             return "inconclusive", (f"the rate interval decides, Fisher's exact test does not "
@@ -286,7 +286,7 @@ class SuccessRate(Superiority):
         return verdict, f"{reason}; Fisher's exact test p {p:.2g} <= {one_sided:.2g}"
 
     def floor(self, claim, n, m, test):
-        return rates.floor_p(n, m)
+        return level.floor_p(n, m)  # its exact test's, whatever the study's test
 
     def claimed(self, claim):
         op, thr = claim.success

@@ -2,13 +2,14 @@
 (pure maths).
 
 A recover / collapse arm is bimodal: when its few seeds happen to land in one mode, no test of means can
-tell it from an effect (docs/stats.md's level table: 1.35x nominal at 5/10/20 even under the
-randomization guard). A claim about such an arm is a claim about how often seeds recover, so
+tell it from an effect (docs/stats.md's level table: 2.69x nominal at alpha 0.025 on 5/10/20 even
+under the randomization guard). A claim about such an arm is a claim about how often seeds recover, so
 `type: success_rate` decides on the counts of seeds meeting `success:` in each arm:
 
 * the test is Fisher's exact test (scipy.stats.fisher_exact), one-sided in the claimed direction: the
   randomization test over seed labels of the 0/1 outcomes, so its level holds for any common success
-  probability at any n, and its floor is the randomization test's, 1 / C(n + m, n). (Boschloo's
+  probability at any n, and its smallest p (n/n against 0/m) is the randomization test's floor,
+  `level.floor_p(n, m)` = 1 / C(n + m, n). (Boschloo's
   unconditional test is more powerful, but scipy's takes ~50 ms a table: too slow for the level harness.)
 * the interval of the rate difference is Newcombe's hybrid score interval (statsmodels,
   `confint_proportions_2indep(method="newcomb")`): defined at 0/n and n/n, where the score inversion fails.
@@ -41,19 +42,6 @@ def exact_p(k: int, n: int, j: int, m: int, direction: int = 1) -> float:
     table = [[k, j], [n - k, m - j]]
     alt = "greater" if direction > 0 else "less"
     return float(min(1.0, scipy.stats.fisher_exact(table, alternative=alt).pvalue))
-
-
-def floor_p(n: int, m: int) -> float:
-    """The smallest one-sided p the exact test can give at n vs m seeds (n/n against 0/m): 1 / C(n+m, n)."""
-    return exact_p(n, n, 0, m, 1)
-
-
-def seeds_to_decide(level: float) -> int:
-    """The fewest seeds per arm (equal arms) whose exact test can reach `level` (one-sided)."""
-    n = 2
-    while floor_p(n, n) > level:
-        n += 1
-    return n
 
 
 @functools.lru_cache(maxsize=256)
