@@ -3,7 +3,7 @@
 # `timeout -s KILL`, each printing its figures the moment they exist (a step's line as the step ends), so a
 # stage cut short still reports what it finished. At most 13 min 10 s by the stages' limits; docs/gpu.md has the measured times.
 #
-#   bash bench/gpu_stages.sh --wheels DIR [--out DIR] [--compile]
+#   bash bench/gpu_stages.sh --wheels DIR [--out DIR] [--compile] [--stages env,rloo_medium,...]
 #
 # --wheels DIR: wheels the image lacks (bench/prepare_wheels.sh makes them where there is network), installed
 # with pip --no-index --no-deps --target into a temporary folder put on PYTHONPATH; nothing else is installed.
@@ -11,17 +11,19 @@
 # Stages: env | rloo_small | tests | rloo_medium | rloo_papers (B=128 x k=8, 1,024 new tokens) | sigterm.
 # --compile: after rloo_medium, the same with rollout.compile=true (rloo_medium_compile, its steps in
 # steps_compile.jsonl): the compiled decode step against the eager one on the same card (not yet measured).
+# --stages LIST: run only these stages (comma-separated names), for a slot too short for all of them.
 # Seconds per stage: STAGE_S_<NAME> (e.g. STAGE_S_RLOO_PAPERS=300).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
-wheels="" out="gpu-stages" compile=0
+wheels="" out="gpu-stages" compile=0 only=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --wheels) wheels=$2; shift ;;
         --out) out=$2; shift ;;
         --compile) compile=1 ;;
-        *) echo "gpu_stages.sh: unknown argument $1 (--wheels DIR, --out DIR, --compile)" >&2; exit 2 ;;
+        --stages) only=",$2,"; shift ;;
+        *) echo "gpu_stages.sh: unknown argument $1 (--wheels DIR, --out DIR, --compile, --stages LIST)" >&2; exit 2 ;;
     esac
     shift
 done
@@ -31,10 +33,11 @@ if [ -n "$wheels" ]; then
     source bench/_wheels.sh
     install_wheels "$wheels" || exit 2
 fi
-export PYTHONPATH="$PWD/src:$PYTHONPATH"   # this checkout's ablate
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"   # this checkout's ablate
 failed=()
 stage() {  # stage NAME SECONDS COMMAND...: run under timeout -s KILL, say how it ended and how long it took
     local name=$1 seconds=$2; shift 2
+    if [ -n "$only" ] && [[ "$only" != *",$name,"* ]]; then echo "== stage $name: not in --stages"; return; fi
     local var="STAGE_S_${name^^}"; seconds=${!var:-$seconds}
     echo "== stage $name (at most ${seconds} s): $*"
     local start=$SECONDS
