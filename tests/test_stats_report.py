@@ -75,9 +75,9 @@ def test_conditions_ignore_override_order_and_prefixes(tmp_path):
     assert [r.seed for r in conds[("curriculum=static", "lr=1e-5")]] == ["0", "1"]
     assert conds[("curriculum=none", "lr=1e-5")][0].seed == "0"
     a = analyze(sweep, FAST)
-    assert a.common == ["lr=1e-5"]
-    assert set(a.labels.values()) == {"curriculum=none", "curriculum=static"}
-    assert a.labels[a.baseline] == "curriculum=none"
+    assert a.conditions.common == ["lr=1e-5"]
+    assert set(a.conditions.labels.values()) == {"curriculum=none", "curriculum=static"}
+    assert a.conditions.labels[a.conditions.baseline] == "curriculum=none"
 
 
 def test_default_baseline_rule():
@@ -105,7 +105,7 @@ def test_recomputed_metrics_agree_with_the_runs_summaries(tmp_path):
                                                regimes=("no_tool", "tool")), rng, n_prompts=60)
     a = analyze(load_sweep(tmp_path), FAST)
     assert not [p for p in a.problems if "recomputed" in p], a.problems
-    runs = a.summary[a.summary["level"] == "run"]
+    runs = a.summary.table[a.summary.table["level"] == "run"]
     checked = runs[np.isfinite(runs["reported"]) & ~runs["ci_method"].str.startswith("reported")]
     assert {"pass@1", "pass@16", "pass^1", "pass^4", "by_operands/3/pass^2", "exact_pass@1", "coverage", "precision",
             "mixed_fraction", "best_of_n",
@@ -125,7 +125,7 @@ def test_recomputed_metrics_agree_with_the_runs_summaries(tmp_path):
         assert tuple(run0.loc[metric, ["wilson_low", "wilson_high"]]) == pytest.approx(
             proportion_confint(x, m, method="wilson"))
     assert np.isnan(run0.loc["pass@4", "wilson_low"])
-    cond = a.summary[a.summary["level"] == "condition"].set_index(["regime", "metric"])
+    cond = a.summary.table[a.summary.table["level"] == "condition"].set_index(["regime", "metric"])
     for regime in ("no_tool", "tool"):
         per_run = runs[(runs["regime"] == regime) & (runs["metric"] == "pass@1")]["value"]
         assert cond.loc[(regime, "pass@1"), "value"] == pytest.approx(per_run.mean())
@@ -154,7 +154,7 @@ def test_agrees_with_the_evaluation_module(tmp_path):
         (tmp_path / str(job) / "eval" / "default" / "summary.json").write_text(json.dumps(summary))
     a = analyze(load_sweep(tmp_path), FAST)
     assert not a.problems, a.problems
-    runs = a.summary[a.summary["level"] == "run"]
+    runs = a.summary.table[a.summary.table["level"] == "run"]
     compared = runs[np.isfinite(runs["reported"])]
     assert {"pass@16", "pass^16", "exact_pass@1", "mixed_fraction", "by_operands/4/coverage",
             "by_operands/4/pass^2"} <= set(compared["metric"])
@@ -165,10 +165,10 @@ def test_agrees_with_the_evaluation_module(tmp_path):
 def test_identical_conditions_are_not_significant(tmp_path):
     sweep = write_sweep(tmp_path / "same", {"none": 0.4, "static": 0.4}, identical=True, tool=True)
     a = analyze(load_sweep(sweep), Settings(resamples=1000, metrics=("pass@1", "tool/tool_errors")))
-    summary_only = a.comparisons[a.comparisons["metric"] == "tool/tool_errors"].iloc[0]
+    summary_only = a.comparisons.table[a.comparisons.table["metric"] == "tool/tool_errors"].iloc[0]
     assert "seed-level test only" in summary_only["note"] and np.isnan(summary_only["p_paired"])
     assert summary_only["p_seed"] == 1.0
-    (row,) = a.comparisons[a.comparisons["metric"] == "pass@1"].to_dict("records")
+    (row,) = a.comparisons.table[a.comparisons.table["metric"] == "pass@1"].to_dict("records")
     assert row["diff"] == 0.0 and row["p_paired"] == 1.0 and row["p_seed"] == 1.0
     assert row["significant_paired"] is False and row["significant_seed"] is False
     assert row["verdict"] == "not significant across seeds (Welch) at α=0.05 after Holm correction over this table"
@@ -179,17 +179,17 @@ def test_identical_conditions_are_not_significant(tmp_path):
 def test_same_distribution_different_draws_is_not_significant(tmp_path):
     sweep = write_sweep(tmp_path / "null", {"a": 0.4, "b": 0.4, "c": 0.4}, seed=3)
     a = analyze(load_sweep(sweep), Settings(resamples=2000, metrics=("pass@1", "exact_pass@1", "best_of_n")))
-    assert len(a.comparisons) == 6
-    assert a.comparisons["p_paired"].notna().all()
+    assert len(a.comparisons.table) == 6
+    assert a.comparisons.table["p_paired"].notna().all()
 
-    assert not a.comparisons["significant_paired"].astype(bool).any()
-    assert not a.comparisons["significant_seed"].astype(bool).any()
+    assert not a.comparisons.table["significant_paired"].astype(bool).any()
+    assert not a.comparisons.table["significant_seed"].astype(bool).any()
 
 
 def test_planted_difference_is_significant(planted_analysis):
     a = planted_analysis
-    assert a.labels[a.baseline] == "curriculum=none"
-    (row,) = a.comparisons.to_dict("records")
+    assert a.conditions.labels[a.conditions.baseline] == "curriculum=none"
+    (row,) = a.comparisons.table.to_dict("records")
     assert row["condition"] == "curriculum=static" and row["n_shared_prompts"] == 200
     assert 0.2 < row["diff_ci_low"] < row["diff"] < row["diff_ci_high"]
     assert row["p_paired_holm"] <= 2 / 1001 and row["p_seed_holm"] < 0.01  # the smallest p 1000 permutations give
@@ -197,7 +197,7 @@ def test_planted_difference_is_significant(planted_analysis):
     assert row["poi"] == 1.0
     assert row["verdict"] == "higher; significant across seeds (Welch) at α=0.05 after Holm correction over this table"
     # the difference's interval is Welch's over per-seed values, the same test as p_seed
-    x = a.groups[(a.baseline, row["regime"])]
+    x = a.summary.groups[(a.conditions.baseline, row["regime"])]
     assert row["diff_ci_low"] > 0 and row["p_seed"] < 0.05 and x.run_values.shape[0] == 3
 
 
@@ -205,8 +205,8 @@ def test_iqm_over_runs_is_reported_without_moving_any_other_number(planted, plan
     import scipy.stats
 
     a = planted_analysis
-    robust = a.robust.set_index("condition")
-    runs = a.summary[(a.summary["level"] == "run") & (a.summary["metric"] == "pass@1")]
+    robust = a.summary.robust.set_index("condition")
+    runs = a.summary.table[(a.summary.table["level"] == "run") & (a.summary.table["metric"] == "pass@1")]
     for label in ("curriculum=none", "curriculum=static"):
         values = runs[runs["condition"] == label]["value"].to_numpy()
         assert robust.loc[label, "iqm"] == pytest.approx(scipy.stats.trim_mean(values, 0.25))
@@ -214,28 +214,30 @@ def test_iqm_over_runs_is_reported_without_moving_any_other_number(planted, plan
         assert robust.loc[label, "iqm_ci_low"] <= robust.loc[label, "iqm"] <= robust.loc[label, "iqm_ci_high"]
     # pass^k is a metric like any other, and asking for it changes nothing that was there before
     b = analyze(load_sweep(planted), dataclasses.replace(FAST, metrics=["pass@1", "pass^4"]))
-    assert set(b.comparisons["metric"]) == {"pass@1", "pass^4"} and set(b.robust["metric"]) == {"pass@1", "pass^4"}
-    pd.testing.assert_frame_equal(a.summary, b.summary)
-    old = b.comparisons[b.comparisons["metric"] == "pass@1"].reset_index(drop=True)
+    assert set(b.comparisons.table["metric"]) == {"pass@1", "pass^4"}
+    assert set(b.summary.robust["metric"]) == {"pass@1", "pass^4"}
+    pd.testing.assert_frame_equal(a.summary.table, b.summary.table)
+    old = b.comparisons.table[b.comparisons.table["metric"] == "pass@1"].reset_index(drop=True)
     for column in ("diff", "diff_ci_low", "diff_ci_high", "paired_diff", "p_paired", "p_seed", "poi"):
-        assert old[column].tolist() == a.comparisons[column].tolist(), column
+        assert old[column].tolist() == a.comparisons.table[column].tolist(), column
 
 
 def test_analysis_is_reproducible(planted):
     a = analyze(load_sweep(planted), FAST)
     b = analyze(load_sweep(planted), FAST)
-    pd.testing.assert_frame_equal(a.summary, b.summary)
-    pd.testing.assert_frame_equal(a.comparisons, b.comparisons)
+    pd.testing.assert_frame_equal(a.summary.table, b.summary.table)
+    pd.testing.assert_frame_equal(a.comparisons.table, b.comparisons.table)
 
 
 def test_headline_columns_equal_in_every_run_share_one_column(planted_analysis):
-    from ablate.stats.report import headline_metrics, render_markdown, same_columns
+    from ablate.stats.render_markdown import headline_metrics, render_markdown, same_columns
 
     a = planted_analysis
-    columns = same_columns(a, "default", headline_metrics(a, "default"))
+    table = a.summary.table
+    columns = same_columns(table, "default", headline_metrics(table, a.conditions.settings.metrics, "default"))
     # exact_pass@1 is pass@1 run for run here; precision differs wherever an answer is missing
     assert columns["pass@1"] == ["exact_pass@1"] and "exact_pass@1" not in columns and "precision" in columns
-    runs = a.summary[(a.summary["level"] == "run") & (a.summary["regime"] == "default")].set_index(["run", "metric"])
+    runs = table[(table["level"] == "run") & (table["regime"] == "default")].set_index(["run", "metric"])
     assert (runs.xs("pass@1", level="metric")["value"] == runs.xs("exact_pass@1", level="metric")["value"]).all()
     assert not (runs.xs("pass@1", level="metric")["value"] == runs.xs("precision", level="metric")["value"]).all()
     assert "| pass@1 = exact_pass@1 |" in render_markdown(a, [])
@@ -243,16 +245,16 @@ def test_headline_columns_equal_in_every_run_share_one_column(planted_analysis):
 
 def test_curves_and_steps_to_reach(planted_analysis, planted):
     a = planted_analysis
-    reward = a.curves[a.curves["metric"] == "train/reward_mean"]
+    reward = a.curves.table[a.curves.table["metric"] == "train/reward_mean"]
     assert set(reward["condition"]) == {"curriculum=none", "curriculum=static"}
     assert reward["n_seeds"].max() == 3 and (reward["ci_low"] <= reward["mean"]).all()
-    val = a.curves[a.curves["metric"] == "val/score"]
+    val = a.curves.table[a.curves.table["metric"] == "val/score"]
     assert sorted(set(val["step"])) == [9, 19, 29, 39]  # sparse rows kept at their own steps
-    reach = a.reach[a.reach["level"] == "condition"].set_index("condition")
+    reach = a.curves.reach[a.curves.reach["level"] == "condition"].set_index("condition")
     assert reach.loc["curriculum=static", "reached"] == 3  # static reaches the baseline's final reward
     assert reach.loc["curriculum=static", "step"] < 20
     custom = analyze(load_sweep(planted), Settings(resamples=200, reach=["train/loss<=0.1"]))
-    row = custom.reach[custom.reach["level"] == "condition"].iloc[0]
+    row = custom.curves.reach[custom.curves.reach["level"] == "condition"].iloc[0]
     assert row["op"] == "<=" and row["threshold"] == 0.1 and row["reached"] == 3
 
 
@@ -261,7 +263,7 @@ def test_figures_draw_what_the_analysis_computed_and_resample_nothing(planted_an
     from ablate.stats.figures import make_figures
 
     a = planted_analysis
-    profiles = a.profiles[a.profiles["metric"] == "pass@1"]
+    profiles = a.summary.profiles[a.summary.profiles["metric"] == "pass@1"]
     assert set(profiles["condition"]) == {"curriculum=none", "curriculum=static"} and set(profiles["n_runs"]) == {3}
     for _, p in profiles.groupby("condition"):  # all runs above the grid's floor, none above its top
         assert p["fraction"].iloc[0] == 1.0 and p["fraction"].iloc[-1] == 0.0
@@ -272,7 +274,8 @@ def test_figures_draw_what_the_analysis_computed_and_resample_nothing(planted_an
 
     for name in ("performance_profile", "rng_for", "iqm_ci", "ratio_bootstrap_ci", "paired_test", "t_interval"):
         monkeypatch.setattr(intervals, name, no_resampling)
-    names = [name for _, name in make_figures(a, tmp_path)]
+    drawn = make_figures(tmp_path, a.conditions, a.summary, a.comparisons.table, a.curves.table, a.claims)
+    names = [name for _, name in drawn]
     assert "profile_default.png" in names and (tmp_path / "profile_default.png").is_file()
 
 
@@ -345,10 +348,10 @@ def test_never_started_jobs_from_multirun_yaml(tmp_path):
     sweep = write_sweep(tmp_path / "s", {"none": 0.3, "static": 0.5}, seeds=(0, 1), n_prompts=30)
     shutil.rmtree(sweep / "3")  # static, seed 1
     a = analyze(load_sweep(sweep), FAST)
-    missing = a.inventory[a.inventory["state"] == "never started"]
+    missing = a.conditions.inventory[a.conditions.inventory["state"] == "never started"]
     assert len(missing) == 1 and missing.iloc[0]["seed"] == "1"
     assert "curriculum=static seed=1" in missing.iloc[0]["reason"]
-    counts = a.conditions.set_index("condition")
+    counts = a.conditions.table.set_index("condition")
     assert counts.loc["curriculum=static", "missing"] == 1 and counts.loc["curriculum=static", "ok"] == 1
 
 
@@ -360,7 +363,7 @@ def test_never_started_jobs_of_a_study_grid(tmp_path):
     (sweep / "multirun.yaml").write_text(yaml.safe_dump({"hydra": {"sweeper": sweeper, "overrides": {"task": []}}}))
     assert not load_sweep(sweep).never_started  # all 9 jobs ran
     shutil.rmtree(sweep / "8")  # frontier, seed 2
-    missing = analyze(load_sweep(sweep), FAST).inventory.query("state == 'never started'")
+    missing = analyze(load_sweep(sweep), FAST).conditions.inventory.query("state == 'never started'")
     assert missing[["condition", "seed"]].values.tolist() == [["curriculum=frontier", "2"]]
     # a grid the sweeper cannot expand is a warning, not a crash
     sweeper["params"] = {"seed": "range(oops"}
@@ -383,7 +386,7 @@ def test_conditions_without_shared_prompts(tmp_path):
         ids = [f"{cond}{i}" for i in range(40)]
         write_run(tmp_path / str(job), RunSpec([f"data={cond}", f"seed={seed}"], ids=ids), rng)
     a = analyze(load_sweep(tmp_path), FAST)
-    (row,) = a.comparisons.to_dict("records")
+    (row,) = a.comparisons.table.to_dict("records")
     assert row["n_shared_prompts"] == 0 and np.isnan(row["p_paired"])
     assert "no shared prompt ids" in row["note"]
     assert any("share no test prompt ids" in p for p in a.problems)

@@ -17,7 +17,7 @@ import yaml
 
 from ablate.stats import Settings, analyze, load_sweep
 from ablate.stats.__main__ import main
-from ablate.stats.analysis import TRAIN_CAVEAT
+from ablate.stats.curves import TRAIN_CAVEAT
 from ablate.stats.power import mdd, pooled_sd, power_line, seeds_needed, standard_mdd
 from ablate.stats.runs import StatsInputError
 from ablate.stats.study import lookup, matches, parse_study, same
@@ -64,10 +64,10 @@ def test_rule_matching():
 
 def test_study_answers_its_question_without_flags(study_analysis):
     a = study_analysis
-    assert a.study.name == "curriculum_study"
-    assert tuple(a.settings.metrics) == tuple(CURRICULUM_STUDY["metrics"])
-    assert a.settings.effect == CURRICULUM_STUDY["effect"]
-    cmp = a.comparisons
+    assert a.conditions.study.name == "curriculum_study"
+    assert tuple(a.conditions.settings.metrics) == tuple(CURRICULUM_STUDY["metrics"])
+    assert a.conditions.settings.effect == CURRICULUM_STUDY["effect"]
+    cmp = a.comparisons.table
     pairs = set(zip(cmp["regime"], cmp["condition"], cmp["baseline"]))
     assert pairs == {
         ("default", RLOO_STATIC, RLOO_NONE), ("default", RLOO_FRONTIER, RLOO_NONE),  # rloo family
@@ -77,10 +77,10 @@ def test_study_answers_its_question_without_flags(study_analysis):
         ("tool", SFT_OFF, SFT_ON),
     }
     assert set(cmp["metric"]) == set(CURRICULUM_STUDY["metrics"]) and len(cmp) == 4 * 6
-    families = {f["family"]: f["baseline"] for f in a.families}
+    families = {f["family"]: f["baseline"] for f in a.conditions.families}
     assert families == {"stage.name=rloo": RLOO_NONE, "stage.name=ipo": IPO,
                         "stage.name=sft [regime `tool`]": SFT_ON, "any other condition": RLOO_FRONTIER}
-    assert {a.labels[b] for b in a.baselines_in("tool")} == {SFT_ON}
+    assert {a.conditions.labels[b] for b in a.summary.baselines_in("tool")} == {SFT_ON}
 
 
 def test_study_report_header_and_cli(study_sweep, tmp_path, capsys):
@@ -115,7 +115,7 @@ def test_runs_of_different_studies(tmp_path, capsys):
     with pytest.raises(StatsInputError, match="different studies"):
         analyze(load_sweep([a, b]), FAST)
     pooled = analyze(load_sweep([a, b]), dataclasses.replace(FAST, metrics=["pass@1"]))
-    assert pooled.study is None and any("study blocks ignored" in p for p in pooled.problems)
+    assert pooled.conditions.study is None and any("study blocks ignored" in p for p in pooled.problems)
 
 
 def test_study_baseline_problems(tmp_path):
@@ -124,7 +124,7 @@ def test_study_baseline_problems(tmp_path):
     root = write_conditions(tmp_path / "nomatch", study_specs(study, val_every=0)[:3], seeds=(0, 1), n_prompts=30)
     a = analyze(load_sweep(root), FAST)
     assert any("no condition's config matches the baseline (curriculum.name=uniform)" in p for p in a.problems)
-    assert not len(a.comparisons)  # the family is not compared with anything else
+    assert not len(a.comparisons.table)  # the family is not compared with anything else
     # a baseline that two conditions match is an error, not a guess
     study = dict(CURRICULUM_STUDY, baselines=[{"family": {"stage.name": "ipo"}, "baseline": {"tool.name": "off"}},
                                               {"family": {}, "baseline": {"tool.name": "off"}}])
@@ -170,11 +170,11 @@ def _val(run_dir: Path, col: str = "val/pass@1") -> pd.Series:
 
 def test_reach_uses_held_out_pass_at_1_per_family(study_analysis, study_sweep):
     a = study_analysis
-    reach = a.reach
+    reach = a.curves.reach
     assert set(reach["metric"]) == {"val/pass@1"} and set(reach["caveat"]) == {""}
-    jobs = {a.labels[r.condition]: [] for r in a.sweep.runs}
-    for r in a.sweep.runs:
-        jobs[a.labels[r.condition]].append(r.path)
+    jobs = {a.conditions.labels[r.condition]: [] for r in a.conditions.sweep.runs}
+    for r in a.conditions.sweep.runs:
+        jobs[a.conditions.labels[r.condition]].append(r.path)
     runs = reach[reach["level"] == "run"]
     for cond, base in [(RLOO_STATIC, RLOO_NONE), (IPO_STATIC, IPO), (SFT_OFF, RLOO_FRONTIER)]:
         # threshold: the family baseline's final held-out value, unsmoothed, mean over its seeds
@@ -195,9 +195,9 @@ def test_reach_uses_held_out_pass_at_1_per_family(study_analysis, study_sweep):
         assert cond_row.runs == 3 and cond_row.step == pytest.approx(mine["step"].mean())
     # the frontier condition is in two threshold groups: the rloo family's and the fallback baseline's
     assert len(set(reach[(reach["condition"] == RLOO_FRONTIER) & (reach["level"] == "condition")]["threshold"])) == 2
-    curves = a.curves[a.curves["metric"] == "val/by_operands/3/pass@1"]
+    curves = a.curves.table[a.curves.table["metric"] == "val/by_operands/3/pass@1"]
     assert sorted(set(curves["step"])) == [9, 19, 29, 39]
-    assert list(dict.fromkeys(a.curves["metric"]))[0] == "val/pass@1"
+    assert list(dict.fromkeys(a.curves.table["metric"]))[0] == "val/pass@1"
 
 
 def test_reach_on_training_reward_is_labelled(tmp_path):
@@ -213,7 +213,7 @@ def test_reach_on_training_reward_is_labelled(tmp_path):
     assert (out / "val_curves.png").is_file() and (out / "curves.png").is_file()
     # the fallback default (no val/pass@1 logged) is the training reward, labelled too
     a = analyze(load_sweep(root), FAST)
-    assert set(a.reach["metric"]) == {"train/reward_mean"} and set(a.reach["caveat"]) == {TRAIN_CAVEAT}
+    assert set(a.curves.reach["metric"]) == {"train/reward_mean"} and set(a.curves.reach["caveat"]) == {TRAIN_CAVEAT}
 
 
 # ------------------------------------------------------------------------------ D: power
@@ -312,7 +312,7 @@ def test_power_lines_and_power_csv(tmp_path):
 
 
 def test_study_effect_is_the_default(study_analysis):
-    cmp = study_analysis.comparisons
+    cmp = study_analysis.comparisons.table
     assert set(cmp["effect"]) == {CURRICULUM_STUDY["effect"]}
     assert (cmp["alpha_power"] == 0.05 / len(cmp)).all()
     lines = cmp[cmp["power_note"] != ""]["power_note"]
@@ -334,20 +334,23 @@ def test_names_change_labels_and_no_number(tmp_path, study_analysis):
     root = write_conditions(tmp_path / "named", study_specs(dict(CURRICULUM_STUDY, names=NAMED)))
     a = analyze(load_sweep(root), FAST)
     assert not a.problems
-    labels = set(a.conditions["condition"])
+    labels = set(a.conditions.table["condition"])
     assert {"no curriculum", "frontier", "IPO", RLOO_STATIC, IPO_STATIC} <= labels
-    assert RLOO_NONE not in labels and set(a.comparisons["baseline"]) == {"no curriculum", "IPO", SFT_ON, "frontier"}
+    assert RLOO_NONE not in labels
+    assert set(a.comparisons.table["baseline"]) == {"no curriculum", "IPO", SFT_ON, "frontier"}
     # the unnamed sweep has the same samples (same fixture seed): every number is the same
-    for name in ("summary", "comparisons", "robust", "reach"):
-        pd.testing.assert_frame_equal(_numbers(getattr(a, name)), _numbers(getattr(study_analysis, name)))
+    for stage, name in (("summary", "table"), ("comparisons", "table"), ("summary", "robust"), ("curves", "reach")):
+        pd.testing.assert_frame_equal(_numbers(getattr(getattr(a, stage), name)),
+                                      _numbers(getattr(getattr(study_analysis, stage), name)))
     # --name wins over the study's name and works on overrides
     b = analyze(load_sweep(root), dataclasses.replace(FAST, names=["static RLOO:curriculum=static,stage=rloo",
                                                                    "none:curriculum=none", "ipo:stage=ipo"]))
-    assert {"static RLOO", "none", "frontier"} <= set(b.conditions["condition"]) and "no curriculum" not in set(
-        b.conditions["condition"])
+    assert {"static RLOO", "none", "frontier"} <= set(b.conditions.table["condition"]) and "no curriculum" not in set(
+        b.conditions.table["condition"])
     # stage=ipo is in two conditions' overrides: the one with the fewest is meant (as for --baseline)
-    assert b.labels[("stage=ipo",)] == "ipo" and b.labels[("curriculum=static", "stage=ipo")] == IPO_STATIC
-    pd.testing.assert_frame_equal(_numbers(b.comparisons), _numbers(study_analysis.comparisons))
+    labels_b = b.conditions.labels
+    assert labels_b[("stage=ipo",)] == "ipo" and labels_b[("curriculum=static", "stage=ipo")] == IPO_STATIC
+    pd.testing.assert_frame_equal(_numbers(b.comparisons.table), _numbers(study_analysis.comparisons.table))
     out = tmp_path / "out"
     assert main([str(root), "--out", str(out), "--resamples", "300", "--no-plots", "--quiet",
                  "--name", "static RLOO:curriculum=static,stage=rloo"]) == 0
@@ -377,7 +380,7 @@ def test_bad_study_names_are_data_problems(tmp_path):
     root = write_conditions(tmp_path / "bad", study_specs(dict(CURRICULUM_STUDY, names=names), val_every=0),
                             seeds=(0, 1), n_prompts=30)
     a = analyze(load_sweep(root), FAST)
-    labels = set(a.conditions["condition"])
+    labels = set(a.conditions.table["condition"])
     assert "ipo" in labels and not {"rloo", "frontier", "again"} & labels
     assert IPO_STATIC in labels  # its name clashes with another condition's label: not used
     assert any("names 'rloo' must match exactly one condition, it matches 3" in p for p in a.problems)

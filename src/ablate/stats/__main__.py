@@ -173,8 +173,9 @@ def main(argv: list[str] | None = None) -> int:
                       "(a run is a directory containing .hydra/overrides.yaml)", highlight=False)
             return 1
 
-        from ablate.stats.analysis import Settings, analyze
+        from ablate.stats.analysis import analyze
         from ablate.stats.report import print_summary, write_report
+        from ablate.stats.settings import Settings
 
         settings = Settings(resamples=args.resamples, confidence=args.confidence, alpha=args.alpha,
                             seed=args.seed, metrics=metrics, baseline=args.baseline, reach=args.reach,
@@ -199,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         print(written.get("report.md") or written.get("report.json"))
     else:
         print_summary(analysis, written, out_console)
-    if analysis.n_ok == 0:
+    if analysis.conditions.n_ok == 0:
         err.print("[red]error:[/red] no completed run with a readable eval/: nothing to compare; "
                   "the run inventory is in the report", highlight=False)
         return 1

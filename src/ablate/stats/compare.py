@@ -2,11 +2,13 @@
 (Welch's t-interval over per-seed values, the seed-level Welch test, Holm over this table's rows: the
 claims' graphical procedure, ablate.stats.multiplicity, with Holm's graph) and, as a labelled
 model-level diagnostic that decides nothing, the paired prompt test of the trained models in hand.
-Verdicts on a study's claims come from ablate.stats.engine, not from this table."""
+Verdicts on a study's claims come from ablate.stats.engine, not from this table. `compare` is the
+pipeline's comparisons stage and returns them as `Comparisons`."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
@@ -19,7 +21,9 @@ from ablate.stats.runs import condition_label
 from ablate.stats.verdicts import welch
 
 if TYPE_CHECKING:
+    from ablate.stats.conditions import Conditions
     from ablate.stats.settings import Settings
+    from ablate.stats.summary import Summary
 
 COMPARISON_COLUMNS = [
     "regime", "metric", "condition", "baseline", "n_seeds", "n_seeds_baseline", "mean", "mean_baseline",
@@ -30,6 +34,26 @@ COMPARISON_COLUMNS = [
 ]
 POWER_COLUMNS = ["regime", "metric", "deciding", "condition", "baseline", "n_seeds", "n_seeds_baseline", "diff",
                  "sd_seeds_pooled", "alpha_power", "power", "mdd", "effect", "seeds_needed"]
+
+
+@dataclass(frozen=True)
+class Comparisons:
+    """Each condition against its baseline, per regime and compared metric."""
+
+    table: pd.DataFrame  # comparisons.csv (COMPARISON_COLUMNS): one row per (regime, metric, condition)
+    power: pd.DataFrame | None  # power.csv (POWER_COLUMNS): every metric both sides have (--power), else None
+    problems: list[str]
+    notes: list[str]  # what was not compared, and why
+
+
+def compare(c: Conditions, summary: Summary) -> Comparisons:
+    """The comparisons stage: summary's groups against the baselines `c.baseline_for` names."""
+    problems: list[str] = []
+    notes: list[str] = []
+    table = compare_all(summary.groups, c.baseline_for, c.labels, c.keys, c.regimes, c.settings, problems, notes)
+    power = power_table(summary.groups, c.baseline_for, c.labels, c.regimes, c.settings, len(table)) \
+        if c.settings.power else None
+    return Comparisons(table=table, power=power, problems=problems, notes=notes)
 
 
 def _pairs(groups: dict, baseline_for: dict, regime: str, notes: list[str]) -> list[tuple]:

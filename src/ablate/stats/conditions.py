@@ -1,14 +1,153 @@
-"""Runs into conditions: labels (the overrides that distinguish a condition, or a name), the
-baseline each condition is compared with (a study's rules, --baseline, or the fallback rules)."""
+"""The conditions stage: a loaded sweep's runs grouped into conditions (a condition is its runs'
+overrides minus `seed`, a tuple such as ("curriculum=static", "stage=rloo")), each with its label (the
+overrides that distinguish it, or a name), its usable runs, and the baseline it is compared with (a
+study's rules, --baseline, or the fallback rules). `group_conditions` returns it all as `Conditions`."""
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from typing import Sequence
 
-from ablate.stats.runs import StatsInputError, condition_label, normalise_override
+import pandas as pd
+
+from ablate.stats.blocks import available_metrics
+from ablate.stats.runs import Run, StatsInputError, Sweep, condition_label, mixed_starts, normalise_override
+from ablate.stats.settings import Settings
 from ablate.stats.study import Study, matches, sweep_study
 
 BASELINE_VALUES = {"none", "off", "uniform", "baseline", "default", "false", "null", "no"}
+DEFAULT_METRICS = ("pass@1",)
+DEFAULT_EFFECT = 0.03
+ONE_CONDITION = "Only one condition has usable runs: nothing to compare."
+
+Condition = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Conditions:
+    """What each run is, which runs count, and which condition each is compared with."""
+
+    sweep: Sweep
+    settings: Settings  # the command's, with `metrics` and `effect` resolved (the study's, else the defaults)
+    study: Study | None  # the study block the runs declare (None: no study, or --baseline/--metric given)
+    labels: dict[Condition, str]  # every condition -> its shown label; the report's order of conditions
+    keys: dict[Condition, str]  # every condition -> its label without names: what resampling generators are keyed by
+    common: list[str]  # the overrides every condition shares
+    usable: dict[Condition, list[Run]]  # every condition -> its completed runs (maybe none), in the sweep's order
+    regimes: list[str]  # the eval regimes some usable run has, sorted
+    baseline: Condition | None  # the global baseline (None: no condition has usable runs)
+    baseline_rule: str  # why that one
+    baseline_for: dict[tuple[Condition, str | None], Condition | None]  # (condition, regime) -> its baseline;
+    # regime None stands for steps to reach (metrics.csv has no regime)
+    families: list[dict]  # the study's baseline rules as resolved: family, regime, baseline (a label), usable
+    inventory: pd.DataFrame  # runs.csv: every run and never-started job, its outcome and why (INVENTORY_COLUMNS)
+    table: pd.DataFrame  # per condition: runs, ok, failed, running, missing, seeds used (COUNT_COLUMNS)
+    problems: list[str]  # the sweep's data problems found so far (the report lists every stage's)
+    notes: list[str]
+
+    @property
+    def compared(self) -> list[Condition]:
+        """The conditions with at least one usable run, in the sweep's order."""
+        return [c for c, runs in self.usable.items() if runs]
+
+    @property
+    def n_ok(self) -> int:
+        return int((self.inventory["outcome"] == "ok").sum()) if len(self.inventory) else 0
+
+
+def group_conditions(sweep: Sweep, settings: Settings) -> Conditions:
+    """The conditions stage of a loaded sweep under the command's settings."""
+    problems = list(sweep.warnings) + [f"{run.rel}: {issue}" for run in sweep.runs for issue in run.issues]
+    problems += mixed_starts(sweep.runs)
+    explicit = settings.baseline is not None or settings.metrics is not None
+    study, keys, common, labels, configs = label_sweep(sweep, settings.names, explicit, problems)
+    cond_runs = sweep.conditions()
+    usable = {c: [r for r in runs if r.ok] for c, runs in cond_runs.items()}
+    usable_conds = [c for c, runs in usable.items() if runs]
+    baseline, rule = choose_baseline(usable_conds, settings.baseline, labels)
+    regimes = sorted({name for runs in usable.values() for r in runs for name, ev in r.evals.items() if ev.usable})
+    settings = _resolved(settings, study, usable, regimes, problems)
+    baseline_for, families = assign_baselines(
+        configs, usable_conds, regimes, None if settings.baseline else study, baseline, labels, problems)
+    notes = [ONE_CONDITION] if baseline is not None and len(usable_conds) < 2 else []
+    return Conditions(sweep=sweep, settings=settings, study=study, labels=labels, keys=keys, common=common,
+                      usable=usable, regimes=regimes, baseline=baseline, baseline_rule=rule,
+                      baseline_for=baseline_for, families=families, inventory=inventory_table(sweep, labels),
+                      table=count_table(cond_runs, sweep, labels), problems=problems, notes=notes)
+
+
+def _resolved(settings: Settings, study: Study | None, usable: dict, regimes: Sequence[str],
+              problems: list[str]) -> Settings:
+    """The settings with the compared metrics (--metric, else the study's found in some run, else pass@1)
+    and the effect to plan for (--effect, else the study's, else DEFAULT_EFFECT)."""
+    if settings.metrics is None:
+        metrics = _study_metrics(study, usable, regimes, problems)
+    else:
+        metrics = tuple(settings.metrics)
+        _check_requested_metrics(metrics, usable, regimes)
+    effect = settings.effect or (study.effect if study is not None else None) or DEFAULT_EFFECT
+    return dataclasses.replace(settings, metrics=metrics, effect=effect)
+
+
+def _study_metrics(study: Study | None, usable: dict, regimes: Sequence[str], problems: list[str]):
+    if study is None or not study.metrics:
+        return DEFAULT_METRICS
+    have = set(available_metrics(usable, regimes))
+    missing = [m for m in study.metrics if m not in have]
+    if missing and regimes:
+        problems.append(f"study {study.name}: metric(s) {', '.join(missing)} not found in any run; not compared")
+    kept = tuple(m for m in study.metrics if m in have)
+    return kept or DEFAULT_METRICS
+
+
+def _check_requested_metrics(metrics: Sequence[str], usable: dict, regimes: Sequence[str]) -> None:
+    if not regimes:
+        return
+    have = available_metrics(usable, regimes)
+    unknown = [m for m in metrics if m not in have]
+    if unknown:
+        raise StatsInputError(f"--metric {', '.join(unknown)}: not found in any run; available: "
+                              + ", ".join(have))
+
+
+INVENTORY_COLUMNS = ["run", "path", "condition", "overrides", "seed", "state", "outcome", "reason", "regimes",
+                     "issues", "warnings"]
+COUNT_COLUMNS = ["condition", "overrides", "runs", "ok", "failed", "running", "missing", "seeds_ok"]
+
+
+def inventory_table(sweep: Sweep, labels: dict) -> pd.DataFrame:
+    """runs.csv: every run directory and every job that never started, with its outcome and why."""
+    rows = []
+    for run in sorted(sweep.runs, key=lambda r: (r.condition, r.rel)):
+        rows.append({
+            "run": run.rel, "path": str(run.path), "condition": labels.get(run.condition, run.label),
+            "overrides": run.label, "seed": run.seed, "state": run.state, "outcome": run.outcome,
+            "reason": run.reason,
+            "regimes": ",".join(k for k, v in run.evals.items() if v.usable),
+            "issues": len(run.issues), "warnings": " | ".join(run.warnings),
+        })
+    for cond, seed, why in sweep.never_started:
+        rows.append({"run": "", "path": "", "condition": labels.get(cond, condition_label(cond)),
+                     "overrides": condition_label(cond), "seed": seed, "state": "never started",
+                     "outcome": "missing", "reason": why,
+                     "regimes": "", "issues": 0, "warnings": ""})
+    return pd.DataFrame(rows, columns=INVENTORY_COLUMNS)
+
+
+def count_table(cond_runs: dict, sweep: Sweep, labels: dict) -> pd.DataFrame:
+    """Per condition (the sweep's order): its runs by outcome, never-started jobs counted as missing."""
+    rows = []
+    for cond, runs in cond_runs.items():
+        outcomes = [r.outcome for r in runs]
+        never = sum(1 for c, _, _ in sweep.never_started if c == cond)
+        rows.append({
+            "condition": labels[cond], "overrides": condition_label(cond),
+            "runs": len(runs) + never, "ok": outcomes.count("ok"), "failed": outcomes.count("failed"),
+            "running": outcomes.count("running"), "missing": outcomes.count("missing") + never,
+            "seeds_ok": ",".join(str(r.seed) for r in runs if r.ok),
+        })
+    return pd.DataFrame(rows, columns=COUNT_COLUMNS)
 
 
 def display_labels(conditions: Sequence[tuple[str, ...]]) -> tuple[dict, list[str]]:

@@ -1,8 +1,10 @@
-"""Training curves (metrics.csv averaged over seeds, with t-interval bands) and steps to reach a
-threshold (as ablate.stats.reach defines it), per run and per condition."""
+"""The curves stage: training curves (metrics.csv averaged over seeds, with t-interval bands) and steps
+to reach a threshold (as ablate.stats.reach defines it), per run and per condition. `training_curves`
+returns them as `Curves`."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -12,6 +14,7 @@ from ablate.stats.intervals import nanmean, t_interval
 from ablate.stats.reach import final_mean, first_reach, parse_reach
 
 if TYPE_CHECKING:
+    from ablate.stats.conditions import Conditions
     from ablate.stats.settings import Settings
 
 DEFAULT_REACH_METRIC = "train/reward_mean"
@@ -22,6 +25,22 @@ VAL_REACH_METRIC = "val/pass@1"
 TRAIN_CAVEAT = "training reward: not a skill measure (easier batches reach it sooner)"
 
 CURVE_COLUMNS = ["condition", "metric", "step", "mean", "ci_low", "ci_high", "n_seeds"]
+
+
+@dataclass(frozen=True)
+class Curves:
+    """Every condition's training curves and its steps to reach a threshold."""
+
+    table: pd.DataFrame  # curves.csv (CURVE_COLUMNS): per condition, metric and logged step, over seeds
+    reach: pd.DataFrame  # reach.csv (REACH_COLUMNS): level run and condition rows
+    notes: list[str]  # thresholds no run logs
+
+
+def training_curves(c: Conditions) -> Curves:
+    """The curves stage: every usable run's metrics.csv, by condition."""
+    notes: list[str] = []
+    reach = reach_table(c.usable, c.labels, c.baseline_for, c.settings, notes)
+    return Curves(table=curves_table(c.usable, c.labels, c.settings), reach=reach, notes=notes)
 
 
 def curve_columns(usable: dict) -> list[str]:

@@ -8,12 +8,17 @@ import re
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from ablate.stats.formatting import slug, twins
+
+if TYPE_CHECKING:
+    from ablate.stats.conditions import Conditions
+    from ablate.stats.engine import ClaimsResult
+    from ablate.stats.summary import Summary
 
 CURVES_PER_FIGURE = 12
 MAX_CURVE_FIGURES = 3
@@ -26,8 +31,9 @@ VERDICT_COLOURS = {"replicated": "#2b8a3e", "not replicated": "#c92a2a", "inconc
                    "not testable": "#868e96", "descriptive": "#1c7ed6"}
 
 
-def pct(a) -> str:
-    return f"{a.settings.confidence * 100:g}%"
+def pct(confidence: float) -> str:
+    """0.95 -> "95%"."""
+    return f"{confidence * 100:g}%"
 
 
 @dataclass(frozen=True)
@@ -42,30 +48,35 @@ class Canvas:
 
     @property
     def pct(self) -> str:
-        return f"{self.confidence * 100:g}%"
+        return pct(self.confidence)
 
 
-def make_figures(a, out: Path) -> list[tuple[str, str]]:
-    """Every figure of the report; each renderer is handed only the table it draws."""
+def make_figures(out: Path, conditions: Conditions, summary: Summary, comparisons: pd.DataFrame,
+                 curves: pd.DataFrame, claims: ClaimsResult | None) -> list[tuple[str, str]]:
+    """Every figure of the report, written under `out`; (title, file name) of each. `conditions` gives
+    the conditions' order, the regimes, the confidence and the study's name; `summary` the condition rows
+    of summary.csv and the performance profiles; `comparisons` comparisons.csv; `curves` curves.csv;
+    `claims` the claims table (None: no claims). Each figure is handed only the table it draws."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    canvas = Canvas(out, plt, [a.labels[c] for c in a.labels], a.settings.confidence)
+    c = conditions
+    canvas = Canvas(out, plt, [c.labels[k] for k in c.labels], c.settings.confidence)
     figures: list[tuple[str, str]] = []
-    if a.claims is not None and len(a.claims.table):
+    if claims is not None and len(claims.table):
         name = "claims.png"
-        claims_figure(a.claims.table, out / name, title=f"claims of {a.study.name}" if a.study else "claims")
+        claims_figure(claims.table, out / name, title=f"claims of {c.study.name}" if c.study else "claims")
         figures.append(("claims (estimate and deciding interval; the paper's effect as ×)", name))
-    cond_rows = a.summary[a.summary["level"] == "condition"]
-    for regime in a.regimes:
+    cond_rows = summary.table[summary.table["level"] == "condition"]
+    for regime in c.regimes:
         rows = cond_rows[cond_rows["regime"] == regime]
         figures += [found for found in (_passk_figure(rows, regime, canvas), _operands_figure(rows, regime, canvas),
-                                        _differences_figure(a.comparisons, regime, canvas)) if found]
-    figures += [found for regime in a.regimes if (found := _profile_figure(a.profiles, regime, canvas))]
-    claimed = claimed_columns(a.claims.table) if a.claims is not None else []
-    return figures + _curve_figures(a.curves, claimed, canvas)
+                                        _differences_figure(comparisons, regime, canvas)) if found]
+    figures += [found for regime in c.regimes if (found := _profile_figure(summary.profiles, regime, canvas))]
+    claimed = claimed_columns(claims.table) if claims is not None else []
+    return figures + _curve_figures(curves, claimed, canvas)
 
 
 def _claim_points(r: dict) -> tuple[float, float, float, list[float]]:

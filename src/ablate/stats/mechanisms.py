@@ -13,15 +13,48 @@ A study declares them beside its claims, each a name and a metric of the claims'
 read, writes them per run to mechanisms.csv (run, condition, seed, one column a mechanism), and
 renders report.md's Mechanisms section: per condition, mean [min, max] over its runs (n). The same
 table renders in docs/findings.md (`<!-- mechanisms:STUDY -->`): no script computes them by hand.
+`describe_mechanisms` is the pipeline's mechanisms stage and returns them as `Mechanisms`.
 """
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import pandas as pd
 
+if TYPE_CHECKING:
+    from ablate.stats.runs import Sweep
+
 KEY = "mechanisms"
+
+
+@dataclass(frozen=True)
+class Mechanisms:
+    """The study's declared mechanisms, per run."""
+
+    table: pd.DataFrame | None  # mechanisms.csv (see mechanism_table); None when none is declared
+    declared: dict[str, str]  # name -> metric as the runs' study block declares them (report.md's legend)
+    problems: list[str]  # malformed declarations
+    notes: list[str]  # where today's preset stood in for a block that declares none
+
+
+def describe_mechanisms(sweep: Sweep, study, labels: dict, regimes: Sequence[str]) -> Mechanisms:
+    """The mechanisms stage: the runs' study block's mechanisms, else today's preset of the study's name
+    (a note says so: mechanisms describe, so this is no data problem). `study`: the sweep's
+    ablate.stats.study.Study or None (its `block` and `name` are read; not imported here: study.py
+    imports the claims, which import this module); `labels`: condition -> its label (Conditions.labels);
+    `regimes`: the eval regimes an evaluation metric is read in."""
+    from ablate.stats.values import sweep_values
+
+    problems: list[str] = []
+    notes: list[str] = []
+    if study is None:
+        return Mechanisms(None, {}, problems, notes)
+    declared = declared_mechanisms(study.block, problems)
+    used = declared or preset_mechanisms(study.name, notes)
+    table = mechanism_table(sweep_values(sweep, labels, list(used.values()), regimes), used) if used else None
+    return Mechanisms(table, declared, problems, notes)
 
 
 def declared_mechanisms(block: Mapping | None, problems: list[str]) -> dict[str, str]:
