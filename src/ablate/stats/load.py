@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import math
 from pathlib import Path
 from typing import Sequence
 
@@ -16,8 +15,9 @@ import yaml
 from ablate.rundir import RunDir
 from ablate.rundir.status import interrupted
 from ablate.stats import validate
-from ablate.stats.runs import (PromptTable, RegimeEval, Run, StatsInputError, Sweep, find_run_dirs,
-                               normalise_override, split_overrides, task_level)
+from ablate.stats.runs import RegimeEval, Run, StatsInputError, Sweep, find_run_dirs, normalise_override, \
+    split_overrides, task_level
+from ablate.stats.samples import load_samples, short, whole
 from ablate.tasks.base import OPERANDS
 
 
@@ -35,155 +35,13 @@ def _read(path: Path, issues: list[str], what: str, parse=json.loads):
     except FileNotFoundError:
         return None
     except (OSError, ValueError, yaml.YAMLError) as exc:  # JSON and Unicode errors are ValueErrors
-        issues.append(f"{what} unreadable ({_short(exc)}); not used")
+        issues.append(f"{what} unreadable ({short(exc)}); not used")
         return None
 
 
 def _yaml(text: str):
     data = yaml.safe_load(text)
     return () if data is None else data  # an empty file: no overrides
-
-
-def _short(exc: BaseException, limit: int = 160) -> str:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _whole(value) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
-
-
-def _number(v) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        return None
-    return float(v)
-
-
-def _n_numbers(row: dict) -> int | None:
-    diff = row.get("difficulty")
-    for v in (row.get("n_numbers"), diff.get("n_numbers") if isinstance(diff, dict) else None):
-        if _whole(v) is not None:
-            return _whole(v)
-    nums = row.get("numbers")
-    return len(nums) if isinstance(nums, list) else None
-
-
-def load_samples(path: Path, issues: list[str], what: str, level: tuple[str, str] = OPERANDS) -> PromptTable | None:
-    """Read samples.jsonl with pandas and check it against its schema (id; whole n >= 1; 0 <= n_correct
-    <= n; 0 <= n_answered <= n when given). Lines that fail are skipped and named (line numbers) in
-    `issues`, so are lines that are not JSON objects (a crashed run's truncated last line)."""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        issues.append(f"{what}: unreadable ({_short(exc)})")
-        return None
-    bad: list[tuple[int, str]] = []
-    lines, rows = _json_rows(text, bad)
-    good, dupes = _checked(lines, rows, bad)
-    if bad:
-        bad.sort()
-        shown = ", ".join(f"line {ln} ({why})" for ln, why in bad[:5])
-        more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
-        issues.append(f"{what}: skipped {len(bad)} bad line(s): {shown}{more}")
-    if dupes:
-        issues.append(f"{what}: {len(dupes)} duplicate prompt id(s) ignored (first at line {dupes[0]})")
-    if not good:
-        issues.append(f"{what}: no usable prompt lines")
-        return None
-    cols = _columns(good, level[0])
-    if "n_answered" in cols and np.any(cols["n_correct"] > cols["n_answered"]):
-        issues.append(f"{what}: some prompts have n_correct > n_answered (precision above 1)")
-    return PromptTable(np.asarray([str(r["id"]) for r in good], dtype=object), cols, level[1])
-
-
-def _json_rows(text: str, bad: list) -> tuple[list, list[dict]]:
-    """(line number, line) and the parsed row of every JSON-object line; the others go to `bad`."""
-    import pandas as pd
-
-    lines = [(i, line) for i, line in enumerate(text.split("\n"), 1) if line.strip()]
-    try:
-        frame = pd.read_json(io.StringIO(text), lines=True, dtype=False)
-    except (ValueError, TypeError):  # some line is not a JSON object: name it, read the others
-        kept = []
-        for lineno, line in lines:
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                bad.append((lineno, "invalid JSON"))
-                continue
-            if not isinstance(obj, dict):
-                bad.append((lineno, "not a JSON object"))
-                continue
-            kept.append((lineno, line))
-        lines = kept
-        frame = pd.read_json(io.StringIO("\n".join(line for _, line in kept)), lines=True, dtype=False)
-    rows = frame.to_dict("records")
-    for key in ("id", "n", "n_correct", "n_answered"):  # pandas fills a key some lines lack with NaN
-        for row in rows:
-            if isinstance(row.get(key), float) and math.isnan(row[key]):
-                row[key] = None
-    return lines, rows
-
-
-def _checked(lines, rows, bad: list) -> tuple[list[dict], list[int]]:
-    """The rows that pass the schema (first of each id), and the line numbers of duplicate ids."""
-    good, dupes, seen = [], [], set()
-    for (lineno, _), row in zip(lines, rows):
-        n, c, a = _whole(row.get("n")), _whole(row.get("n_correct")), row.get("n_answered")
-        if row.get("id") is None or n is None or c is None:
-            bad.append((lineno, "missing id, n or n_correct"))
-        elif n < 1 or not 0 <= c <= n:
-            bad.append((lineno, f"inconsistent counts n={n}, n_correct={c}"))
-        elif a is not None and (_whole(a) is None or not 0 <= _whole(a) <= n):
-            bad.append((lineno, f"inconsistent n_answered={a!r}"))
-        elif (why := _bad_optional(row, n)) is not None:
-            bad.append((lineno, why))
-        elif str(row["id"]) in seen:
-            dupes.append(lineno)
-        else:
-            seen.add(str(row["id"]))
-            good.append({**row, "n": n, "n_correct": c})
-    return good, dupes
-
-
-def _bad_optional(row: dict, n: int) -> str | None:
-    """Why a line's optional counts cannot be used (None if they can): the columns ablate.metrics reads."""
-    for key in ("mean_length", "tool_calls", "n_calc"):
-        value = row.get(key)
-        if value is not None and not (isinstance(value, float) and math.isnan(value)):  # pandas' fill: absent
-            if _number(value) is None or value < 0 or (key == "n_calc" and value > n):
-                return f"{key}={str(value)[:30]!r} is not a number in range"
-    verdicts = row.get("verdicts")
-    if isinstance(verdicts, float) and math.isnan(verdicts):  # pandas' fill where a line has none
-        verdicts = None
-    if verdicts is not None and not (isinstance(verdicts, dict) and all(
-            _whole(v) is not None and 0 <= v <= n for v in verdicts.values())):
-        return f"verdicts={str(verdicts)[:40]!r} are not counts in [0, n]"
-    return None
-
-
-def _columns(good: list[dict], level_column: str = "n_numbers") -> dict[str, np.ndarray]:
-    """Every column every good line has: the counts, the optional ones (ablate.metrics reads), the level as n_numbers."""
-    level = _n_numbers if level_column == "n_numbers" else (lambda r: _whole(r.get(level_column)))
-    getters = {"n": lambda r: r["n"], "n_correct": lambda r: r["n_correct"],
-               "n_answered": lambda r: _whole(r.get("n_answered")), "n_numbers": level,
-               **{key: (lambda r, key=key: _number(r.get(key))) for key in ("mean_length", "tool_calls", "n_calc")}}
-    verdicts = sorted({str(k) for r in good if isinstance(r.get("verdicts"), dict) for k in r["verdicts"]})
-    for name in verdicts:
-        getters[f"verdict/{name}"] = lambda r, name=name: (_number(r["verdicts"].get(name, 0))
-                                                           if isinstance(r.get("verdicts"), dict) else None)
-    cols: dict[str, np.ndarray] = {}
-    for key, get in getters.items():  # a column is known when every line has it
-        values = [get(r) for r in good]
-        if all(v is not None for v in values):
-            cols[key] = np.asarray(values, dtype=np.float64)
-    return cols
 
 
 def load_regime(run: RunDir, regime: str, rel: str, level: tuple[str, str] = OPERANDS) -> RegimeEval:
@@ -200,7 +58,7 @@ def load_regime(run: RunDir, regime: str, rel: str, level: tuple[str, str] = OPE
         issues.append(f"{rel}/samples.jsonl: missing (needed for per-prompt statistics)")
     summary = validate.check_summary(summary, f"{rel}/summary.json", issues, prompts is not None)
     if prompts is not None and summary is not None:
-        declared = _whole(summary.get("n_prompts"))
+        declared = whole(summary.get("n_prompts"))
         if declared is not None and declared != len(prompts):
             issues.append(f"{rel}: summary.json says {declared} prompts, samples.jsonl has "
                           f"{len(prompts)} usable lines")
@@ -227,7 +85,7 @@ def load_metrics_csv(path: Path, issues: list[str], what: str):
     except FileNotFoundError:
         return None
     except Exception as exc:  # noqa: BLE001 - pandas and the decoder raise many types for malformed files
-        issues.append(f"{what}: unreadable ({_short(exc)}); training curves skipped")
+        issues.append(f"{what}: unreadable ({short(exc)}); training curves skipped")
         return None
     if "step" not in df.columns:
         issues.append(f"{what}: no `step` column; training curves skipped")
@@ -276,7 +134,7 @@ def _coverage_gap(run: "Run", expected: int | None) -> str | None:
         if not regime.usable:
             continue
         have = len(regime.prompts)
-        declared = _whole((regime.summary or {}).get("n_prompts"))
+        declared = whole((regime.summary or {}).get("n_prompts"))
         want = max(v for v in (declared, expected, 0) if v is not None)
         if have < want:
             return f"incomplete: eval/{name}/samples.jsonl covers {have} of {want} test prompts; left out"
@@ -378,7 +236,7 @@ def _outcome(run: Run, overrides_read: bool, has_eval_dir: bool) -> tuple[str, s
         return "missing", "unreadable .hydra/overrides.yaml"
     if state == "failed":
         err = status.get("error")
-        return "failed", "failed" + (f": {_short(Exception(str(err)), 200)}" if err else " (no error recorded)")
+        return "failed", "failed" + (f": {short(Exception(str(err)), 200)}" if err else " (no error recorded)")
     if state == "interrupted":  # stopped by a signal, or found killed by the next attempt: resumable
         takeover = status.get("takeover") or {}
         return "failed", takeover.get("reason") or f"interrupted: {status.get('error') or 'stopped'}"
@@ -402,8 +260,8 @@ def _outcome(run: Run, overrides_read: bool, has_eval_dir: bool) -> tuple[str, s
 def _expected_prompts(config: dict) -> int | None:
     """The test prompts a run's config evaluates: `task.test_size`, or the first `eval.limit` of them."""
     task, ev = config.get("task"), config.get("eval")
-    size = _whole(task.get("test_size")) if isinstance(task, dict) else None
-    limit = _whole(ev.get("limit")) if isinstance(ev, dict) else None
+    size = whole(task.get("test_size")) if isinstance(task, dict) else None
+    limit = whole(ev.get("limit")) if isinstance(ev, dict) else None
     return min(size, limit) if size is not None and limit is not None else size
 
 
@@ -421,7 +279,7 @@ def _expected_jobs(multirun_yaml: Path, warnings: list[str]) -> list[tuple[str, 
     try:
         cfg = yaml.safe_load(multirun_yaml.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        warnings.append(f"{multirun_yaml}: unreadable ({_short(exc)}); cannot tell which jobs never started")
+        warnings.append(f"{multirun_yaml}: unreadable ({short(exc)}); cannot tell which jobs never started")
         return None
     hydra = cfg.get("hydra") if isinstance(cfg, dict) else None
     if not isinstance(hydra, dict):
@@ -433,7 +291,7 @@ def _expected_jobs(multirun_yaml: Path, warnings: list[str]) -> list[tuple[str, 
     try:
         jobs = sweep_jobs(sweeper.get("params"), sweeper.get("grids"), task)
     except (HydraException, ValueError, TypeError, AttributeError) as exc:
-        warnings.append(f"{multirun_yaml}: its sweep does not expand ({_short(exc)}); cannot tell which jobs "
+        warnings.append(f"{multirun_yaml}: its sweep does not expand ({short(exc)}); cannot tell which jobs "
                         "never started")
         return None
     return [tuple(sorted(normalise_override(o) for o in job)) for job in jobs]

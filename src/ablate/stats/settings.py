@@ -17,7 +17,7 @@ class Settings:
     baseline: str | None = None
     reach: Sequence[str] = ()
     smooth: int = 5
-    effect: float | None = None  # None: the study's effect, else DEFAULT_EFFECT
+    effect: float | None = None  # None: the study's effect, else conditions.DEFAULT_EFFECT
     power: bool = False  # also plan every metric (power.csv)
     names: Sequence[str] = ()  # --name LABEL:KEY=VALUE[,KEY=VALUE]
     registration: Path | None = None  # --registration: registration.yaml or its directory (ablate.stats.registration)
