@@ -1,10 +1,10 @@
 """Significance reports across seeds and conditions of a sweep (`python -m ablate.stats`).
 
-The math lives in `intervals`, `sequential`, `verdicts` (pure functions), discovery in `runs`, loading in `load` (samples.jsonl in `samples`),
-the pipeline's stages in `analysis` (each stage's result in its own module: `conditions`, `summary`, `compare`,
-`curves`, `engine` for claims, `mechanisms`), files in `report`, report.md in `render_markdown`, figures in
-`figures`. Names are imported on first use so that the CLI can reject a bad path before paying for scipy,
-pandas and matplotlib.
+The math lives in `intervals`, `sequential`, `verdicts` (pure functions), discovery in `runs`, loading in
+`load` (samples.jsonl in `samples`), the pipeline's stages in `analysis` (each stage's result in its own
+module: `conditions`, `summary`, `compare`, `curves`, `engine` for claims, `mechanisms`), files in `report`,
+report.md in `render_markdown`, figures in `figures`. Names are imported on first use so that the CLI can
+reject a bad path before paying for scipy, pandas and matplotlib.
 """
 
 import importlib
