@@ -274,7 +274,7 @@ def test_figures_draw_what_the_analysis_computed_and_resample_nothing(planted_an
 
     for name in ("performance_profile", "rng_for", "iqm_ci", "ratio_bootstrap_ci", "paired_test", "t_interval"):
         monkeypatch.setattr(intervals, name, no_resampling)
-    drawn = make_figures(tmp_path, a.conditions, a.summary, a.comparisons.table, a.curves.table, a.claims)
+    drawn = make_figures(tmp_path, a.conditions, a.summary, a.comparisons, a.curves, a.claims)
     names = [name for _, name in drawn]
     assert "profile_default.png" in names and (tmp_path / "profile_default.png").is_file()
 

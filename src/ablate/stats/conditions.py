@@ -30,7 +30,7 @@ class Conditions:
 
     sweep: Sweep
     settings: Settings  # the command's, with `metrics` and `effect` resolved (the study's, else the defaults)
-    study: Study | None  # the study block the runs declare (None: no study, or --baseline/--metric given)
+    study: Study | None  # the study the runs declare (None: none, or runs of several studies pooled)
     labels: dict[Condition, str]  # every condition -> its shown label; the report's order of conditions
     keys: dict[Condition, str]  # every condition -> its label without names: what resampling generators are keyed by
     common: list[str]  # the overrides every condition shares
@@ -43,11 +43,11 @@ class Conditions:
     families: list[dict]  # the study's baseline rules as resolved: family, regime, baseline (a label), usable
     inventory: pd.DataFrame  # runs.csv: every run and never-started job, its outcome and why (INVENTORY_COLUMNS)
     table: pd.DataFrame  # per condition: runs, ok, failed, running, missing, seeds used (COUNT_COLUMNS)
-    problems: list[str]  # the sweep's data problems found so far (the report lists every stage's)
-    notes: list[str]
+    problems: list[str]  # the sweep's and the runs' data problems, the study's and the baselines'
+    notes: list[str]  # a sweep with one usable condition says so
 
     @property
-    def compared(self) -> list[Condition]:
+    def usable_conditions(self) -> list[Condition]:
         """The conditions with at least one usable run, in the sweep's order."""
         return [c for c, runs in self.usable.items() if runs]
 

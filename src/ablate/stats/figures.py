@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from ablate.stats.formatting import slug, twins
+from ablate.stats.formatting import pct, slug, twins
 
 if TYPE_CHECKING:
+    from ablate.stats.compare import Comparisons
     from ablate.stats.conditions import Conditions
+    from ablate.stats.curves import Curves
     from ablate.stats.engine import ClaimsResult
     from ablate.stats.summary import Summary
 
@@ -29,11 +31,6 @@ _UNIT = re.compile(r"(pass[@^]|_rate|rate/|frac|coverage|precision|mixed|best_of
 _NON_NEGATIVE = re.compile(r"(_s$|length|tokens|count|calls|steps|/n_)")
 VERDICT_COLOURS = {"replicated": "#2b8a3e", "not replicated": "#c92a2a", "inconclusive": "#e67700",
                    "not testable": "#868e96", "descriptive": "#1c7ed6"}
-
-
-def pct(confidence: float) -> str:
-    """0.95 -> "95%"."""
-    return f"{confidence * 100:g}%"
 
 
 @dataclass(frozen=True)
@@ -51,12 +48,12 @@ class Canvas:
         return pct(self.confidence)
 
 
-def make_figures(out: Path, conditions: Conditions, summary: Summary, comparisons: pd.DataFrame,
-                 curves: pd.DataFrame, claims: ClaimsResult | None) -> list[tuple[str, str]]:
-    """Every figure of the report, written under `out`; (title, file name) of each. `conditions` gives
-    the conditions' order, the regimes, the confidence and the study's name; `summary` the condition rows
-    of summary.csv and the performance profiles; `comparisons` comparisons.csv; `curves` curves.csv;
-    `claims` the claims table (None: no claims). Each figure is handed only the table it draws."""
+def make_figures(out: Path, conditions: Conditions, summary: Summary, comparisons: Comparisons, curves: Curves,
+                 claims: ClaimsResult | None) -> list[tuple[str, str]]:
+    """Every figure of the report, written under `out`; (title, file name) of each. Read: from
+    `conditions` the conditions' order, the regimes, the confidence and the study's name; from `summary`
+    summary.csv's condition rows and the performance profiles; `comparisons.table`; `curves.table`; the
+    claims' table (None: no claims). Each figure is handed only the table it draws."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -73,10 +70,10 @@ def make_figures(out: Path, conditions: Conditions, summary: Summary, comparison
     for regime in c.regimes:
         rows = cond_rows[cond_rows["regime"] == regime]
         figures += [found for found in (_passk_figure(rows, regime, canvas), _operands_figure(rows, regime, canvas),
-                                        _differences_figure(comparisons, regime, canvas)) if found]
+                                        _differences_figure(comparisons.table, regime, canvas)) if found]
     figures += [found for regime in c.regimes if (found := _profile_figure(summary.profiles, regime, canvas))]
     claimed = claimed_columns(claims.table) if claims is not None else []
-    return figures + _curve_figures(curves, claimed, canvas)
+    return figures + _curve_figures(curves.table, claimed, canvas)
 
 
 def _claim_points(r: dict) -> tuple[float, float, float, list[float]]:

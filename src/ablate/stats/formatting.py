@@ -60,3 +60,8 @@ def twins(keys: dict) -> dict[str, list[str]]:
             first_of.setdefault(key, metric)
             kept[metric] = []
     return kept
+
+
+def pct(confidence: float) -> str:
+    """A confidence level as the reports write it: 0.95 -> "95%"."""
+    return f"{confidence * 100:g}%"

@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from ablate.stats.figures import pct
-from ablate.stats.formatting import fmt_ci
+from ablate.stats.formatting import fmt_ci, pct
 from ablate.stats.render_claims import claims_console
 
 if TYPE_CHECKING:

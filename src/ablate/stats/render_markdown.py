@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 import pandas as pd
 
-from ablate.stats.figures import pct
-from ablate.stats.formatting import fmt, fmt_ci, fmt_p, md_table, twins
+from ablate.stats.formatting import fmt, fmt_ci, fmt_p, md_table, pct, twins
 from ablate.stats.mechanisms import mechanisms_markdown
 from ablate.stats.render_claims import claims_markdown
 from ablate.stats.render_console import run_warnings
@@ -63,8 +62,7 @@ def render_markdown(a: Analysis, figures: list[tuple[str, str]], command: str = 
     out += mechanisms_markdown(a.mechanisms.table, a.mechanisms.declared)
     out += _runs_section(c) + _warnings_section(c.inventory) + _results_sections(c, a.summary)
     out += _comparisons_section(a.comparisons.table, a.notes, s)
-    out += _robust_section(a.summary.robust, pct(s.confidence))
-    out += _reach_section(a.curves.reach, s.smooth, pct(s.confidence))
+    out += _robust_section(a.summary.robust, s.confidence) + _reach_section(a.curves.reach, s.smooth, s.confidence)
     out += _figures_section(figures) + _closing_sections(a.problems)
     return "\n".join(out)
 
@@ -212,7 +210,7 @@ def _comparisons_section(cmp: pd.DataFrame, notes: list[str], s: Settings) -> li
     return out
 
 
-def _reach_section(reach: pd.DataFrame, smooth: int, pct: str) -> list[str]:
+def _reach_section(reach: pd.DataFrame, smooth: int, confidence: float) -> list[str]:
     out: list[str] = []
     if len(reach):
         out.append("\n## Steps to reach a threshold\n")
@@ -221,11 +219,12 @@ def _reach_section(reach: pd.DataFrame, smooth: int, pct: str) -> list[str]:
             out.append("Training steps until the metric first reaches the threshold: held-out `val/` metrics as "
                        "evaluated every `eval.every` steps (not smoothed), other columns as a running mean of "
                        f"{smooth} logged values; the restricted mean over every seed (one that never reaches it counts "
-                       f"as its last step: censored, not dropped) [{pct} t-interval].\n")
+                       f"as its last step: censored, not dropped) [{pct(confidence)} t-interval].\n")
         else:
             out.append("Training steps until the running mean (window "
                        f"{smooth} logged values) of the metric first reaches the threshold; the restricted mean over "
-                       f"every seed (one that never reaches it counts as its last step) [{pct} t-interval].\n")
+                       "every seed (one that never reaches it counts as its last step) "
+                       f"[{pct(confidence)} t-interval].\n")
         for metric, caveat in dict(zip(cond["metric"], cond["caveat"])).items():
             if caveat:
                 out.append(f"**`{metric}`: {caveat}.**\n")
@@ -273,13 +272,13 @@ def _closing_sections(problems: list[str]) -> list[str]:
     return out
 
 
-def _robust_section(robust: pd.DataFrame | None, pct: str) -> list[str]:
+def _robust_section(robust: pd.DataFrame | None, confidence: float) -> list[str]:
     if robust is None or not len(robust):
         return []
     out = ["\n## Robust aggregates across runs\n",
            "IQM: rliable's interquartile mean of the per-run values, the mean of the middle 50% of runs "
            "(a 25% trimmed mean: it cuts int(n/4) runs from each end, so with fewer than 4 runs it is the "
-           f"mean); [{pct} CI: percentile of a stratified bootstrap over runs]. It is robust to one "
+           f"mean); [{pct(confidence)} CI: percentile of a stratified bootstrap over runs]. It is robust to one "
            "outlying seed where the mean is not. Performance profiles (figures): the fraction of each "
            "condition's runs above a threshold τ.\n"]
     out.append(md_table(["regime", "metric", "condition", "runs", "mean", "IQM [CI]", "trimmed per side"],

@@ -134,7 +134,7 @@ def write_report(a: Analysis, out: Path, formats: Iterable[str] = ("md",), plots
         prompts.to_csv(out / "prompts.csv.gz", index=False, compression={"method": "gzip", "mtime": 0})
         written["prompts.csv.gz"] = out / "prompts.csv.gz"
         written[RUNS_FILE] = write_runs([(run, root_of(run.path, sweep.roots)) for run in sweep.runs], out)
-    figures = make_figures(out, a.conditions, a.summary, a.comparisons.table, a.curves.table, a.claims) \
+    figures = make_figures(out, a.conditions, a.summary, a.comparisons, a.curves, a.claims) \
         if plots else []
     for _, name in figures:
         written[name] = out / name

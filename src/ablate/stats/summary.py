@@ -70,7 +70,7 @@ def summarize(c: Conditions) -> Summary:
     groups: dict[tuple[tuple[str, ...], str], Group] = {}
     rows: list[dict] = []
     for regime in c.regimes:
-        for cond in c.compared:
+        for cond in c.usable_conditions:
             runs = [r for r in c.usable[cond] if regime in r.evals and r.evals[regime].usable]
             if not runs:
                 continue
