@@ -18,7 +18,9 @@ def _claim(**kw) -> dict:
 
 
 def _problems(*claims, **block) -> str:
-    return " | ".join(check_study_block({"claims": list(claims), **block}))
+    """The claims' declaration problems; Welch decides (the first-look refusal of the default exact guard
+    is test_stats_level's)."""
+    return " | ".join(check_study_block({"claims": list(claims), "test": "welch", **block}))
 
 
 def _values(**arms) -> pd.DataFrame:
@@ -138,6 +140,10 @@ def test_a_new_claim_type_is_one_registered_class():
     try:
         assert "needs `floor`" in _problems(_claim(type="at_least"))
         block = {"plan": {"looks": [5]}, "claims": [_claim(type="at_least", floor=0.05)]}
+        refused = check_study_block(block)  # the default test needs an exact test the new type lacks
+        assert len(refused) == 1 and "has no randomization test" in refused[0] and "test: welch" in refused[0]
+        block["test"] = "welch"
+        assert check_study_block(block) == []
         a = [0.30, 0.31, 0.29, 0.30, 0.31]
         row = evaluate(parse_declared(block, []), _values(A=a, B=[v + 0.1 for v in a])).table.iloc[0]
         assert (row["verdict"], row["excluded"]) == ("replicated", "effects under 0.05")

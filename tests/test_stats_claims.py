@@ -120,7 +120,7 @@ def test_reach_is_censored_at_the_horizon_and_curve_summaries():
 # --------------------------------------------------------------------------------------------- the engine
 
 CLAIMS = {
-    "alpha": 0.05, "plan": {"looks": [3, 6], "spending": "obrien_fleming"},
+    "alpha": 0.05, "plan": {"looks": [3, 6], "spending": "obrien_fleming"}, "test": "welch",
     "claims": [
         {"id": "up", "claim": "B beats A", "metric": "pass@1", "condition": "B", "baseline": "A",
          "type": "superiority", "direction": "higher", "paper": 0.03},
@@ -184,7 +184,7 @@ def test_a_claim_decided_at_an_early_look_stays_decided_and_unplanned_looks_are_
 
 
 def test_difference_metrics_and_cross_regime_baselines():
-    declared = parse_declared({"plan": {"looks": [3]}, "claims": [
+    declared = parse_declared({"plan": {"looks": [3]}, "test": "welch", "claims": [
         {"id": "bon", "claim": "best-of-16 helps", "metric": "pass@16 - pass@1", "condition": "B",
          "baseline": None, "paper": 0.09, "against": 0.2},
         {"id": "cross", "claim": "B with the tool beats A without", "metric": "pass@1", "condition": "B",

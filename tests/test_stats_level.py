@@ -39,15 +39,18 @@ def test_randomization_p_is_scipys_exact_permutation_test_and_its_floor_is_one_o
 
 def test_the_guard_makes_a_look_that_cannot_reach_its_level_undecidable_and_keeps_one_that_can():
     rng = np.random.default_rng(2)
+    superiority = lambda x, y: lambda: randomization_p(x, y, +1, 0.0)  # noqa: E731
     x, y = rng.normal(0.40, 0.01, 5), rng.normal(0.30, 0.01, 5)
-    v, why = guard("replicated", "excl 0", "superiority", +1, math.nan, x, y, alpha=0.003)
+    v, why = guard("replicated", "excl 0", x, y, 0.003, superiority(x, y))
     assert v == "inconclusive" and "undecidable at 5 vs 5" in why and "1/252" in why and "needs 6" in why
     x, y = rng.normal(0.40, 0.01, 10), rng.normal(0.30, 0.01, 10)
-    assert guard("replicated", "excl 0", "superiority", +1, math.nan, x, y, alpha=0.003)[0] == "replicated"
+    assert guard("replicated", "excl 0", x, y, 0.003, superiority(x, y))[0] == "replicated"
     wide = 0.40 + 0.05 * np.linspace(-1.5, 1.5, 10)  # seed SD ~0.046 against ~0.01
-    v, why = guard("replicated", "excl 0", "superiority", +1, math.nan, wide, y, alpha=0.003)
+    v, why = guard("replicated", "excl 0", wide, y, 0.003, superiority(wide, y))
     assert v == "inconclusive" and "SDs differ" in why and spread_ratio(wide, y) > 3
-    assert guard("not replicated", "w", "superiority", +1, math.nan, x, y, 0.003) == ("not replicated", "w")
+    assert guard("not replicated", "w", x, y, 0.003, superiority(x, y)) == ("not replicated", "w")
+    v, why = guard("replicated", "excl 0", x, y, 0.003, lambda: 0.01)  # the type's exact test disagrees
+    assert v == "inconclusive" and "does not" in why
 
 
 def _block(n_claims: int, **extra) -> dict:
@@ -57,10 +60,14 @@ def _block(n_claims: int, **extra) -> dict:
 
 
 def test_a_plan_whose_first_look_cannot_decide_is_refused_at_declaration_with_the_seeds_it_needs():
-    assert check_study_block(_block(6)) == []  # Welch (today's default) can decide at 5 vs 5
+    assert check_study_block(_block(6, test="welch")) == []  # Welch alone can decide at 5 vs 5
     problems = check_study_block(_block(6, test="randomization"))
     assert len(problems) == 6 and "first look (5 vs 5 seeds)" in problems[0] and "1/252" in problems[0]
     assert ">= 6 seeds per arm" in problems[0]  # alpha 0.05/6 at t = 6/20: one-sided 0.00173 >= 1/924
+    assert "declares no `test`" not in problems[0]
+    default = check_study_block(_block(6))  # randomization is the default, and the refusal says so
+    assert [p.split(" (the study declares")[0] for p in default] == problems
+    assert "declares no `test`" in default[0] and "`study.test: welch`" in default[0]
     # gatekeeping gives the primary the whole alpha: its first look decides; the secondaries start at 0
     assert check_study_block(_block(6, test="randomization", multiplicity="gatekeeping")) == []
     assert "test must be one of" in check_study_block(_block(1, test="bootstrap"))[0]

@@ -66,11 +66,24 @@ class ClaimType(abc.ABC):
         """The difference and its interval at `confidence` (default: Welch's, or the one-sample t)."""
         return welch(xs, ys, confidence, claim.null)
 
+    def exact_p(self, claim, xs: np.ndarray, ys: np.ndarray) -> float | None:
+        """The randomization p-value over seed labels for the claim's 'replicated' side (None: this type
+        has none, and `test: randomization` cannot decide it; the declaration check says so)."""
+        return None
+
+    @property
+    def has_exact_test(self) -> bool:
+        return type(self).exact_p is not ClaimType.exact_p
+
     def guard(self, claim, verdict: str, reason: str, xs, ys, alpha: float, test: str) -> tuple[str, str]:
         """A look's verdict once the study's `test` has had its say (randomization: level.guard)."""
         if test != "randomization" or not self.in_family or ys is None:
             return verdict, reason
-        return level.guard(verdict, reason, claim.kind, claim.direction, claim.margin, xs, ys, alpha, claim.bounds)
+        if not self.has_exact_test:
+            return ("inconclusive" if verdict == "replicated" else verdict,
+                    f"{reason}; type {self.name} has no randomization test (declare `test: welch`, or give the "
+                    "type an `exact_p`)" if verdict == "replicated" else reason)
+        return level.guard(verdict, reason, xs, ys, alpha, lambda: self.exact_p(claim, xs, ys))
 
     def floor(self, claim, n: int, m: int, test: str) -> float:
         """The smallest one-sided p the look's exact test can reach at n vs m seeds (0: no such test)."""
@@ -127,6 +140,9 @@ class Superiority(ClaimType):
     def target(self, claim):
         return claim.bar
 
+    def exact_p(self, claim, xs, ys):  # H0: d * diff <= 0
+        return level.randomization_p(xs, ys, claim.direction, 0.0)
+
     def claimed(self, claim):
         whose = "" if math.isfinite(claim.effect) else " (the paper's)"
         return f"superiority, {'higher' if claim.direction > 0 else 'lower'}; effect of interest {claim.bar:.3g}{whose}"
@@ -153,6 +169,9 @@ class NonInferiority(ClaimType):
         if hi < -m:
             return Decision("not replicated", f"a loss under {m:.3g}", f"worse by more than the margin ({m:.3g})")
         return Decision("inconclusive", "", f"the interval holds a loss of the margin ({m:.3g})")
+
+    def exact_p(self, claim, xs, ys):  # H0: d * diff <= -margin (keeps_gain: its margin a share of the gain)
+        return level.randomization_p(xs, ys, claim.direction, -claim.margin)
 
     def claimed(self, claim):
         return f"non-inferiority, margin {claim.margin:.3g}"
@@ -201,6 +220,9 @@ class Equivalence(ClaimType):
             return Decision("not replicated", f"effects within ±{m:.3g}", f"the interval lies outside ±{m:.3g}")
         return Decision("inconclusive", "", f"the interval crosses ±{m:.3g}")
 
+    def exact_p(self, claim, xs, ys):  # two one-sided tests at -margin and +margin (TOST)
+        return max(level.randomization_p(xs, ys, +1, -claim.margin), level.randomization_p(xs, ys, -1, -claim.margin))
+
     def claimed(self, claim):
         return f"equivalence, margin ±{claim.margin:.3g}"
 
@@ -231,6 +253,10 @@ class Bounded(ClaimType):
 
     def target(self, claim):
         return (claim.bounds[1] - claim.bounds[0]) / 2
+
+    def exact_p(self, claim, xs, ys):  # the larger of H0: d * diff <= low and H0: d * diff >= high
+        a, b = claim.bounds
+        return max(level.randomization_p(xs, ys, claim.direction, a), level.randomization_p(xs, ys, -claim.direction, -b))
 
     def claimed(self, claim):
         return f"bounded, in [{claim.bounds[0]:.3g}, {claim.bounds[1]:.3g}]"

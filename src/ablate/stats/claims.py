@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ablate.metrics import REGIME_NO_TOOL
-from ablate.stats.level import TESTS, first_look_problems
+from ablate.stats.level import DEFAULT_TEST, TESTS, first_look_problems
 from ablate.stats.multiplicity import ROLES, Graph, parse_multiplicity
 from ablate.stats.sequential import SPENDING
 from ablate.stats.claim_types import CLAIM_TYPES, check_words
@@ -99,7 +99,7 @@ class Declared:
     claims: list[Claim] = field(default_factory=list)
     plan: Plan = field(default_factory=Plan)
     alpha: float = 0.05
-    test: str = "welch"  # welch | randomization: what decides a two-sample look (level.py)
+    test: str = DEFAULT_TEST  # randomization | welch: what decides a two-sample look (level.py)
     multiplicity: Graph | None = None  # None: Bonferroni over the family (multiplicity.py)
     realisations: int = 1  # the claims are decided this many times (re-runs): each at alpha / realisations
 
@@ -316,10 +316,10 @@ def parse_declared(block: Mapping | None, problems: list[str]) -> Declared:
     if not (0 < alpha < 1):
         problems.append(f"alpha must be in (0, 1), got {block.get('alpha')!r}")
         alpha = 0.05
-    test = str(block.get("test") or "welch")
+    test = str(block.get("test") or DEFAULT_TEST)
     if test not in TESTS:
         problems.append(f"test must be one of {', '.join(TESTS)}, got {test!r}")
-        test = "welch"
+        test = DEFAULT_TEST
     graph = parse_multiplicity(block.get("multiplicity"), [c for c in claims if c.in_family], problems)
     realisations = block.get("realisations", 1)
     if not isinstance(realisations, int) or isinstance(realisations, bool) or realisations < 1:
@@ -336,9 +336,19 @@ def check_study_block(block: Mapping | None) -> list[str]:
     problems: list[str] = []
     declared = parse_declared(block, problems)
     declared_mechanisms(block, problems)
+    if declared.test == "randomization":
+        problems += [f"claim {c.id!r}: type {c.kind} has no randomization test, which `test: randomization` "
+                     "decides with; declare `study.test: welch`, or give the type an `exact_p` (docs/extending.md)"
+                     for c in declared.claims if c.in_family and c.baseline is not None
+                     and not CLAIM_TYPES[c.kind].has_exact_test]
     if not problems:  # refused before compute: a first look whose exact test cannot decide
         plan = declared.plan
-        problems += first_look_problems([c for c in declared.claims if c.in_family], plan.looks, plan.spending,
-                                        declared.shares(),
-                                        lambda c, n: CLAIM_TYPES[c.kind].floor(c, n, n, declared.test))
+        refused = first_look_problems([c for c in declared.claims if c.in_family], plan.looks, plan.spending,
+                                      declared.shares(),
+                                      lambda c, n: CLAIM_TYPES[c.kind].floor(c, n, n, declared.test))
+        if refused and not (block or {}).get("test"):
+            refused = [f"{p} (the study declares no `test`, so the exact guard of `test: {DEFAULT_TEST}` "
+                       f"decides; `study.test: welch` decides with Welch's t alone, whose level at these seeds "
+                       f"docs/stats.md measures)" for p in refused]
+        problems += refused
     return problems

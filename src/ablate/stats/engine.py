@@ -45,7 +45,7 @@ class ClaimsResult:
     problems: list[str] = field(default_factory=list)
     note: str = ""  # which registration decided, and the claims' standing (ablate.stats.standing)
     procedure: str = ""  # how alpha is shared over the family ("": Bonferroni; else multiplicity.Graph.name)
-    test: str = "welch"  # what decides a two-sample look (welch | randomization)
+    test: str = "welch"  # what decided its two-sample looks (welch | randomization): set from the declaration
 
 
 def components(metric: str) -> list[str]:

@@ -1,9 +1,9 @@
-"""The randomization test over seed labels, and the level guard a study may choose (pure maths).
+"""The randomization test over seed labels, and the level guard studies decide under by default (pure maths).
 
 Welch's t-interval holds its level where the seed values are near normal, but not at the study's
 per-claim levels (0.001-0.008) with a handful of seeds and arms unlike each other: docs/stats.md's
 level table measures it (3 vs 3 at an SD ratio of 4: ~1.5x nominal; a bimodal arm at 5 vs 5: >10x).
-A study that declares `test: randomization` decides a two-sample claim only when Welch's interval
+A study under `test: randomization` (the default) decides a two-sample claim only when Welch's interval
 decides it AND the exact randomization test over seed labels agrees at the claim's one-sided level:
 under "the recipe changes nothing" (the arms' seed values exchangeable) that test is exact at any n,
 so the pair's level is at most its own. Where the arms' seed SDs differ more than SPREAD_MAX-fold
@@ -30,7 +30,10 @@ from typing import Sequence
 
 import numpy as np
 
-TESTS = ("welch", "randomization")
+TESTS = ("randomization", "welch")
+# A study that says nothing is decided with the exact guard: Welch alone breaks its level with a bimodal
+# arm or unequal spreads at these seed counts (docs/stats.md's level table); `test: welch` stays available.
+DEFAULT_TEST = "randomization"
 SPREAD_MAX = 3.0  # arms whose seed SDs differ more than this: a mean test's level is unknown at these n
 EXACT_MAX = 200_000
 RESAMPLES = 20_000
@@ -116,23 +119,6 @@ def randomization_p(x: Sequence[float], y: Sequence[float], direction: int = 1, 
     return (hits + extra) / (stats.size + extra)
 
 
-def claim_p(kind: str, direction: int, margin: float, x, y, bounds: tuple[float, float] | None = None) -> float:
-    """The randomization p-value for the claim's 'replicated' side: superiority H0 d*diff <= 0;
-    non-inferiority (and keeps_gain, its margin a share of the gain) H0 d*diff <= -margin; equivalence
-    the larger of the two one-sided tests at -margin and +margin (TOST); bounded the larger of H0
-    d*diff <= a and H0 d*diff >= b."""
-    if kind == "superiority":
-        return randomization_p(x, y, direction, 0.0)
-    if kind in ("non_inferiority", "keeps_gain"):
-        return randomization_p(x, y, direction, -margin)
-    if kind == "equivalence":
-        return max(randomization_p(x, y, +1, -margin), randomization_p(x, y, -1, -margin))
-    if kind == "bounded" and bounds is not None:
-        a, b = bounds
-        return max(randomization_p(x, y, direction, a), randomization_p(x, y, -direction, -b))
-    raise ValueError(f"no randomization test for claim type {kind!r}")
-
-
 def spread_ratio(x, y) -> np.ndarray:
     """The larger arm's seed SD over the smaller's, along the last axis (inf when one arm has none)."""
     sx = np.asarray(x, dtype=np.float64).std(-1, ddof=1)
@@ -142,13 +128,13 @@ def spread_ratio(x, y) -> np.ndarray:
         return np.where(lo > 0, hi / lo, np.where(hi > 0, np.inf, 1.0))
 
 
-def guard(verdict: str, reason: str, kind: str, direction: int, margin: float, x, y,
-          alpha: float, bounds: tuple[float, float] | None = None) -> tuple[str, str]:
+def guard(verdict: str, reason: str, x, y, alpha: float, p_value) -> tuple[str, str]:
     """A look's verdict under `test: randomization`: a 'replicated' stands only when the randomization
     test agrees at alpha / 2 (the one-sided level of the claim's two-sided interval); where n vs m
-    cannot reach that level at all, the look is undecidable at this n. One-sample claims and other
-    verdicts are returned unchanged."""
-    if verdict != "replicated" or y is None or kind == "descriptive":
+    cannot reach that level at all, the look is undecidable at this n. `p_value()`: the claim type's
+    randomization p for its 'replicated' side (claim_types.ClaimType.exact_p), computed only when needed.
+    One-sample claims and other verdicts are returned unchanged."""
+    if verdict != "replicated" or y is None:
         return verdict, reason
     n, m = len(x), len(y)
     level = alpha / 2.0
@@ -162,7 +148,7 @@ def guard(verdict: str, reason: str, kind: str, direction: int, margin: float, x
         return "inconclusive", (f"undecidable at {n} vs {m} seeds: the arms' seed SDs differ {ratio:.3g}-fold "
                                 f"(> {SPREAD_MAX:g}), where no test of means holds its level at these n "
                                 f"(docs/stats.md, the level table); Welch alone: {reason}")
-    p = claim_p(kind, direction, margin, x, y, bounds)
+    p = p_value()
     if p > level:
         return "inconclusive", (f"Welch's interval decides, the randomization test over seed labels does not "
                                 f"(p {p:.2g} > {level:.2g})")
@@ -202,5 +188,8 @@ def first_look_problems(claims, looks: Sequence[int], spending: str, shares: dic
         problems.append(f"claim {c.id!r}: the plan's first look ({n} vs {n} seeds) cannot decide it at its level "
                         f"(alpha {alpha:.3g}: one-sided {level:.2g} at the first look): its exact test's smallest "
                         f"p there is {_fraction(floor(c, n))}; give plan.looks a first look of "
-                        f">= {k} seeds per arm, or the claim a larger share of alpha (multiplicity)")
+                        f">= {k} seeds per arm, or the claim a larger share of alpha (multiplicity)"
+                        + (", or plan.spending: pocock (it spends more at the first look)"
+                           if spending != "pocock" and floor(c, n) <= first_look_level(n, last, alpha, "pocock") / 2.0
+                           else ""))
     return problems
