@@ -50,6 +50,7 @@ class Analysis:
 
 
 def analyze(sweep: Sweep, settings: Settings) -> Analysis:
+    """Every stage of a loaded sweep under the command's settings, in pipeline order."""
     conditions = group_conditions(sweep, settings)
     summary = summarize(conditions)
     return Analysis(conditions=conditions, summary=summary, comparisons=compare(conditions, summary),
@@ -59,7 +60,7 @@ def analyze(sweep: Sweep, settings: Settings) -> Analysis:
 
 def decide_claims(c: Conditions) -> ClaimsResult | None:
     """The study's declared claims decided on this sweep, under its registration if one is found (None
-    when it declares none). The harness decides through the same function (ablate.stats.engine)."""
+    when it declares none), through ablate.stats.engine.sweep_claims as the calibration harness decides."""
     from ablate.stats.standing import sweep_decided
 
     if c.study is None or not c.study.declared.claims:
