@@ -448,7 +448,7 @@ def test_an_interrupted_write_leaves_the_previous_file_whole(planted_analysis, t
 
     out = tmp_path / "report"
     names = sorted(write_report(planted_analysis, out, formats=("md", "json"), plots=False))
-    assert {"report.md", "report.json", "summary.csv", "curves.csv", "prompts.csv.gz"} <= set(names)
+    assert {"report.md", "report.json", "summary.csv", "curves.csv.gz", "prompts.csv.gz"} <= set(names)
     real_open = open
     for name in names:
         for n in names:
@@ -474,7 +474,7 @@ def test_cli_end_to_end(planted, tmp_path):
     res = run_cli(str(planted), "--out", str(out), "--resamples", "2000")
     assert res.returncode == 0, res.stderr
     assert "Report:" in res.stdout and "report.md" in res.stdout
-    for name in ("report.md", "summary.csv", "comparisons.csv", "runs.csv", "curves.csv", "reach.csv",
+    for name in ("report.md", "summary.csv", "comparisons.csv", "runs.csv", "curves.csv.gz", "reach.csv",
                  "passk_default.png", "operands_default.png", "differences_default.png", "curves.png",
                  "robust.csv", "profile_default.png"):
         assert (out / name).is_file(), name

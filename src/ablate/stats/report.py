@@ -109,7 +109,7 @@ def report_json(a: Analysis, figures: list[tuple[str, str]], command: str = "") 
 def csv_tables(a: Analysis) -> dict[str, pd.DataFrame]:
     """The report's csv files: file name -> the stage's table."""
     tables = {"summary.csv": a.summary.table, "comparisons.csv": a.comparisons.table,
-              "runs.csv": a.conditions.inventory, "curves.csv": a.curves.table, "reach.csv": a.curves.reach}
+              "runs.csv": a.conditions.inventory, "curves.csv.gz": a.curves.table, "reach.csv": a.curves.reach}
     if a.comparisons.power is not None:
         tables["power.csv"] = a.comparisons.power
     tables["robust.csv"] = a.summary.robust
