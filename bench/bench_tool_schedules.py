@@ -3,11 +3,11 @@
 
     python bench/bench_tool_schedules.py                          # the sweep in multirun/tools
     python bench/bench_tool_schedules.py --dir multirun/<sweep> multirun/<other sweep> --every 5
-    python bench/bench_tool_schedules.py --report stats/tools      # an existing report (curves.csv, summary.csv)
+    python bench/bench_tool_schedules.py --report stats/tools      # an existing report (curves.csv.gz, summary.csv)
     python bench/bench_tool_schedules.py --run stage.init=model model.name_or_path=<sft-calc dir>
 
 Writes the sweep's report with `ablate.stats` (into --report, default a temporary directory; sweeps given
-together are pooled) and reads its tables: `curves.csv` (per condition and step, the mean over seeds of
+together are pooled) and reads its tables: `curves.csv.gz` (per condition and step, the mean over seeds of
 `tool/p_available`, `tool/available_frac`, `tool/calls_per_rollout`, `tool/calc_emission_rate`,
 `train/reward_mean`) and `summary.csv` (per condition and eval regime, the mean over seeds). Prints calls
 per rollout over training per schedule (mean over each window of `--every` steps of the seed means), the
@@ -51,7 +51,7 @@ def schedule(condition: str) -> str:
 
 def curves(report: Path, every: int) -> dict[str, tuple[pd.DataFrame, int]]:
     """Per schedule, per window of `every` steps: the mean over the window of COLUMNS' seed means; and the seeds."""
-    frame = pd.read_csv(report / "curves.csv")
+    frame = pd.read_csv(report / "curves.csv.gz")
     frame = frame[frame["metric"].isin(COLUMNS)]
     tables = {}
     for condition, rows in frame.groupby("condition", sort=False):
@@ -83,7 +83,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dir", dest="sweeps", nargs="+", default=[Path("multirun/tools")], type=Path,
                         help="sweep directories (runs are grouped by tool condition across them)")
-    parser.add_argument("--report", type=Path, help="the report directory: read it if it has curves.csv, else write it")
+    parser.add_argument("--report", type=Path, help="the report directory: read it if it has curves.csv.gz, else write it")
     parser.add_argument("--every", type=int, default=10, help="steps per window of the training table")
     parser.add_argument("--run", action="store_true", help="run the sweep first, with the overrides given")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for --run")
@@ -94,7 +94,7 @@ def main() -> None:
         print("running:", " ".join(command), flush=True)
         subprocess.run(command, check=True)
     report = args.report or Path(tempfile.mkdtemp(prefix="bench-tools-"))
-    if args.run or not (report / "curves.csv").is_file():
+    if args.run or not (report / "curves.csv.gz").is_file():
         make_report(args.sweeps, report)
     tables = curves(report, args.every)
     if not tables:

@@ -89,6 +89,24 @@ def test_mechanisms_are_rendered_per_condition_and_embedded(tmp_path):
     assert mechanisms_block(tmp_path / "none") is None
 
 
+def test_a_curve_precondition_reads_curves_csv_gz_and_names_an_unconverted_curves_csv(tmp_path):
+    import pandas as pd
+
+    from ablate.studies.findings import _curve_rows
+
+    bridge = {"metrics": {"final:val/pass@1@0:20": {"curve": "val/pass@1", "step": 19}},
+              "labels": {"tool=off": "off"}}
+    curves = pd.DataFrame({"condition": ["tool=off", "tool=off", "tool=on"], "metric": ["val/pass@1"] * 3,
+                           "step": [9, 19, 19], "mean": [0.1, 0.2, 0.4]})
+    curves.to_csv(tmp_path / "curves.csv", index=False)  # a report from before curves.csv.gz: named, not read
+    with pytest.raises(ValueError, match="curves.csv.gz"):
+        _curve_rows(tmp_path, bridge)
+    curves.to_csv(tmp_path / "curves.csv.gz", index=False, compression={"method": "gzip", "mtime": 0})
+    rows = _curve_rows(tmp_path, bridge)
+    assert {(r["condition"], r["value"]) for r in rows} == {("off", 0.2), ("tool=on", 0.4)}
+    assert _curve_rows(tmp_path, {"metrics": {"x": "a_mechanism_column"}}) == []  # no curve metric: not read
+
+
 def test_a_study_rerun_on_another_testbed_is_set_beside_its_base(tmp_path):
     import shutil
 

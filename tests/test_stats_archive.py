@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stats_fixtures import study_specs, write_conditions
 
 ARGS = ["--no-plots", "--quiet", "--resamples", "200"]
-TABLES = ["claims.csv", "claims_looks.csv", "summary.csv", "comparisons.csv", "curves.csv", "reach.csv"]
+TABLES = ["claims.csv", "claims_looks.csv", "summary.csv", "comparisons.csv", "curves.csv.gz", "reach.csv"]
 
 
 def _report(paths, out: Path) -> Path:

@@ -57,3 +57,30 @@ def test_the_report_writes_each_runs_mechanisms(tmp_path):
     assert list(table["flips"]) == pytest.approx([1 / 99] * len(table))
     report = (tmp_path / "report" / "report.md").read_text()
     assert "## Mechanisms" in report and "`level_q2` = `mean:curriculum/level@50:`" in report
+
+
+def test_the_report_lists_the_mechanisms_todays_preset_stands_in_for(tmp_path, monkeypatch):
+    """Runs whose study block predates `mechanisms:`: today's preset of the study's name declares them,
+    mechanisms.csv holds them, and report.md's section lists them with the note that the preset stood in."""
+    import ablate.config
+    from ablate.rundir.atomic import write_text
+    from ablate.stats.__main__ import main
+    from ablate.studies.calibrate import Setting, _difficulty, plant, write_planted
+
+    sweep = plant(Setting(3, 3, "large", 0.0, (3,)), np.random.default_rng(2), _difficulty())
+    assert all("mechanisms" not in r.config["study"] for r in sweep.runs)
+    (root,) = write_planted(sweep, tmp_path / "multirun")
+    for run_dir in (p for p in root.iterdir() if p.is_dir()):
+        write_text(run_dir / "metrics.csv", pd.DataFrame({"step": range(10), "curriculum/level": [0.0] * 5 + [2.0] * 5})
+                   .to_csv(index=False))
+    conf = tmp_path / "conf"
+    write_text(conf / "experiment" / f"{sweep.runs[0].config['study']['name']}.yaml",
+               "study:\n  mechanisms:\n    level_late: \"mean:curriculum/level@5:\"\n")
+    monkeypatch.setattr(ablate.config, "CONF_DIR", conf)
+    assert main([str(root), "--out", str(tmp_path / "report"), "--no-plots", "--quiet", "--resamples", "200"]) == 0
+    table = pd.read_csv(tmp_path / "report" / "mechanisms.csv")
+    assert list(table["level_late"]) == pytest.approx([2.0] * len(table)) and len(table) == len(sweep.runs)
+    report = (tmp_path / "report" / "report.md").read_text()
+    section = report[report.index("## Mechanisms"):report.index("\n## ", report.index("## Mechanisms") + 1)]
+    assert "`level_late` = `mean:curriculum/level@5:`" in section and "2 [2, 2]" in section
+    assert "Declared by today's preset" in section and "declares today (level_late)" in section

@@ -417,6 +417,55 @@ def test_cli_nonexistent_and_empty_paths(tmp_path):
     assert res.returncode == 2 and "multirun" in res.stderr and "Traceback" not in res.stderr
 
 
+# ------------------------------------------------------------------------------ writing
+
+
+class _HalfWriter:
+    """A file whose first write puts half its data down, then fails as a full disk does."""
+
+    def __init__(self, f):
+        self._f = f
+
+    def write(self, data):
+        self._f.write(data[: len(data) // 2])
+        raise OSError(28, "No space left on device")
+
+    def __getattr__(self, name):
+        return getattr(self._f, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._f.close()
+
+
+def test_an_interrupted_write_leaves_the_previous_file_whole(planted_analysis, tmp_path, monkeypatch):
+    """Each file of the report (findings and a later `ablate.stats` read them) is written atomically: a
+    write that dies half-way leaves the previous file as it was and nothing half-written under its name."""
+    from ablate.rundir import atomic
+    from ablate.stats.report import write_report
+
+    out = tmp_path / "report"
+    names = sorted(write_report(planted_analysis, out, formats=("md", "json"), plots=False))
+    assert {"report.md", "report.json", "summary.csv", "curves.csv.gz", "prompts.csv.gz"} <= set(names)
+    real_open = open
+    for name in names:
+        for n in names:
+            (out / n).write_bytes(b"the previous report's " + n.encode())
+
+        def failing_open(path, mode="r", _name=name, **kw):
+            f = real_open(path, mode, **kw)
+            return _HalfWriter(f) if Path(path).name.startswith(_name + atomic.TMP_MARK) else f
+
+        monkeypatch.setattr(atomic, "open", failing_open, raising=False)
+        with pytest.raises(OSError, match="No space left"):
+            write_report(planted_analysis, out, formats=("md", "json"), plots=False)
+        monkeypatch.undo()
+        assert (out / name).read_bytes() == b"the previous report's " + name.encode(), name
+        assert not [p.name for p in out.iterdir() if atomic.TMP_MARK in p.name], name
+
+
 # ------------------------------------------------------------------------------ CLI
 
 
@@ -425,7 +474,7 @@ def test_cli_end_to_end(planted, tmp_path):
     res = run_cli(str(planted), "--out", str(out), "--resamples", "2000")
     assert res.returncode == 0, res.stderr
     assert "Report:" in res.stdout and "report.md" in res.stdout
-    for name in ("report.md", "summary.csv", "comparisons.csv", "runs.csv", "curves.csv", "reach.csv",
+    for name in ("report.md", "summary.csv", "comparisons.csv", "runs.csv", "curves.csv.gz", "reach.csv",
                  "passk_default.png", "operands_default.png", "differences_default.png", "curves.png",
                  "robust.csv", "profile_default.png"):
         assert (out / name).is_file(), name

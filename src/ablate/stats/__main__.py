@@ -60,7 +60,7 @@ outputs (in --out, default ./stats/<sweep dir name>/):
                    (raw and Holm-corrected), probability of improvement, power plan
   runs.csv         every run found: condition, seed, state, outcome, reason, and the warnings the
                    run wrote into status.json (also in report.md and printed)
-  curves.csv, reach.csv, *.png   training and held-out (val/) curves, steps/seconds to reach, figures
+  curves.csv.gz, reach.csv, *.png   training and held-out (val/) curves, steps/seconds to reach, figures
   robust.csv       IQM over runs (rliable: 25% trimmed mean, stratified-bootstrap CI) of the compared
                    metrics; profile_<regime>.png: performance profiles (fraction of runs above tau)
   power.csv        every metric: MDD at the current seeds, seeds needed for --effect  (--power)

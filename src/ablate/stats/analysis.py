@@ -5,7 +5,7 @@ takes the stages it draws (report.md and report.json draw them all):
     group_conditions(sweep, settings) -> Conditions   labels, usable runs, baselines, runs.csv
     summarize(conditions)              -> Summary      summary.csv, robust.csv, performance profiles
     compare(conditions, summary)       -> Comparisons  comparisons.csv, power.csv
-    training_curves(conditions)        -> Curves       curves.csv, reach.csv
+    training_curves(conditions)        -> Curves       curves.csv.gz, reach.csv
     decide_claims(conditions)          -> ClaimsResult claims.csv, claims_looks.csv (ablate.stats.engine)
     describe_mechanisms(sweep, ...)    -> Mechanisms   mechanisms.csv
 """

@@ -31,7 +31,7 @@ CURVE_COLUMNS = ["condition", "metric", "step", "mean", "ci_low", "ci_high", "n_
 class Curves:
     """Every condition's training curves and its steps to reach a threshold."""
 
-    table: pd.DataFrame  # curves.csv (CURVE_COLUMNS): per condition, metric and logged step, over seeds
+    table: pd.DataFrame  # curves.csv.gz (CURVE_COLUMNS): per condition, metric and logged step, over seeds
     reach: pd.DataFrame  # reach.csv (REACH_COLUMNS): level run and condition rows
     notes: list[str]  # thresholds no run logs
 

@@ -34,7 +34,8 @@ class Mechanisms:
     """The study's declared mechanisms, per run."""
 
     table: pd.DataFrame | None  # mechanisms.csv (see mechanism_table); None when none is declared
-    declared: dict[str, str]  # name -> metric as the runs' study block declares them (report.md's legend)
+    metrics: dict[str, str]  # name -> metric of each column of `table` (report.md's legend): the runs'
+    #                          study block's, else today's preset's (then `notes` says so)
     problems: list[str]  # malformed declarations
     notes: list[str]  # where today's preset stood in for a block that declares none
 
@@ -54,7 +55,7 @@ def describe_mechanisms(sweep: Sweep, study, labels: dict, regimes: Sequence[str
     declared = declared_mechanisms(study.block, problems)
     used = declared or preset_mechanisms(study.name, notes)
     table = mechanism_table(sweep_values(sweep, labels, list(used.values()), regimes), used) if used else None
-    return Mechanisms(table, declared, problems, notes)
+    return Mechanisms(table, used, problems, notes)
 
 
 def declared_mechanisms(block: Mapping | None, problems: list[str]) -> dict[str, str]:
@@ -105,15 +106,17 @@ def per_condition(frame: pd.DataFrame, keys: Sequence[str] = ("condition",)) -> 
     return "\n".join(rows) + "\n"
 
 
-def mechanisms_markdown(frame: pd.DataFrame, mechanisms: Mapping[str, str]) -> list[str]:
-    """report.md's Mechanisms section (empty when the study declares none)."""
-    if frame is None or frame.empty or not mechanisms:
+def mechanisms_markdown(m: Mechanisms) -> list[str]:
+    """report.md's Mechanisms section: every mechanism mechanisms.csv holds, whether the runs' study block
+    or today's preset declared it (its note then says so); empty when neither declares any."""
+    if m.table is None or m.table.empty or not m.metrics:
         return []
-    legend = "; ".join(f"`{name}` = `{metric}`" for name, metric in mechanisms.items())
+    legend = "; ".join(f"`{name}` = `{metric}`" for name, metric in m.metrics.items())
+    source = "Declared by today's preset" if m.notes else "Declared in the study (`study.mechanisms`)"
     return ["## Mechanisms", "",
-            "Declared in the study (`study.mechanisms`), per run in `mechanisms.csv`; they describe what the "
-            "arms did and decide nothing. Per condition: mean [min, max] over its runs (n).", "",
-            per_condition(frame), legend, ""]
+            f"{source}, per run in `mechanisms.csv`; they describe what the arms did and decide nothing. "
+            "Per condition: mean [min, max] over its runs (n).", "",
+            *(f"_{note}._\n" for note in m.notes), per_condition(m.table), legend, ""]
 
 
 def preset_mechanisms(study_name: str, notes: list[str]) -> dict[str, str]:

@@ -59,7 +59,7 @@ def render_markdown(a: Analysis, figures: list[tuple[str, str]], command: str = 
     command line that made it, shown in the header."""
     c, s = a.conditions, a.conditions.settings
     out = _header(c, command) + (claims_markdown(a.claims) if a.claims is not None else [])
-    out += mechanisms_markdown(a.mechanisms.table, a.mechanisms.declared)
+    out += mechanisms_markdown(a.mechanisms)
     out += _runs_section(c) + _warnings_section(c.inventory) + _results_sections(c, a.summary)
     out += _comparisons_section(a.comparisons.table, a.notes, s)
     out += _robust_section(a.summary.robust, s.confidence) + _reach_section(a.curves.reach, s.smooth, s.confidence)

@@ -1,8 +1,11 @@
 """Writing an `Analysis`: report.md / report.json, csv tables, PNG figures; the terminal summary is
-ablate.stats.render_console's. Each table is written as its stage computed it."""
+ablate.stats.render_console's. Each table is written as its stage computed it, and every file a reader
+trusts (ablate.studies.findings, a later `ablate.stats` pooling this report) atomically: a reader sees
+the previous file or the new one, never half of one."""
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from pathlib import Path
@@ -11,6 +14,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
+from ablate.rundir.atomic import write_bytes, write_text
 from ablate.stats.analysis import Analysis
 from ablate.stats.archive import RUNS_FILE, root_of, write_runs
 from ablate.stats.figures import make_figures
@@ -105,7 +109,7 @@ def report_json(a: Analysis, figures: list[tuple[str, str]], command: str = "") 
 def csv_tables(a: Analysis) -> dict[str, pd.DataFrame]:
     """The report's csv files: file name -> the stage's table."""
     tables = {"summary.csv": a.summary.table, "comparisons.csv": a.comparisons.table,
-              "runs.csv": a.conditions.inventory, "curves.csv": a.curves.table, "reach.csv": a.curves.reach}
+              "runs.csv": a.conditions.inventory, "curves.csv.gz": a.curves.table, "reach.csv": a.curves.reach}
     if a.comparisons.power is not None:
         tables["power.csv"] = a.comparisons.power
     tables["robust.csv"] = a.summary.robust
@@ -117,6 +121,17 @@ def csv_tables(a: Analysis) -> dict[str, pd.DataFrame]:
     return tables
 
 
+GZIP = {"method": "gzip", "mtime": 0}  # no timestamp (nor file name) in the header: the same table, the same bytes
+
+
+def write_csv(path: Path, df: pd.DataFrame) -> Path:
+    """`df` as csv at `path` (gzip'd where it ends in .gz), atomically. Rendered in memory first: a
+    gzip header written to the temporary file would name it, and the bytes would differ per process."""
+    buf = io.BytesIO()
+    df.to_csv(buf, index=False, compression=GZIP if path.name.endswith(".gz") else None)
+    return write_bytes(path, buf.getvalue())
+
+
 def write_report(a: Analysis, out: Path, formats: Iterable[str] = ("md",), plots: bool = True,
                  command: str = "") -> dict[str, Path]:
     """Every file of the report under `out`: the csv tables, prompts.csv.gz and the runs' archive, the
@@ -125,14 +140,11 @@ def write_report(a: Analysis, out: Path, formats: Iterable[str] = ("md",), plots
     out.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
     for name, df in csv_tables(a).items():
-        path = out / name
-        df.to_csv(path, index=False)
-        written[name] = path
+        written[name] = write_csv(out / name, df)
     sweep = a.conditions.sweep
     prompts = per_prompt_table(sweep, a.conditions.labels)
     if len(prompts):  # compact, so any later method can re-analyse without the run directories
-        prompts.to_csv(out / "prompts.csv.gz", index=False, compression={"method": "gzip", "mtime": 0})
-        written["prompts.csv.gz"] = out / "prompts.csv.gz"
+        written["prompts.csv.gz"] = write_csv(out / "prompts.csv.gz", prompts)
         written[RUNS_FILE] = write_runs([(run, root_of(run.path, sweep.roots)) for run in sweep.runs], out)
     figures = make_figures(out, a.conditions, a.summary, a.comparisons, a.curves, a.claims) \
         if plots else []
@@ -140,12 +152,8 @@ def write_report(a: Analysis, out: Path, formats: Iterable[str] = ("md",), plots
         written[name] = out / name
     formats = set(formats)
     if "md" in formats:
-        path = out / "report.md"
-        path.write_text(render_markdown(a, figures, command), encoding="utf-8")
-        written["report.md"] = path
+        written["report.md"] = write_text(out / "report.md", render_markdown(a, figures, command))
     if "json" in formats:
-        path = out / "report.json"
-        path.write_text(json.dumps(report_json(a, figures, command), indent=1, allow_nan=False),
-                        encoding="utf-8")
-        written["report.json"] = path
+        written["report.json"] = write_text(out / "report.json",
+                                            json.dumps(report_json(a, figures, command), indent=1, allow_nan=False))
     return written

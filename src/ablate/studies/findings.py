@@ -118,11 +118,14 @@ def _mechanism_rows(study_dir: Path, bridge: dict, runs: pd.DataFrame, sweep: st
 
 
 def _curve_rows(study_dir: Path, bridge: dict) -> list[dict]:
-    """Bridge metrics read from curves.csv at one step: the condition's mean over seeds (one row per
+    """Bridge metrics read from curves.csv.gz at one step: the condition's mean over seeds (one row per
     condition). For preconditions only, which compare that mean with a threshold: as a claim's
     metric a condition mean would count as one seed."""
     specs = {m: s for m, s in (bridge.get("metrics") or {}).items() if isinstance(s, dict) and "curve" in s}
-    path = study_dir / "curves.csv"
+    path = study_dir / "curves.csv.gz"
+    if specs and not path.is_file() and path.with_suffix("").is_file():  # read nowhere since reports gzip it
+        raise ValueError(f"{path.with_suffix('')}: reports now write curves.csv.gz; gzip it "
+                         f"(gzip -n {path.with_suffix('')}) so its preconditions are read")
     if not specs or not path.is_file():
         return []
     curves = pd.read_csv(path)
@@ -130,7 +133,7 @@ def _curve_rows(study_dir: Path, bridge: dict) -> list[dict]:
     rows = []
     for metric, spec in specs.items():
         at = curves[(curves["metric"] == spec["curve"]) & (curves["step"] == spec["step"])]
-        rows += [{"run": f"{r.condition}: curves.csv mean", "batch": 0, "condition": r.condition, "seed": "",
+        rows += [{"run": f"{r.condition}: curves.csv.gz mean", "batch": 0, "condition": r.condition, "seed": "",
                   "regime": CURVE_REGIME, "metric": metric, "value": float(r.mean)} for r in at.itertuples()]
     return rows
 

@@ -58,7 +58,7 @@ def table_values(markdown: str, findings_dir: Path, conf_dir: Path | None) -> se
     """Every number of the rendered blocks, the committed reports and CSVs, and the presets."""
     texts = [m.group(0) for m in _BLOCKS.finditer(markdown)]
     for pattern in ("**/report.md", "**/committed.yaml", "**/claims.csv", "**/reach.csv", "**/comparisons.csv",
-                    "**/mechanisms.csv"):  # the rendered reports' tables (not every curve point of curves.csv)
+                    "**/mechanisms.csv"):  # the rendered reports' tables (not every curve point of curves.csv.gz)
         texts += [_text(p) for p in sorted(Path(findings_dir).glob(pattern))]
     if conf_dir is not None:
         texts += [p.read_text(encoding="utf-8") for p in sorted(Path(conf_dir).glob("experiment/*.yaml"))]
