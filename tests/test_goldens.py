@@ -16,7 +16,6 @@ sys.path.insert(0, str(Path(__file__).parent / "goldens"))
 import record  # noqa: E402
 
 
-@pytest.mark.slow
 def test_the_fixed_runs_reproduce_the_recorded_numbers(tmp_path, record_property):
     here = record.fingerprint()
     data, exact = record.choose(here)

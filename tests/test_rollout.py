@@ -88,8 +88,9 @@ def shipped():
     return model, tokenizer, prompts
 
 
-@pytest.mark.parametrize("sampling", sorted(SAMPLING))
-@pytest.mark.parametrize("batch_size", [2, 7, 64])
+@pytest.mark.parametrize("sampling, batch_size", [
+    # two rows a batch under evaluation sampling: the longest case (12 batches of both loops), slow-marked
+    pytest.param("eval", 2, marks=pytest.mark.slow), ("rl", 2), ("eval", 7), ("rl", 7), ("eval", 64), ("rl", 64)])
 def test_decoding_is_bit_identical_to_the_old_loop(shipped, sampling, batch_size):
     """The preallocated KV cache changes no number: the shipped SFT model (answers of
     different lengths, so rows leave the batch at different steps), 6 prompts of different lengths x 4."""

@@ -105,8 +105,13 @@ def test_cfg_hydra_with_multirun_prints_the_study_grid(tmp_path):
     assert "grids:" in out.stdout and "curriculum: none,static,frontier,frontier_replay" in out.stdout
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(STUDIES))
+# one study a family in the default tier (the curriculum samplers; the tool schedules and a testbed's own
+# SFT; SFT then preference training): the others are slow-marked and CI runs them (`-m slow`)
+FAMILY_SMOKES = {"threshold_study", "tool_annealing_mixed_study", "oracle_tool_study"}
+
+
+@pytest.mark.parametrize("name", [n if n in FAMILY_SMOKES else pytest.param(n, marks=pytest.mark.slow)
+                                  for n in sorted(STUDIES)])
 def test_each_study_runs_end_to_end_at_smoke_scale(name, tmp_path):
     sweep = tmp_path / "sweep"
     out = subprocess.run([sys.executable, "-m", "ablate.train", "-m", f"experiment=[{name},smoke_study]",
