@@ -232,3 +232,17 @@ def test_a_half_written_export_is_redone(tmp_path):
     status = read_status(run_dir)
     assert status["state"] == "completed" and status["attempts"] == 2 and model_exported(run_dir / "model")
     assert status["history"][0]["state"] == "interrupted"
+
+
+def test_training_time_and_cpu_time_carry_across_a_resume():
+    from ablate.lit.elapsed import ElapsedTime
+
+    first, checkpoint = ElapsedTime(), {}
+    sum(i * i for i in range(200_000))  # some CPU work in this attempt
+    first.on_save_checkpoint(None, None, checkpoint)
+    assert checkpoint["cpu_s"] > 0 and checkpoint["elapsed_s"] > 0
+    resumed = ElapsedTime()
+    resumed.on_load_checkpoint(None, None, checkpoint)
+    resumed.on_train_start(None, None)
+    assert resumed.cpu() >= checkpoint["cpu_s"] and resumed.elapsed() >= checkpoint["elapsed_s"]
+    assert ElapsedTime().cpu() < checkpoint["cpu_s"] + resumed.cpu()  # a fresh run starts from its own zero

@@ -35,6 +35,7 @@ def test_smoke_run_writes_the_run_directory_contract(tmp_path):
     assert list(metrics["step"].dropna().astype(int).unique()) == list(range(6))
     assert {"train/loss", "train/lr", "time/elapsed_s"} <= set(metrics.columns)
     assert metrics["time/elapsed_s"].is_monotonic_increasing
+    assert metrics["time/cpu_s"].is_monotonic_increasing and (metrics["time/cpu_s"] > 0).all()
     assert (run_dir / "model" / "config.json").is_file() and (run_dir / "model" / "tokenizer.json").is_file()
     assert (run_dir / "checkpoints" / "last.ckpt").is_file()
     summary = json.loads((run_dir / "eval" / "no_tool" / "summary.json").read_text())
@@ -144,3 +145,4 @@ def test_a_failed_job_is_recorded_and_does_not_stop_the_sweep(tmp_path):
             assert "stage.lr=-1" in status["error"]
         elif not ok:
             assert "no such file" in status["error"]
+
