@@ -77,12 +77,11 @@ class ClaimType(abc.ABC):
 
     def guard(self, claim, verdict: str, reason: str, xs, ys, alpha: float, test: str) -> tuple[str, str]:
         """A look's verdict once the study's `test` has had its say (randomization: level.guard)."""
-        if test != "randomization" or not self.in_family or ys is None:
+        if test != "randomization" or not self.in_family or ys is None or verdict != "replicated":
             return verdict, reason
         if not self.has_exact_test:
-            return ("inconclusive" if verdict == "replicated" else verdict,
-                    f"{reason}; type {self.name} has no randomization test (declare `test: welch`, or give the "
-                    "type an `exact_p`)" if verdict == "replicated" else reason)
+            return "inconclusive", (f"{reason}; type {self.name} has no randomization test (declare "
+                                    "`test: welch`, or give the type an `exact_p`)")
         return level.guard(verdict, reason, xs, ys, alpha, lambda: self.exact_p(claim, xs, ys))
 
     def floor(self, claim, n: int, m: int, test: str) -> float:
