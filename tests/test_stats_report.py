@@ -526,3 +526,38 @@ def test_runs_that_name_one_upstream_but_got_other_weights_are_a_data_problem(tm
     status = json.loads(status_path.read_text())
     status_path.write_text(json.dumps({**status, "init_sha256": "a" * 64}))
     assert not [p for p in analyze(load_sweep(sweep), FAST).problems if "different weights" in p]
+
+
+def _ran_on(sweep: Path, accelerator: str, torch: str) -> None:
+    for job in sweep.glob("[0-9]*"):
+        config = yaml.safe_load((job / ".hydra/config.yaml").read_text())
+        config["trainer"]["accelerator"] = accelerator
+        (job / ".hydra/config.yaml").write_text(yaml.safe_dump(config))
+        status = json.loads((job / "status.json").read_text())
+        status["versions"] = {"torch": torch, "cpu_capability": "AVX2"}
+        (job / "status.json").write_text(json.dumps(status))
+
+
+def test_seeds_run_on_two_machines_pool_into_one_condition_and_the_report_names_the_machines(tmp_path):
+    """Where a run ran (trainer.accelerator / devices / num_threads on the command line) is not its
+    condition: seeds 0-1 on a GPU node and 2-3 on a CPU pool into one arm each, the header names both
+    machines with their seeds, and a machine that ran more of one arm than another is a data problem."""
+    gpu = write_sweep(tmp_path / "gpu", {"none": 0.3, "static": 0.4}, seeds=(0, 1),
+                      extra=("trainer.accelerator=gpu", "trainer.num_threads=1"))
+    _ran_on(gpu, "gpu", "2.11.0")
+    cpu = write_sweep(tmp_path / "cpu", {"none": 0.3, "static": 0.4}, seeds=(2, 3), seed=1,
+                      extra=("trainer.num_threads=1",))
+    _ran_on(cpu, "auto", "2.13.0+cpu")
+    analysis = analyze(load_sweep([gpu, cpu]), FAST)
+    assert sorted(analysis.conditions.table["condition"]) == ["curriculum=none", "curriculum=static"]
+    assert set(analysis.conditions.table["ok"]) == {4}
+    assert not [p for p in analysis.problems if "machines" in p]
+    out = tmp_path / "report"
+    assert main([str(gpu), str(cpu), "--resamples", "200", "--no-plots", "--quiet", "--out", str(out)]) == 0
+    header = (out / "report.md").read_text().split("## ")[0]
+    assert "`gpu, torch 2.11.0`: 4 runs (seeds 0, 1)" in header
+    assert "`auto, torch 2.13.0+cpu, AVX2`: 4 runs (seeds 2, 3)" in header
+    shutil.rmtree(cpu / "0")  # the CPU ran one seed fewer of curriculum=none than of curriculum=static
+    problems = analyze(load_sweep([gpu, cpu]), FAST).problems
+    confounded = [p for p in problems if "confounded" in p]
+    assert len(confounded) == 1 and "auto, torch 2.13.0+cpu, AVX2: 1-2 runs a condition" in confounded[0]

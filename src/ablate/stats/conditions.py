@@ -1,5 +1,5 @@
 """The conditions stage: a loaded sweep's runs grouped into conditions (a condition is its runs'
-overrides minus `seed`, a tuple such as ("curriculum=static", "stage=rloo")), each with its label (the
+overrides minus `seed` and where it ran, a tuple such as ("curriculum=static", "stage=rloo")), each with its label (the
 overrides that distinguish it, or a name), its usable runs, and the baseline it is compared with (a
 study's rules, --baseline, or the fallback rules). `group_conditions` returns it all as `Conditions`."""
 
@@ -12,7 +12,8 @@ from typing import Sequence
 import pandas as pd
 
 from ablate.stats.blocks import available_metrics
-from ablate.stats.runs import Run, StatsInputError, Sweep, condition_label, mixed_starts, normalise_override
+from ablate.stats.runs import (Run, StatsInputError, Sweep, condition_label, mixed_starts, normalise_override,
+                               unbalanced_machines)
 from ablate.stats.settings import Settings
 from ablate.stats.study import Study, matches, sweep_study
 
@@ -59,7 +60,7 @@ class Conditions:
 def group_conditions(sweep: Sweep, settings: Settings) -> Conditions:
     """The conditions stage of a loaded sweep under the command's settings."""
     problems = list(sweep.warnings) + [f"{run.rel}: {issue}" for run in sweep.runs for issue in run.issues]
-    problems += mixed_starts(sweep.runs)
+    problems += mixed_starts(sweep.runs) + unbalanced_machines(sweep.runs)
     explicit = settings.baseline is not None or settings.metrics is not None
     study, keys, common, labels, configs = label_sweep(sweep, settings.names, explicit, problems)
     cond_runs = sweep.conditions()

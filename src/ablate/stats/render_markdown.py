@@ -12,6 +12,7 @@ import pandas as pd
 from ablate.stats.formatting import fmt, fmt_ci, fmt_p, md_table, pct, twins
 from ablate.stats.mechanisms import mechanisms_markdown
 from ablate.stats.render_claims import claims_markdown
+from ablate.stats.runs import machines
 from ablate.stats.render_console import run_warnings
 
 if TYPE_CHECKING:
@@ -78,6 +79,7 @@ def _header(c: Conditions, command: str) -> list[str]:
         out.append(f"Command: `{command}`  ")
     out.append(f"Settings: {s.resamples} bootstrap resamples, {pct(s.confidence)} intervals, α={s.alpha:g}, "
                f"seed {s.seed}.  ")
+    out += _machines_line(c)
     if c.common:
         out.append("Overrides shared by every condition: " + ", ".join(f"`{o}`" for o in c.common) + "  ")
     named = [(c.labels[k], c.keys[k]) for k in c.labels if c.labels[k] != c.keys.get(k, c.labels[k])]
@@ -99,6 +101,16 @@ def _header(c: Conditions, command: str) -> list[str]:
         out.append("Baseline: none (no condition has usable runs).")
     out.append("")
     return out
+
+
+def _machines_line(c: Conditions) -> list[str]:
+    """Where the seeds ran, when more than one machine ran them (one machine says nothing new)."""
+    by = machines(c.sweep.runs)
+    if len(by) < 2:
+        return []
+    seeds = lambda runs: ", ".join(sorted({str(r.seed) for r in runs}, key=lambda s: (len(s), s)))
+    return ["Machines (pooled as seeds of one recipe: where a run ran is not its condition): "
+            + "; ".join(f"`{m}`: {len(runs)} runs (seeds {seeds(runs)})" for m, runs in by.items()) + "  "]
 
 
 def _runs_section(c: Conditions) -> list[str]:

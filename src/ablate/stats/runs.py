@@ -18,6 +18,10 @@ from ablate.rundir import RunDir
 # Directories a run writes that never contain other runs; skipping them keeps discovery fast.
 _NO_DESCEND = {*RunDir.SUBDIRS, "wandb", "lightning_logs", "__pycache__", ".git"}
 SEED_KEYS = {"seed"}
+# Where a run ran, not what it trained: like the seed, never part of its condition, so a study may run some
+# seeds on a GPU node and the rest on a laptop (`machines` puts them in the report, `unbalanced_machines`
+# flags a machine that ran more of one condition than of another).
+EXECUTION_KEYS = {"trainer.accelerator", "trainer.devices", "trainer.num_threads"}
 
 
 def task_level(config: dict | None) -> tuple[str, str]:
@@ -141,6 +145,44 @@ def mixed_starts(runs: Sequence[Run]) -> list[str]:
     return problems
 
 
+def machine(run: Run) -> str:
+    """The machine a run ran on, as far as its files say: the composed trainer.accelerator and the torch
+    build (with the CPU's kernel level on a CPU build), e.g. `gpu, torch 2.11.0` or `auto, torch 2.13.0+cpu, AVX2`."""
+    trainer = (run.config or {}).get("trainer")
+    accelerator = trainer.get("accelerator") if isinstance(trainer, dict) else None
+    versions = (run.status or {}).get("versions")
+    versions = versions if isinstance(versions, dict) else {}
+    torch = str(versions.get("torch") or "?")
+    parts = [str(accelerator or "?"), f"torch {torch}"]
+    if torch.endswith("+cpu") and versions.get("cpu_capability"):
+        parts.append(str(versions["cpu_capability"]))
+    return ", ".join(parts)
+
+
+def machines(runs: Sequence[Run]) -> dict[str, list[Run]]:
+    """Usable runs by `machine`, the most runs first."""
+    by: dict[str, list[Run]] = {}
+    for run in runs:
+        if run.ok:
+            by.setdefault(machine(run), []).append(run)
+    return dict(sorted(by.items(), key=lambda kv: (-len(kv[1]), kv[0])))
+
+
+def unbalanced_machines(runs: Sequence[Run]) -> list[str]:
+    """One problem line when the machines did not run the same number of seeds of every condition: then
+    the machine (its rounding, its torch build) is confounded with the condition."""
+    by = machines(runs)
+    if len(by) < 2:
+        return []
+    conditions = sorted({r.condition for r in runs if r.ok})
+    counts = {m: [sum(r.condition == c for r in rs) for c in conditions] for m, rs in by.items()}
+    if all(len(set(n)) == 1 for n in counts.values()):
+        return []
+    shown = "; ".join(f"{m}: {min(n)}-{max(n)} runs a condition" for m, n in counts.items())
+    return [f"the machines ran different numbers of seeds of the conditions ({shown}): the machine is "
+            f"confounded with the condition; run every condition's seeds alike on each machine"]
+
+
 def _seed_key(seed: str | None):
     if seed is None:
         return (1, 0, "")
@@ -169,13 +211,14 @@ def override_key(item: str) -> str:
 
 
 def split_overrides(overrides: Iterable[str]) -> tuple[tuple[str, ...], str | None]:
-    """(condition, seed): the sorted normalised overrides minus `seed=...`, and the seed value."""
+    """(condition, seed): the sorted normalised overrides minus `seed=...` and the
+    `EXECUTION_KEYS`, and the seed value."""
     cond, seed = [], None
     for item in overrides:
         norm = normalise_override(item)
         if override_key(norm) in SEED_KEYS:
             seed = norm.partition("=")[2]
-        else:
+        elif override_key(norm) not in EXECUTION_KEYS:
             cond.append(norm)
     return tuple(sorted(set(cond))), seed
 
