@@ -4,24 +4,26 @@
 # launcher, one CPU thread each, the model on the GPU), and each group's run directories come back as a
 # tarball the moment the group ends, so a slot cut short still returns every group it finished. Only a
 # group whose runs all completed is analysed (`ablate.stats DIR...` pools the groups): whole seeds, so
-# the machine is balanced across the arms.
+# the machine is balanced across the arms. Each group's directory is `<study>_look<N>_<first seed>` (--look,
+# default 1), the name `ablate.stats` reads as one look however many directories (and machines) it took.
 #
-#   bash bench/gpu_study.sh --wheels DIR --out DIR --deadline SECONDS STUDY "0,1;2,3;4,5" [OVERRIDE...]
+#   bash bench/gpu_study.sh --wheels DIR --out DIR --deadline SECONDS [--look N] STUDY "0,1;2,3;4,5" [OVERRIDE...]
 #
 # Checkpoints and model weights stay behind (the report reads status.json, metrics.csv and eval/).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
-wheels="" out="gpu-study" deadline=540
+wheels="" out="gpu-study" deadline=540 look=1
 while [ $# -gt 0 ]; do
     case "$1" in
         --wheels) wheels=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
         --deadline) deadline=$2; shift 2 ;;
+        --look) look=$2; shift 2 ;;
         *) break ;;
     esac
 done
-[ $# -ge 2 ] || { echo "usage: gpu_study.sh [--wheels DIR] [--out DIR] [--deadline S] STUDY 'SEEDS;SEEDS' [OVERRIDE...]" >&2; exit 2; }
+[ $# -ge 2 ] || { echo "usage: gpu_study.sh [--wheels DIR] [--out DIR] [--deadline S] [--look N] STUDY 'SEEDS;SEEDS' [OVERRIDE...]" >&2; exit 2; }
 study=$1 groups=$2; shift 2
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
@@ -37,7 +39,7 @@ IFS=';' read -ra seed_groups <<< "$groups"
 for seeds in "${seed_groups[@]}"; do
     left=$((deadline - (SECONDS - start)))
     [ "$left" -gt 60 ] || { echo "== seeds $seeds: not started ($left s left)"; break; }
-    name="$study-s${seeds//,/_}" dir="/tmp/gpu_study/$name"
+    name="${study}_look${look}_${seeds%%,*}" dir="/tmp/gpu_study/$name"
     echo "== seeds $seeds (at most $left s): $dir"
     t0=$SECONDS
     mkdir -p "$dir"
