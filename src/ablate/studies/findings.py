@@ -200,6 +200,8 @@ def study_claims(study_dir: Path, conf: Path | None = None):
     if problems:
         raise ValueError(f"{bridge['preset']}: {'; '.join(problems)}")
     registration = read_registration(study_dir / FILE) if (study_dir / FILE).is_file() else None
+    if registration is not None:  # named as findings.md names it, wherever the directory was read from
+        registration.path = Path("findings") / study_dir.name / FILE
     values = study_values(study_dir, bridge)
     effect = float(block.get("effect") or 0.03)
     return decide(block, registration, first_start(run_statuses(study_dir, bridge)),
