@@ -12,8 +12,8 @@ import pandas as pd
 from ablate.stats.formatting import fmt, fmt_ci, fmt_p, md_table, pct, twins
 from ablate.stats.mechanisms import mechanisms_markdown
 from ablate.stats.render_claims import claims_markdown
-from ablate.stats.runs import machines
 from ablate.stats.render_console import run_warnings
+from ablate.stats.runs import machines
 
 if TYPE_CHECKING:
     from ablate.stats.analysis import Analysis
@@ -108,7 +108,8 @@ def _machines_line(c: Conditions) -> list[str]:
     by = machines(c.sweep.runs)
     if len(by) < 2:
         return []
-    seeds = lambda runs: ", ".join(sorted({str(r.seed) for r in runs}, key=lambda s: (len(s), s)))
+    def seeds(runs) -> str:
+        return ", ".join(sorted({str(r.seed) for r in runs}, key=lambda s: (len(s), s)))
     return ["Machines (pooled as seeds of one recipe: where a run ran is not its condition): "
             + "; ".join(f"`{m}`: {len(runs)} runs (seeds {seeds(runs)})" for m, runs in by.items()) + "  "]
 
