@@ -281,6 +281,9 @@ def test_next_look_adds_only_the_seeds_the_undecided_claims_lack(tmp_path):
     assert 'hydra.sweeper.params.seed="range(3,6)"' in cmd  # seeds 3, 4, 5: the plan's next look is 6
     assert "hydra.sweeper.grids=[{arm:a},{arm:b}]" in cmd
     assert cmd[-1] == f"hydra.sweep.dir={tmp_path / 'look0_look2'}"
+    # a first look written as a look's part (gpu_study.sh's <study>_look1_<first seed>) names the study once
+    part = first.rename(tmp_path / "study_look1_0")
+    assert commands([part])[0][-1] == f"hydra.sweep.dir={tmp_path / 'study_look2'}"
     # the grid the command gives is the jobs it means
     from hydra_plugins.ablate_sweeper.grid_sweeper import sweep_jobs
 

@@ -21,6 +21,7 @@ each, `<study>_look<N>_<first seed>`; the report counts those directories as one
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 import subprocess
 import sys
@@ -92,6 +93,8 @@ def commands(sweep_dirs: list[Path], registration: Path | None = None) -> list[l
     # a committed report (ablate.stats.archive) continues into multirun/, named after its first sweep
     base = Path("multirun") / sweep.roots[0].name if is_archive(sweep_dirs[0]) else Path(sweep_dirs[0])
     look = 1 + int(result.looks["look"].max()) if len(result.looks) else 2
+    # a first look named as one look's part (gpu_study.sh: <study>_look1_<first seed>) names the study once
+    stem = re.sub(r"_look\d+(_\d+)?$", "", base.name)
     out = []
     for (a, b), conds in groups.items():
         grids = "[" + ",".join("{" + ",".join(f"{k}:{_quote(v)}" for k, v in _grid(c).items()) + "}"
@@ -101,7 +104,7 @@ def commands(sweep_dirs: list[Path], registration: Path | None = None) -> list[l
         cmd += ["hydra/sweeper=grids"]
         cmd += [f"~hydra.sweeper.params.{k}" for k in preset["params"] if k != "seed"]
         cmd += [f'hydra.sweeper.params.seed="range({a},{b})"', f"hydra.sweeper.grids={grids}",
-                f"hydra.sweep.dir={base.parent / f'{base.name}_look{look}'}" + (f"_{a}" if len(groups) > 1 else "")]
+                f"hydra.sweep.dir={base.parent / f'{stem}_look{look}'}" + (f"_{a}" if len(groups) > 1 else "")]
         out.append(cmd)
     return out
 
