@@ -25,6 +25,7 @@ from ablate.stats.reach import reach_metric
 from ablate.stats.values import CURVE_REGIME, is_curve_metric, reach_values, sweep_values
 from ablate.stats.verdicts import compare, rate
 
+NO_ALPHA = "the plan has no alpha left at this look"  # a look the spending function gave nothing
 CLAIM_COLUMNS = [
     "id", "claim", "type", "claimed", "metric", "regime", "condition", "baseline", "direction", "paper", "bar", "margin",
     "n", "n_baseline", "mean", "mean_baseline", "estimate", "ci_low", "ci_high", "confidence", "p_value",
@@ -145,12 +146,21 @@ def _decide_looks(claim: Claim, x: pd.DataFrame, y: pd.DataFrame | None, plan: P
         ys = None if one_sample else y[y["batch"] <= b]["value"].to_numpy(dtype=np.float64)
         est, v, excluded, why = look_verdict(claim, xs, ys, a, test)
         if a <= 0 and claim.in_family:
-            v, excluded, why = "inconclusive", "", "the plan has no alpha left at this look"
+            v, excluded, why = "inconclusive", "", NO_ALPHA
         out.append({"n": nx, "n_baseline": None if one_sample else ny, "fraction": t, "alpha_nominal": a,
                     "estimate": est, "verdict": v, "excluded": excluded, "reason": why if not est.note else f"{why} ({est.note})",
                     "planned": _planned((nx, None if one_sample else ny), before, plan)})
         before = (nx, None if one_sample else ny)
     return out
+
+
+def _multiplicity_reason(reason: str, procedure: str, level: float) -> str:
+    """The claim's reason with the level its multiplicity procedure gave it. With none passed on, the
+    procedure is the reason: the plan's generic "no alpha left" would blame the seed plan instead."""
+    if level > 0:
+        return f"{reason}; {procedure}: alpha {level:.3g}"
+    kept = reason.removeprefix(NO_ALPHA).lstrip()
+    return "; ".join(filter(None, [kept, f"{procedure}: no alpha passed to it (the claims before it were not replicated)"]))
 
 
 def _increasing(fractions: list[float]) -> list[float]:
@@ -182,9 +192,7 @@ def evaluate(declared: Declared, table: pd.DataFrame, effect_default: float = 0.
         decided[claim.id] = row
         row["family_size"] = len(family) if claim.in_family else 0
         if declared.multiplicity is not None and claim.in_family:
-            row["reason"] = (f"{row['reason']}; {declared.multiplicity.name}: alpha {levels[claim.id]:.3g}"
-                             if levels[claim.id] > 0 else f"{row['reason']}; {declared.multiplicity.name}: "
-                             "no alpha passed to it (the claims before it were not replicated)")
+            row["reason"] = _multiplicity_reason(row["reason"], declared.multiplicity.name, levels[claim.id])
         rows.append(row)
         look_rows += looks
     return ClaimsResult(pd.DataFrame(rows, columns=CLAIM_COLUMNS), pd.DataFrame(look_rows, columns=LOOK_COLUMNS),
