@@ -151,3 +151,61 @@ def test_the_offline_install_takes_a_folder_of_wheels_onto_pythonpath_without_an
     assert "offline_probe-0.1" in done.stdout and "/site/offline_probe/__init__.py" in done.stdout
     empty = run(tmp_path)
     assert empty.returncode == 2 and "bench/prepare_wheels.sh" in empty.stderr
+
+
+GPU_STUDY = Path(__file__).resolve().parents[1] / "bench" / "gpu_study.sh"
+# a stand-in for python: `-m ablate.train` plans 3 jobs, completes one, starts a launcher worker and hangs;
+# anything else is the real interpreter
+FAKE_TRAIN = """#!/bin/bash
+if [ "$1" = -m ] && [ "$2" = ablate.train ]; then
+  for a in "$@"; do case $a in hydra.sweep.dir=*) dir=${a#hydra.sweep.dir=};; esac; done
+  echo "[HYDRA] Joblib.Parallel(n_jobs=-1) is launching 3 jobs"
+  mkdir -p "$dir/0" "$dir/0/checkpoints" && echo '{"state": "completed", "duration_s": 5}' > "$dir/0/status.json"
+  sleep 300 & echo $! > "$dir/worker.pid"
+  sleep 300
+else
+  exec PYTHON "$@"
+fi
+"""
+
+
+def _gpu_study(tmp_path, *args, **env):
+    import os
+    import subprocess
+
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_TRAIN.replace("PYTHON", sys.executable))
+    fake.chmod(0o755)
+    return subprocess.run(["bash", str(GPU_STUDY), "--out", str(tmp_path / "out"), *args], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHON": str(fake),
+                                                       "GPU_STUDY_TMP": str(tmp_path / "groups"), **env})
+
+
+def test_gpu_study_kills_only_its_own_group_at_the_deadline_and_returns_what_ran(tmp_path):
+    """bench/gpu_study.sh on a CPU with a stand-in trainer: the deadline kills the group's launcher and its
+    workers (not another process called ablate.train: it once ran `pkill -f ablate.train`), the group counts
+    the 3 jobs the launcher planned (not the 1 directory made), and its tarball still comes back."""
+    import subprocess
+    import tarfile
+
+    bystander = subprocess.Popen(["bash", "-c", "exec -a 'python -m ablate.train bystander' sleep 60"])
+    try:
+        done = _gpu_study(tmp_path, "--deadline", "4", "--accelerator", "cpu", "--smoke", "threshold_study", "0;1",
+                          GPU_STUDY_MIN_S="1")
+        assert bystander.poll() is None, "gpu_study.sh killed a process outside its group"
+    finally:
+        bystander.kill()
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "== seeds 0: exit 137" in done.stdout and "1 of 3 runs completed" in done.stdout
+    assert "seeds 0 incomplete; stopping" in done.stdout and "== seeds 1" not in done.stdout
+    worker = int((tmp_path / "groups" / "threshold_study_look1_0" / "worker.pid").read_text())
+    assert not Path(f"/proc/{worker}").exists() or "Z" in Path(f"/proc/{worker}/stat").read_text().split()[2]
+    with tarfile.open(tmp_path / "out" / "threshold_study_look1_0.tgz") as tar:
+        names = tar.getnames()
+    assert "threshold_study_look1_0/0/status.json" in names and not any("checkpoints" in n for n in names)
+
+
+def test_gpu_study_starts_no_group_it_cannot_finish(tmp_path):
+    done = _gpu_study(tmp_path, "--deadline", "30", "threshold_study", "0;1")
+    assert done.returncode == 0, done.stderr
+    assert "== seeds 0: not started" in done.stdout and not (tmp_path / "groups").exists()
