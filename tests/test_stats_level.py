@@ -136,6 +136,11 @@ def test_gatekeeping_passes_the_primarys_alpha_to_the_secondary_and_the_default_
     assert stopped.loc["secondary", "verdict"] == "inconclusive"
     # the procedure is the reason, not the seed plan (which had alpha for this look)
     assert stopped.loc["secondary", "reason"].startswith("gatekeeping: no alpha passed to it")
+    from ablate.stats.engine import NO_ALPHA, _multiplicity_reason
+
+    assert _multiplicity_reason(f"{NO_ALPHA} (no seed-to-seed variation)", "graph", 0.0) == \
+        "no seed-to-seed variation; graph: no alpha passed to it (the claims before it were not replicated)"
+    assert _multiplicity_reason("the interval excludes 0", "graph", 0.0125) == "the interval excludes 0; graph: alpha 0.0125"
 
 
 # --------------------------------------------------------------------------------------------- harness

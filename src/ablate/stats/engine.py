@@ -159,7 +159,9 @@ def _multiplicity_reason(reason: str, procedure: str, level: float) -> str:
     procedure is the reason: the plan's generic "no alpha left" would blame the seed plan instead."""
     if level > 0:
         return f"{reason}; {procedure}: alpha {level:.3g}"
-    kept = reason.removeprefix(NO_ALPHA).lstrip()
+    kept = reason.removeprefix(NO_ALPHA).strip()
+    if reason.startswith(NO_ALPHA) and kept.startswith("(") and kept.endswith(")"):
+        kept = kept[1:-1]  # the estimate's note, no longer an aside to the generic reason
     return "; ".join(filter(None, [kept, f"{procedure}: no alpha passed to it (the claims before it were not replicated)"]))
 
 
