@@ -438,3 +438,57 @@ def test_run_directories_of_one_look_share_a_batch(tmp_path):
     batches = run_batches(load_sweep([first, *parts]))
     assert sorted(set(batches.values())) == [0, 1]
     assert {batches[rel] for rel in batches if "_look2_" in rel} == {1}
+
+
+def test_a_reach_bar_is_frozen_at_the_first_look_so_a_pooled_report_keeps_look_1_as_made():
+    """002's pooled confirmatory report re-decided look 1 against the bar of all 10 baseline seeds
+    (estimate -513 where look 1's own report said -444): the bar is now the first look's baseline mean."""
+    from pathlib import Path
+
+    from ablate.stats.engine import sweep_claims
+    from ablate.stats.runs import Run, Sweep
+
+    block = {"plan": {"looks": [3, 6]}, "claims": [
+        {"id": "b_faster", "claim": "B reaches it sooner", "metric": "reach:val/pass@1>=baseline",
+         "condition": "B", "baseline": "A", "direction": "lower", "effect": 10}]}
+
+    def run(look, arm, seed, top):
+        steps = np.arange(10, 201, 10)
+        frame = pd.DataFrame({"val/pass@1": np.minimum(top, 0.002 * (2.0 if arm == "B" else 1.0) * steps + 0.01 * seed)},
+                             index=pd.Index(steps, name="step"))
+        status = {"started_at": f"2026-01-0{look}T00:00:00Z"}
+        return Run(Path(f"/s/look{look}/{arm}{seed}"), f"{arm}{seed}", (f"arm={arm}", f"seed={seed}"), (f"arm={arm}",),
+                   str(seed), "completed", status, {}, frame, outcome="ok", config={"study": block})
+
+    first = [run(1, arm, s, 0.3) for arm in "AB" for s in range(3)]
+    later = [run(2, arm, s, 0.39) for arm in "AB" for s in range(3, 6)]  # the later baseline ends higher
+    labels = {("arm=A",): "A", ("arm=B",): "B"}
+    declared = parse_declared(block, [])
+    alone = sweep_claims(Sweep([Path("/s/look1")], first), declared, labels, [], 0.03)
+    pooled = sweep_claims(Sweep([Path("/s/look1"), Path("/s/look2")], first + later), declared, labels, [], 0.03)
+    looks = pooled.looks.set_index("look")
+    assert list(looks["n"]) == [3, 6]
+    assert looks.loc[1, "estimate"] == pytest.approx(float(alone.table["estimate"].iloc[0]))
+    # the bar of all six baseline seeds (0.345) is one look 1's B seeds (capped at 0.3) never reach
+    assert looks.loc[1, "estimate"] < -50
+
+
+def test_a_declared_futility_rule_stops_a_claim_no_plan_look_could_decide():
+    from ablate.stats.render_claims import claims_markdown
+
+    one = {**CLAIMS, "claims": CLAIMS["claims"][:1]}
+    a, b = [0.30, 0.33, 0.27], [0.31, 0.35, 0.28]  # needs about 20 seeds per arm
+    plain = evaluate(parse_declared(one, []), _table({"A": a, "B": b})).table.iloc[0]
+    assert plain["verdict"] == "inconclusive" and plain["next_look"] == 6 and 12 < plain["seeds_needed"] < 30
+    stopped = evaluate(parse_declared({**one, "plan": {**one["plan"], "futility": 2}}, []),
+                       _table({"A": a, "B": b}))
+    row = stopped.table.iloc[0]
+    assert row["verdict"] == "inconclusive" and pd.isna(row["next_look"])  # next_look adds no seeds for it
+    assert "futile by the plan's rule (more than 2 x its last look of 6 seeds per arm)" in row["reason"]
+    assert "Futility (non-binding)" in "\n".join(claims_markdown(stopped))
+    # a rule the claim's seeds needed stay under (5 x 6) leaves the next look
+    lenient = evaluate(parse_declared({**one, "plan": {**one["plan"], "futility": 5}}, []), _table({"A": a, "B": b}))
+    assert lenient.table.iloc[0]["next_look"] == 6
+    for bad in (0.5, "ten", True):
+        problems = check_study_block({**one, "plan": {**one["plan"], "futility": bad}})
+        assert any("plan.futility must be a number >= 1" in p and repr(bad) in p for p in problems), bad

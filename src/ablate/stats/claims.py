@@ -88,10 +88,17 @@ class Plan:
     looks: tuple[int, ...] = DEFAULT_PLAN  # seeds per arm at each planned look
     spending: str = "obrien_fleming"
     declared: bool = False  # False: the study declared no plan; DEFAULT_PLAN stands in
+    # non-binding futility: no further look for a claim needing more than `futility` x the last look's
+    # seeds per arm (stopping only removes chances to reject, so the plan's level is unchanged)
+    futility: float | None = None
 
     @property
     def n_max(self) -> int:
         return self.looks[-1]
+
+    def futile(self, seeds_needed: float) -> bool:
+        """Whether the futility rule stops a claim that would need `seeds_needed` seeds per arm."""
+        return self.futility is not None and seeds_needed > self.futility * self.n_max
 
 
 @dataclass
@@ -289,7 +296,13 @@ def parse_plan(raw: Any, problems: list[str]) -> Plan:
     if spending not in SPENDING:
         problems.append(f"plan.spending must be one of {', '.join(SPENDING)}, got {spending!r}")
         spending = "obrien_fleming"
-    return Plan(looks, spending, declared=True)
+    futility = raw.get("futility")
+    if futility is not None and (isinstance(futility, bool) or not isinstance(futility, (int, float))
+                                 or not futility >= 1):
+        problems.append(f"plan.futility must be a number >= 1 (stop a claim needing more than that many times the "
+                        f"last look's seeds, e.g. 10), got {futility!r}")
+        futility = None
+    return Plan(looks, spending, declared=True, futility=None if futility is None else float(futility))
 
 
 def parse_declared(block: Mapping | None, problems: list[str]) -> Declared:

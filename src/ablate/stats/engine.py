@@ -282,6 +282,10 @@ def _evaluate_one(claim: Claim, table: pd.DataFrame, plan: Plan, alpha: float, e
         row["seeds_needed"] = seeds_needed(row["sd_pooled"], target, alpha)
         # the plan's next look for the arm with fewer seeds (an arm already past it adds none)
         row["next_look"] = _next_look(int(min(final["n"], final["n_baseline"] or final["n"])), plan)
+        if row["next_look"] is not None and plan.futile(row["seeds_needed"]):
+            row["next_look"] = None
+            row["reason"] += (f"; futile by the plan's rule (more than {plan.futility:g} x its last look of "
+                              f"{plan.n_max} seeds per arm): no further look")
     if row["verdict"] == "not testable":  # every look reads the same: the mechanism never ran
         for lk in looks:
             lk["verdict"] = "not testable"
@@ -298,14 +302,17 @@ def _rate_text(values: np.ndarray, success: tuple[str, float], confidence: float
 
 
 def reach_thresholds(declared: Declared, table: pd.DataFrame) -> dict[str, float]:
-    """`reach:COL>=baseline` -> the mean over the claim's baseline seeds of final:COL (from `table`,
-    which must hold final:COL rows)."""
+    """`reach:COL>=baseline` -> the mean of final:COL over the claim's baseline seeds of its first look
+    (the first batch holding any; `table` must hold final:COL rows). The bar is frozen when first seen:
+    a bar re-averaged over later seeds would move every earlier look's values (a pooled report would
+    re-decide look 1 against a bar look 1 never had), and the looks would test different targets."""
     out = {}
     for claim in declared.claims:
         parsed = reach_metric(claim.metric)
         if parsed is None or parsed[2] != "baseline" or claim.baseline is None:
             continue
         rows = condition_values(table, claim.baseline, CURVE_REGIME, f"final:{parsed[0]}")
+        rows = rows[rows["batch"] == rows["batch"].min()] if len(rows) else rows
         out[claim.metric] = float(rows["value"].mean()) if len(rows) else math.nan
     return out
 

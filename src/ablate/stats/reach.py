@@ -3,7 +3,7 @@ report's reach table (`--reach`, ablate.stats.curves) both use.
 
 A target is `COLUMN OP VALUE` with OP `>=`, `<=` or `=` (meaning `>=`) and VALUE a number; a claim
 writes it after `reach:` (steps) or `reach_time:` (seconds) and may name `baseline` as VALUE (the
-mean over the claim's baseline seeds of final:COLUMN, resolved by the engine).
+mean over the claim's baseline seeds of final:COLUMN at its first look, resolved by the engine).
 
 A run reaches the target at the first logged step whose value (a running mean over `window` logged
 points, 1: the values themselves) is on the target's side of VALUE. A run that never does counts as

@@ -41,7 +41,9 @@ def plan_sentence(result) -> str:
     if plan.declared:
         return head + (f"Seed plan: looks at {'/'.join(map(str, plan.looks))} seeds per arm, "
                        f"{SPENDING_NAMES[plan.spending]} alpha spending (Lan-DeMets); each look's interval is at "
-                       "its nominal level (column `confidence` in claims.csv).")
+                       "its nominal level (column `confidence` in claims.csv)."
+                       + (f" Futility (non-binding): no further look for a claim needing more than "
+                          f"{plan.futility:g} x {plan.n_max} seeds per arm." if plan.futility is not None else ""))
     return head + ("No seed plan declared: the default plan (looks at "
                    f"{'/'.join(map(str, plan.looks))}) stands in, and every look is reported as unplanned.")
 

@@ -13,7 +13,7 @@ committed reports (summary.csv's per-run rows) decide by the same code. Three ki
 - steps to reach, censored: `reach:COLUMN>=VALUE` (`reach_time:` for seconds), as ablate.stats.reach
   defines it for the report's reach table too: the first step whose value reaches VALUE, or the run's
   last step when it never does. VALUE may be `baseline`: the mean over the claim's baseline seeds of
-  `final:COLUMN`.
+  `final:COLUMN` at its first look (frozen there, so later looks keep the target).
 """
 
 from __future__ import annotations
