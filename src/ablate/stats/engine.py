@@ -277,15 +277,7 @@ def _evaluate_one(claim: Claim, table: pd.DataFrame, plan: Plan, alpha: float, e
         row["rate"] = _rate_text(raw_x, claim.success, 1.0 - alpha)
         row["rate_baseline"] = "" if raw_y is None else _rate_text(raw_y, claim.success, 1.0 - alpha)
     if row["verdict"] == "inconclusive" and alpha > 0:
-        target = CLAIM_TYPES[claim.kind].target(claim)
-        target = target if math.isfinite(target) and target > 0 else effect_default
-        row["seeds_needed"] = seeds_needed(row["sd_pooled"], target, alpha)
-        # the plan's next look for the arm with fewer seeds (an arm already past it adds none)
-        row["next_look"] = _next_look(int(min(final["n"], final["n_baseline"] or final["n"])), plan)
-        if row["next_look"] is not None and plan.futile(row["seeds_needed"]):
-            row["next_look"] = None
-            row["reason"] += (f"; futile by the plan's rule (more than {plan.futility:g} x its last look of "
-                              f"{plan.n_max} seeds per arm): no further look")
+        _plan_ahead(row, claim, final, plan, alpha, effect_default)
     if row["verdict"] == "not testable":  # every look reads the same: the mechanism never ran
         for lk in looks:
             lk["verdict"] = "not testable"
@@ -294,6 +286,20 @@ def _evaluate_one(claim: Claim, table: pd.DataFrame, plan: Plan, alpha: float, e
                   "estimate": lk["estimate"].diff, "ci_low": lk["estimate"].low, "ci_high": lk["estimate"].high,
                   "p_value": lk["estimate"].p_value, "verdict": lk["verdict"]} for i, lk in enumerate(looks)]
     return row, look_rows
+
+
+def _plan_ahead(row: dict, claim: Claim, final: dict, plan: Plan, alpha: float, effect_default: float) -> None:
+    """An inconclusive claim's seeds needed at its level, and the plan's next look (none when the plan
+    has none left or its futility rule stops the claim)."""
+    target = CLAIM_TYPES[claim.kind].target(claim)
+    target = target if math.isfinite(target) and target > 0 else effect_default
+    row["seeds_needed"] = seeds_needed(row["sd_pooled"], target, alpha)
+    # the plan's next look for the arm with fewer seeds (an arm already past it adds none)
+    row["next_look"] = _next_look(int(min(final["n"], final["n_baseline"] or final["n"])), plan)
+    if row["next_look"] is not None and plan.futile(row["seeds_needed"]):
+        row["next_look"] = None
+        row["reason"] += (f"; futile by the plan's rule (more than {plan.futility:g} x its last look of "
+                          f"{plan.n_max} seeds per arm): no further look")
 
 
 def _rate_text(values: np.ndarray, success: tuple[str, float], confidence: float) -> str:
