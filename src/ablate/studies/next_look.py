@@ -1,9 +1,10 @@
 """`python -m ablate.studies.next_look SWEEP_DIR...`: continue a study to its seed plan's next look.
 
 Reads the sweep(s) as `python -m ablate.stats` does, decides the declared claims, and for the claims
-still inconclusive whose plan has a next look, prints the training command that adds exactly the
-seeds their conditions lack (new seeds, numbered after the existing ones, into a directory of their
-own); decided claims add nothing. `--run` runs the command(s). Then report every directory pooled:
+still inconclusive whose plan has a next look (and whose declared futility rule does not stop them),
+prints the training command that adds exactly the seeds their conditions lack (new seeds, numbered
+after the existing ones, into a directory of their own); decided claims add nothing. `--run` runs
+the command(s). Then report every directory pooled:
 
     python -m ablate.studies.next_look multirun/curriculum_study --run
     python -m ablate.stats multirun/curriculum_study multirun/curriculum_study_look2
@@ -149,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if not cmds:
-        print("nothing to continue: every claim is decided, not testable, or at its plan's last look")
+        print("nothing to continue: every claim is decided, not testable, at its plan's last look, "
+              "or stopped by the plan's futility rule")
         return 0
     for cmd in cmds:
         line = shlex.join(cmd)
