@@ -469,7 +469,7 @@ def test_a_reach_bar_is_frozen_at_the_first_look_so_a_pooled_report_keeps_look_1
     looks = pooled.looks.set_index("look")
     assert list(looks["n"]) == [3, 6]
     assert looks.loc[1, "estimate"] == pytest.approx(float(alone.table["estimate"].iloc[0]))
-    # the bar of all six baseline seeds (0.345) is one look 1's B seeds (capped at 0.3) never reach
+    # under the bar of all six baseline seeds (0.345) look 1's B seeds (capped at 0.3) never reach it
     assert looks.loc[1, "estimate"] < -50
 
 
