@@ -492,3 +492,25 @@ def test_a_declared_futility_rule_stops_a_claim_no_plan_look_could_decide():
     for bad in (0.5, "ten", True):
         problems = check_study_block({**one, "plan": {**one["plan"], "futility": bad}})
         assert any("plan.futility must be a number >= 1" in p and repr(bad) in p for p in problems), bad
+
+
+def test_a_claim_the_spread_guard_will_keep_refusing_gets_no_seeds_needed_and_no_next_look():
+    from ablate.stats.render_claims import claims_markdown
+
+    one = {**CLAIMS, "test": "randomization", "plan": {"looks": [6, 12], "spending": "pocock"},
+           "claims": CLAIMS["claims"][:1]}
+    a = np.array([0.300, 0.302, 0.298, 0.301, 0.299, 0.300])
+    wide = np.array([0.10, 0.55, 0.25, 0.60, 0.05, 0.45])  # SD ~0.23 against ~0.0014: far over 3-fold
+    row = evaluate(parse_declared(one, []), _table({"A": list(a), "B": list(wide)})).table.iloc[0]
+    assert row["verdict"] == "inconclusive" and pd.isna(row["next_look"]) and pd.isna(row["seeds_needed"])
+    assert "no added seeds are expected to decide it" in row["reason"]
+    assert "seeds per arm would decide it" not in "\n".join(claims_markdown(
+        evaluate(parse_declared(one, []), _table({"A": list(a), "B": list(wide)}))))
+    # a spread the F bound cannot place over the guard (2-fold) keeps the power line and the plan's next look
+    z = np.array([-1.0, 0.4, 1.3, -0.2, 0.6, -1.1])
+    base, near = 0.30 + 0.01 * z, 0.31 + 0.02 * z[::-1]
+    kept = evaluate(parse_declared(one, []), _table({"A": list(base), "B": list(near)})).table.iloc[0]
+    assert kept["verdict"] == "inconclusive" and kept["next_look"] == 12 and pd.notna(kept["seeds_needed"])
+    # under `test: welch` no guard refuses spreads, so the power line stands
+    welch = evaluate(parse_declared({**one, "test": "welch"}, []), _table({"A": list(a), "B": list(wide)})).table.iloc[0]
+    assert welch["next_look"] == 12 and welch["seeds_needed"] > 6

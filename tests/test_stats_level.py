@@ -247,3 +247,17 @@ def test_keeps_gain_and_bounded_claims_are_guarded_by_their_own_randomization_te
     for claim in ("gain", "keeps", "small"):
         assert table.loc[claim, "verdict"] == "replicated", (claim, table.loc[claim, "reason"])
         assert "randomization test p" in table.loc[claim, "reason"], claim
+
+
+def test_spread_settled_places_a_ratio_over_the_guard_only_when_its_f_bound_does():
+    from ablate.stats.level import SPREAD_MAX, spread_settled
+
+    z = np.array([-1.2, -0.4, 0.1, 0.5, 1.0, -0.3, 0.8, -0.9, 0.2, 0.0])
+    z = (z - z.mean()) / z.std(ddof=1)
+    # 14-fold at 10 vs 10 (003's fixed_tool_collapses): F bound ~7-fold, over the guard
+    low = spread_settled(14 * z, z[::-1])
+    assert low is not None and SPREAD_MAX < low < 14
+    assert spread_settled(8 * z[:5] / z[:5].std(ddof=1), z[5:] / z[5:].std(ddof=1)) is None  # 8-fold at 5 vs 5: could be noise
+    assert spread_settled(2 * z, z) is None and spread_settled(z, z) is None
+    assert spread_settled(z, np.zeros(10)) == np.inf  # one arm with no spread at all
+    assert spread_settled(np.zeros(4), np.zeros(4)) is None and spread_settled(z[:1], z) is None

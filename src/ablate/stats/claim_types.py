@@ -84,6 +84,13 @@ class ClaimType(abc.ABC):
                                     "`test: welch`, or give the type an `exact_p`)")
         return level.guard(verdict, reason, xs, ys, alpha, lambda: self.exact_p(claim, xs, ys))
 
+    def settled_spread(self, claim, xs, ys, test: str) -> float | None:
+        """The low end of the arms' SD ratio when the spread guard is expected to refuse them at any n
+        (level.spread_settled), else None: more seeds cannot decide the claim then."""
+        if test != "randomization" or not self.in_family or ys is None or not self.has_exact_test:
+            return None
+        return level.spread_settled(xs, ys)
+
     def floor(self, claim, n: int, m: int, test: str) -> float:
         """The smallest one-sided p the look's exact test can reach at n vs m seeds (0: no such test)."""
         return level.floor_p(n, m) if test == "randomization" and claim.baseline is not None else 0.0
@@ -312,6 +319,9 @@ class SuccessRate(Superiority):
 
     def floor(self, claim, n, m, test):
         return level.floor_p(n, m)  # its exact test's, whatever the study's test
+
+    def settled_spread(self, claim, xs, ys, test):
+        return None  # Fisher's test of shares has no spread guard
 
     def claimed(self, claim):
         op, thr = claim.success

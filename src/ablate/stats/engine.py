@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ablate.stats import level
 from ablate.stats.claim_types import CLAIM_TYPES, decide
 from ablate.stats.claims import Claim, Declared, Plan
 from ablate.stats.multiplicity import sequentially_rejective
@@ -278,6 +279,7 @@ def _evaluate_one(claim: Claim, table: pd.DataFrame, plan: Plan, alpha: float, e
         row["rate_baseline"] = "" if raw_y is None else _rate_text(raw_y, claim.success, 1.0 - alpha)
     if row["verdict"] == "inconclusive" and alpha > 0:
         _plan_ahead(row, claim, final, plan, alpha, effect_default)
+        _spread_stop(row, claim, xs, ys, test)
     if row["verdict"] == "not testable":  # every look reads the same: the mechanism never ran
         for lk in looks:
             lk["verdict"] = "not testable"
@@ -300,6 +302,17 @@ def _plan_ahead(row: dict, claim: Claim, final: dict, plan: Plan, alpha: float, 
         row["next_look"] = None
         row["reason"] += (f"; futile by the plan's rule (more than {plan.futility:g} x its last look of "
                           f"{plan.n_max} seeds per arm): no further look")
+
+
+def _spread_stop(row: dict, claim: Claim, xs: np.ndarray, ys: np.ndarray | None, test: str) -> None:
+    """An inconclusive claim whose arms' spreads the guard is expected to refuse at any seed count gets
+    no seeds-needed figure and no next look (Welch's power line would promise a decision it cannot give)."""
+    low = CLAIM_TYPES[claim.kind].settled_spread(claim, xs, ys, test)
+    if low is None:
+        return
+    row.update(seeds_needed=math.nan, next_look=None)
+    row["reason"] += (f"; the arms' seed SDs differ at least {low:.3g}-fold (one-sided 97.5% F bound, over the "
+                      f"guard's {level.SPREAD_MAX:g}), so no added seeds are expected to decide it: no further look")
 
 
 def _rate_text(values: np.ndarray, success: tuple[str, float], confidence: float) -> str:

@@ -128,6 +128,23 @@ def spread_ratio(x, y) -> np.ndarray:
         return np.where(lo > 0, hi / lo, np.where(hi > 0, np.inf, 1.0))
 
 
+def spread_settled(x, y, confidence: float = 0.975) -> float | None:
+    """The low end of the arms' seed-SD ratio (larger over smaller) at one-sided `confidence`, from the F
+    interval of the variance ratio, when that low end is over SPREAD_MAX, else None. Then the guard is
+    expected to refuse the pair at any seed count, so a plan gains nothing by adding seeds (normal
+    arms assumed: the interval only stops looks, which never raises the level)."""
+    from scipy.stats import f
+
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if x.size < 2 or y.size < 2:
+        return None
+    (hi, n_hi), (lo, n_lo) = sorted([(x.std(ddof=1), x.size), (y.std(ddof=1), y.size)], reverse=True)
+    if hi == 0:
+        return None
+    low = math.inf if lo == 0 else hi / lo / math.sqrt(f.ppf(confidence, n_hi - 1, n_lo - 1))
+    return low if low > SPREAD_MAX else None
+
+
 def guard(verdict: str, reason: str, x, y, alpha: float, p_value) -> tuple[str, str]:
     """A look's verdict under `test: randomization`: a 'replicated' stands only when the randomization
     test agrees at alpha / 2 (the one-sided level of the claim's two-sided interval); where n vs m
