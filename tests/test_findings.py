@@ -179,3 +179,31 @@ def test_the_confirmatory_table_counts_agreements_from_the_committed_claims(tmp_
     family = int((table["verdict"] != "descriptive").sum()) - 1
     assert f"**{family - 1} of {family} confirmatory claim verdicts agree" in block
     assert block.count("| no (reversed) |") == 1 and table.loc[decided[1], "id"] + ":" not in block
+
+
+def test_a_claim_whose_arm_is_not_run_yet_waits_in_the_confirmatory_table_and_is_not_counted(tmp_path):
+    """004's first look runs its plain-SFT and DPO arms before the oracle SFT: the oracle claims have no
+    seeds yet, so they wait (named in the headline), and only the claims that ran count."""
+    import math
+
+    import pandas as pd
+
+    from ablate.studies.confirmatory import side_by_side
+
+    study = tmp_path / "oracle_tool_study"
+    (study / "confirmatory").mkdir(parents=True)
+    common = dict(standing="confirmatory", estimate=0.01, ci_low=-0.01, ci_high=0.02, n_baseline=5)
+    rows = [dict(id="dpo_small_gain", claim="DPO adds little", verdict="inconclusive", n=5, **common),
+            dict(id="oracle_beats", claim="oracle SFT beats plain SFT", verdict="not testable", n=math.nan,
+                 reason="no pass@1 [tool vs no_tool] values for oracle SFT", **common)]
+    pd.DataFrame(rows).to_csv(study / "confirmatory" / "claims.csv", index=False)
+    before = pd.DataFrame([{**r, "verdict": v, "n": 5, "standing": "exploratory"}
+                           for r, v in zip(rows, ("inconclusive", "replicated"))])
+    block = side_by_side({study: before}, tmp_path)
+    assert block.startswith("**1 of 1 confirmatory claim verdicts agree")
+    assert "Waiting for an arm not yet run (not counted): oracle_tool_study oracle_beats." in block
+    assert "arm not run yet (no pass@1 [tool vs no_tool] values for oracle SFT) | waits |" in block
+    # once the arm has run, the same claim counts, whatever its verdict
+    rows[1].update(verdict="not testable", n=5, reason="precondition failed")
+    pd.DataFrame(rows).to_csv(study / "confirmatory" / "claims.csv", index=False)
+    assert side_by_side({study: before}, tmp_path).startswith("**1 of 2 confirmatory claim verdicts agree")

@@ -42,6 +42,12 @@ def _cell(r: dict | None) -> str:
     return f"**{r['verdict']}** {fmt_ci(r['estimate'], r['ci_low'], r['ci_high'])} ({n})"
 
 
+def arm_not_run(r: dict) -> bool:
+    """A claim the engine left without seeds: an arm of it has no runs yet (a look run arm by arm, as
+    004's first look: its plain-SFT and DPO arms before the oracle SFT). It waits; it is not a verdict."""
+    return r["verdict"] == "not testable" and pd.isna(r.get("n"))
+
+
 def agreement(exploratory: dict | None, confirmatory: dict) -> str:
     """'yes' (same verdict), 'no', or 'no (reversed)' when both decided and disagree."""
     if exploratory is None:
@@ -55,7 +61,7 @@ def agreement(exploratory: dict | None, confirmatory: dict) -> str:
 def side_by_side(exploratory: dict[Path, pd.DataFrame], findings_dir: Path) -> str:
     """The markdown block: a headline count, then one row per confirmatory claim of every study.
     `exploratory`: study directory -> its re-decided claims table (findings.render's results)."""
-    rows, agree, total, pending = [], 0, 0, []
+    rows, agree, total, pending, waiting = [], 0, 0, [], []
     for study_dir in sorted(p for p in Path(findings_dir).iterdir() if p.is_dir()):
         conf = confirmatory_rows(study_dir)
         if not conf:
@@ -66,6 +72,11 @@ def side_by_side(exploratory: dict[Path, pd.DataFrame], findings_dir: Path) -> s
                   if r.get("standing") not in ("amended after the data", "added after the data")}
         for r in conf:
             b = before.get(r["id"])
+            if arm_not_run(r):
+                waiting.append(f"{study_dir.name} {r['id']}")
+                rows.append(f"| {study_dir.name} | {r['id']}: {r['claim']} | {_cell(b)} | arm not run yet "
+                            f"({r['reason']}) | waits |")
+                continue
             verdict = agreement(b, r)
             total += 1
             agree += verdict == "yes"
@@ -74,6 +85,8 @@ def side_by_side(exploratory: dict[Path, pd.DataFrame], findings_dir: Path) -> s
             if total else "**No confirmatory verdict yet.**")
     if pending:
         head += f" Registered, runs not yet reported: {', '.join(pending)}."
+    if waiting:
+        head += f" Waiting for an arm not yet run (not counted): {', '.join(waiting)}."
     table = ["| study | claim | exploratory (earlier editions' seeds) | confirmatory (fresh seeds, registered first) "
              "| agree |", "|---|---|---|---|---|", *rows]
     return head + "\n\n" + ("\n".join(table) + "\n" if rows else "")
