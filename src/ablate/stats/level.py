@@ -138,10 +138,8 @@ def spread_settled(x, y, confidence: float = 0.975) -> float | None:
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     if x.size < 2 or y.size < 2:
         return None
-    (hi, n_hi), (lo, n_lo) = sorted([(x.std(ddof=1), x.size), (y.std(ddof=1), y.size)], reverse=True)
-    if hi == 0:
-        return None
-    low = math.inf if lo == 0 else hi / lo / math.sqrt(f.ppf(confidence, n_hi - 1, n_lo - 1))
+    df = (x.size - 1, y.size - 1) if x.std(ddof=1) >= y.std(ddof=1) else (y.size - 1, x.size - 1)  # larger arm first
+    low = float(spread_ratio(x, y)) / math.sqrt(f.ppf(confidence, *df))
     return low if low > SPREAD_MAX else None
 
 
