@@ -219,6 +219,20 @@ def test_look_history_counts_each_batch_once():
     assert look_history(x, y) == [(0, 2, 2), (1, 3, 2), (2, 4, 3)]
 
 
+def test_an_arm_run_in_a_later_directory_makes_that_batch_the_claims_first_planned_look():
+    """004's first look: plain SFT and DPO ran in one directory, the oracle SFT in a later one. The
+    oracle claim's first look is the batch its arm arrived in, at the first look's full level."""
+    assert look_history(pd.DataFrame({"batch": [1] * 5}), pd.DataFrame({"batch": [0] * 5})) == [(1, 5, 5)]
+    one = {**CLAIMS, "test": "randomization", "plan": {"looks": [5, 10], "spending": "pocock"},
+           "claims": CLAIMS["claims"][:1]}
+    late = _table({"A": [0.30, 0.31, 0.29, 0.30, 0.31], "B": [0.50, 0.52, 0.49, 0.51, 0.50]},
+                  batches={"A": [0] * 5, "B": [1] * 5})
+    result = evaluate(parse_declared(one, []), late)
+    row, looks = result.table.iloc[0], result.looks
+    assert len(looks) == 1 and looks.iloc[0]["planned"] and row["look"] == "1" and row["n"] == 5
+    assert row["verdict"] == "replicated" and row["alpha_nominal"] > 0.02  # pocock's first of two looks at 0.05
+
+
 def test_bad_declarations_are_named():
     problems = check_study_block({"claims": [{"id": "x", "claim": "c", "metric": "pass@1", "condition": "B",
                                               "type": "equivalence"},

@@ -93,12 +93,16 @@ def _gate(claim: Claim, pre, table: pd.DataFrame) -> tuple[str, float, str]:
 
 
 def look_history(x: pd.DataFrame, y: pd.DataFrame | None) -> list[tuple[int, int, int]]:
-    """(last batch, n_x, n_y) after each batch that added seeds to either arm."""
+    """(last batch, n_x, n_y) after each batch that added seeds to either arm, from the first batch at
+    which every arm has seeds (an arm run in a later directory, as 004's oracle SFT after its other
+    arms, makes that batch the claim's first look, not a look with an empty arm)."""
     batches = sorted(set(x["batch"]) | (set() if y is None else set(y["batch"])))
     out = []
     for b in batches:
         nx = int((x["batch"] <= b).sum())
         ny = 0 if y is None else int((y["batch"] <= b).sum())
+        if nx == 0 or (y is not None and ny == 0):
+            continue
         if not out or (nx, ny) != out[-1][1:]:
             out.append((b, nx, ny))
     return out
