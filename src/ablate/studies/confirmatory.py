@@ -24,6 +24,7 @@ from ablate.stats.formatting import fmt_ci
 SUBDIR = "confirmatory"
 COUNTED = ("confirmatory", "removed after registration")
 DECIDED = ("replicated", "not replicated")
+WAITS = "arm not run yet"
 
 
 def confirmatory_rows(study_dir: Path) -> list[dict]:
@@ -74,7 +75,7 @@ def side_by_side(exploratory: dict[Path, pd.DataFrame], findings_dir: Path) -> s
             b = before.get(r["id"])
             if arm_not_run(r):
                 waiting.append(f"{study_dir.name} {r['id']}")
-                rows.append(f"| {study_dir.name} | {r['id']}: {r['claim']} | {_cell(b)} | arm not run yet "
+                rows.append(f"| {study_dir.name} | {r['id']}: {r['claim']} | {_cell(b)} | {WAITS} "
                             f"({r['reason']}) | waits |")
                 continue
             verdict = agreement(b, r)

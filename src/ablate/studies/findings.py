@@ -32,7 +32,7 @@ import pandas as pd
 import yaml
 
 from ablate.stats.claims import parse_declared
-from ablate.studies.confirmatory import confirmatory_rows, side_by_side
+from ablate.studies.confirmatory import WAITS, arm_not_run, confirmatory_rows, side_by_side
 from ablate.stats.engine import evaluate
 from ablate.stats.formatting import fmt_ci
 from ablate.stats.mechanisms import per_condition
@@ -371,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     for f, body in files.items():
         write_text(f, body)
     for study_dir, result in results.items():  # the forest (a picture: rendered, not checked byte for byte)
-        conf = confirmatory_rows(study_dir)
+        conf = [{**r, "verdict": WAITS} if arm_not_run(r) else r for r in confirmatory_rows(study_dir)]
         claims_figure(result.table, study_dir / "claims.png", title=f"claims of {study_dir.name}"
                       + (": exploratory (hollow) and confirmatory" if conf else ""),
                       confirmatory=pd.DataFrame(conf) if conf else None)
