@@ -281,9 +281,8 @@ def _evaluate_one(claim: Claim, table: pd.DataFrame, plan: Plan, alpha: float, e
     if claim.success is not None:
         row["rate"] = _rate_text(raw_x, claim.success, 1.0 - alpha)
         row["rate_baseline"] = "" if raw_y is None else _rate_text(raw_y, claim.success, 1.0 - alpha)
-    if row["verdict"] == "inconclusive" and alpha > 0:
+    if row["verdict"] == "inconclusive" and alpha > 0 and not _spread_stop(row, claim, xs, ys, test):
         _plan_ahead(row, claim, final, plan, alpha, effect_default)
-        _spread_stop(row, claim, xs, ys, test)
     if row["verdict"] == "not testable":  # every look reads the same: the mechanism never ran
         for lk in looks:
             lk["verdict"] = "not testable"
@@ -308,15 +307,15 @@ def _plan_ahead(row: dict, claim: Claim, final: dict, plan: Plan, alpha: float, 
                           f"{plan.n_max} seeds per arm): no further look")
 
 
-def _spread_stop(row: dict, claim: Claim, xs: np.ndarray, ys: np.ndarray | None, test: str) -> None:
-    """An inconclusive claim whose arms' spreads the guard is expected to refuse at any seed count gets
+def _spread_stop(row: dict, claim: Claim, xs: np.ndarray, ys: np.ndarray | None, test: str) -> bool:
+    """Whether the guard is expected to refuse the arms' spreads at any seed count; then the claim gets
     no seeds-needed figure and no next look (Welch's power line would promise a decision it cannot give)."""
     low = CLAIM_TYPES[claim.kind].settled_spread(claim, xs, ys, test)
     if low is None:
-        return
-    row.update(seeds_needed=math.nan, next_look=None)
+        return False
     row["reason"] += (f"; the arms' seed SDs differ at least {low:.3g}-fold (one-sided 97.5% F bound, over the "
                       f"guard's {level.SPREAD_MAX:g}), so no added seeds are expected to decide it: no further look")
+    return True
 
 
 def _rate_text(values: np.ndarray, success: tuple[str, float], confidence: float) -> str:
