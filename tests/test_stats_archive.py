@@ -94,3 +94,29 @@ def test_next_look_continues_a_committed_report_into_multirun(tmp_path):
     (cmd,) = commands([committed])
     assert 'hydra.sweeper.params.seed="range(3,6)"' in cmd  # the plan's look 2 from 3 seeds per arm
     assert cmd[-1] == "hydra.sweep.dir=multirun/look0_look2"  # beside the sweeps, not in docs/
+
+
+def test_a_look_run_over_sessions_is_held_unanalysed_then_pools_as_one_look(tmp_path):
+    look0, look1 = _planted_looks(tmp_path)
+    on_disk = _report([look0, look1], tmp_path / "on_disk")
+    # look 1's runs split over two sessions: the first session's part is held, then its directories go
+    parts = [tmp_path / "multirun" / f"study_look1_{i}" for i in (0, 1)]
+    runs = sorted(p for p in look1.iterdir() if p.is_dir())
+    for i, run in enumerate(runs):  # in order: a claim's interval resamples its seeds in the order it reads them
+        shutil.move(str(run), str(parts[2 * i // len(runs)] / run.name))
+    held = tmp_path / "held"
+    assert main([str(parts[0]), "--hold", "--out", str(held), "--quiet"]) == 0
+    assert sorted(p.name for p in held.iterdir()) == ["prompts.csv.gz", "runs.jsonl.gz"]  # no verdict, no table
+    shutil.rmtree(parts[0])
+    pooled = _report([look0, held, parts[1]], tmp_path / "pooled")
+    _same(on_disk, pooled, ["claims.csv", "claims_looks.csv"])
+    looks = pd.read_csv(pooled / "claims_looks.csv")
+    assert list(looks["n"]) == [3, 6] and looks["planned"].all()  # the two parts are one look, not two
+
+
+def test_hold_without_out_is_refused_before_any_run_is_read(tmp_path, capsys):
+    import pytest
+
+    with pytest.raises(SystemExit) as exc:
+        main([str(tmp_path / "nowhere"), "--hold"])
+    assert exc.value.code == 2 and "--hold needs --out" in capsys.readouterr().err

@@ -121,6 +121,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the study's registration.yaml (or its directory), written by python -m ablate.studies.register "
                         "before the first run; default: beside the report (--out), else docs/findings/<study>/. "
                         "Claims are decided as registered; without one every verdict is exploratory")
+    p.add_argument("--hold", action="store_true",
+                   help="only keep the runs under --out (runs.jsonl.gz, prompts.csv.gz): the seeds of a look run "
+                        "over several sessions, held unanalysed until the look is complete, then pooled like a "
+                        "report (name each part <study>_look<N>_<first seed> so the parts are one look)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
     p.add_argument("--quiet", action="store_true", help="print only the report path")
     return p
@@ -144,6 +148,23 @@ def _check_args(parser: argparse.ArgumentParser, args) -> None:
         parser.error("--smooth must be at least 1")
     if args.effect is not None and not (args.effect > 0 and args.effect < float("inf")):
         parser.error("--effect must be a positive number")
+    if args.hold and args.out is None:
+        parser.error("--hold needs --out: the directory that keeps the runs until their look is complete")
+
+
+def _hold(sweep, settings, out: Path) -> int:
+    """--hold: the runs' archive only, no analysis (a look's verdicts wait for all of its seeds)."""
+    from ablate.stats.conditions import group_conditions
+    from ablate.stats.report import write_archive
+
+    written = write_archive(sweep, group_conditions(sweep, settings).labels, out)
+    done = sum(r.ok for r in sweep.runs)
+    if not written:
+        print(f"error: no completed run with per-prompt counts under {sweep.name}: nothing held", file=sys.stderr)
+        return 1
+    print(f"held {len(sweep.runs)} run(s) ({done} completed) in {out}: nothing analysed; pool it with the "
+          f"look's other parts: python -m ablate.stats {out} <other parts> --out <report>")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -182,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
                             seed=args.seed, metrics=metrics, baseline=args.baseline, reach=args.reach,
                             smooth=args.smooth, effect=args.effect, power=args.power, names=args.name,
                             registration=args.registration, report_dir=args.out or Path("stats") / sweep.name)
+        if args.hold:
+            return _hold(sweep, settings, args.out)
         analysis = analyze(sweep, settings)
     except StatsInputError as exc:
         err.print(f"[red]error:[/red] {exc}", highlight=False)

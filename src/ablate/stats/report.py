@@ -132,6 +132,17 @@ def write_csv(path: Path, df: pd.DataFrame) -> Path:
     return write_bytes(path, buf.getvalue())
 
 
+def write_archive(sweep: Sweep, labels: dict, out: Path) -> dict[str, Path]:
+    """prompts.csv.gz and runs.jsonl.gz under `out` (ablate.stats.archive): compact, so any later method
+    re-analyses the runs without their directories; {} when no run has per-prompt counts."""
+    prompts = per_prompt_table(sweep, labels)
+    if not len(prompts):
+        return {}
+    Path(out).mkdir(parents=True, exist_ok=True)
+    return {"prompts.csv.gz": write_csv(Path(out) / "prompts.csv.gz", prompts),
+            RUNS_FILE: write_runs([(run, root_of(run.path, sweep.roots)) for run in sweep.runs], out)}
+
+
 def write_report(a: Analysis, out: Path, formats: Iterable[str] = ("md",), plots: bool = True,
                  command: str = "") -> dict[str, Path]:
     """Every file of the report under `out`: the csv tables, prompts.csv.gz and the runs' archive, the
@@ -141,11 +152,7 @@ def write_report(a: Analysis, out: Path, formats: Iterable[str] = ("md",), plots
     written: dict[str, Path] = {}
     for name, df in csv_tables(a).items():
         written[name] = write_csv(out / name, df)
-    sweep = a.conditions.sweep
-    prompts = per_prompt_table(sweep, a.conditions.labels)
-    if len(prompts):  # compact, so any later method can re-analyse without the run directories
-        written["prompts.csv.gz"] = write_csv(out / "prompts.csv.gz", prompts)
-        written[RUNS_FILE] = write_runs([(run, root_of(run.path, sweep.roots)) for run in sweep.runs], out)
+    written.update(write_archive(a.conditions.sweep, a.conditions.labels, out))
     figures = make_figures(out, a.conditions, a.summary, a.comparisons, a.curves, a.claims) \
         if plots else []
     for _, name in figures:

@@ -104,8 +104,9 @@ def look_of(directory: str) -> str:
 
 def run_batches(sweep) -> dict[str, int]:
     """run.rel -> the index of its batch: the sweep directory it came from (the directories of one
-    look together, `look_of`), ordered by when its first run started (status.json), so a directory
-    of added seeds is a later look whatever order the directories are given in."""
+    look together, `look_of`, wherever each part lies: one may be held in a committed archive), ordered
+    by when its first run started (status.json), so a directory of added seeds is a later look whatever
+    order the directories are given in."""
     def started(run) -> str:
         status = run.status or {}
         times = [status.get("started_at")] + [h.get("started_at") for h in status.get("history") or []
@@ -116,7 +117,8 @@ def run_batches(sweep) -> dict[str, int]:
     root_of: dict[str, str] = {}
     for run in sweep.runs:
         root = next((root for root in sweep.roots if _under(run.path, root)), sweep.roots[0])
-        i = root_of[run.rel] = str(root.parent / look_of(root.name))
+        # the parts of one look are one batch wherever they lie (one may be held in an archive: --hold)
+        i = root_of[run.rel] = look_of(root.name) if _LOOK_PART.match(root.name) else str(root.parent / root.name)
         first[i] = min(first.get(i, "~"), started(run))
     order = sorted(first, key=lambda i: (first[i], i))
     rank = {i: r for r, i in enumerate(order)}
