@@ -120,3 +120,22 @@ def test_hold_without_out_is_refused_before_any_run_is_read(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         main([str(tmp_path / "nowhere"), "--hold"])
     assert exc.value.code == 2 and "--hold needs --out" in capsys.readouterr().err
+
+
+def test_next_look_finishes_a_look_held_part_way_before_deciding_anything(tmp_path):
+    from ablate.studies.next_look import commands
+
+    look0, look1 = _planted_looks(tmp_path)  # the plan looks at 3 and 6 seeds per arm
+    part = tmp_path / "multirun" / "study_look1_3"
+    part.mkdir()
+    for name in ("a3", "b3"):  # one session finished seed 3 of both arms, then its machine went
+        shutil.move(str(look1 / name), str(part / name))
+    shutil.rmtree(look1)
+    held = tmp_path / "held"
+    assert main([str(part), "--hold", "--out", str(held), "--quiet"]) == 0
+    shutil.rmtree(part)
+    (cmd,) = commands([look0, held])
+    assert 'hydra.sweeper.params.seed="range(4,6)"' in cmd  # the seeds look 2 still lacks, not a look 3
+    assert cmd[-1] == f"hydra.sweep.dir={tmp_path / 'multirun' / 'study_look1_4'}"  # one more part of that look
+    grids = next(c for c in cmd if c.startswith("hydra.sweeper.grids="))
+    assert "arm:a" in grids and "arm:b" in grids

@@ -102,6 +102,11 @@ def look_of(directory: str) -> str:
     return m.group(1) if m else directory
 
 
+def is_look_part(directory: str) -> bool:
+    """Whether a sweep directory is one part of a look (`<study>_look<k>_<first seed>`)."""
+    return _LOOK_PART.match(directory) is not None
+
+
 def run_batches(sweep) -> dict[str, int]:
     """run.rel -> the index of its batch: the sweep directory it came from (the directories of one
     look together, `look_of`, wherever each part lies: one may be held in a committed archive), ordered
@@ -118,7 +123,7 @@ def run_batches(sweep) -> dict[str, int]:
     for run in sweep.runs:
         root = next((root for root in sweep.roots if _under(run.path, root)), sweep.roots[0])
         # the parts of one look are one batch wherever they lie (one may be held in an archive: --hold)
-        i = root_of[run.rel] = look_of(root.name) if _LOOK_PART.match(root.name) else str(root.parent / root.name)
+        i = root_of[run.rel] = look_of(root.name) if is_look_part(root.name) else str(root.parent / root.name)
         first[i] = min(first.get(i, "~"), started(run))
     order = sorted(first, key=lambda i: (first[i], i))
     rank = {i: r for r, i in enumerate(order)}

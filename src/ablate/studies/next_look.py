@@ -14,6 +14,10 @@ PATH`, else registration.yaml beside a committed report given as SWEEP_DIR, else
 docs/findings/<study>/), so the plan, alpha and claims that say what is still open are the
 registered ones, not whatever the preset says today.
 
+A look held part way (its parts `<study>_look<k>_<first seed>`, one kept by `ablate.stats --hold` at the
+end of a session) is finished first: the command adds the seeds its arms lack for that look, into one
+more part, and nothing is decided until it is whole.
+
 The report then records the new look (planned, since the seeds reach the plan's count) and applies
 the plan's boundary to it. Arms that need different seed ranges get one command and one directory
 each, `<study>_look<N>_<first seed>`; the report counts those directories as one look.
@@ -74,16 +78,74 @@ def _decided(sweep, sweep_dirs: list[Path], registration: Path | None):
     return result, labels
 
 
+def _unfinished(sweep, looks: tuple[int, ...]) -> dict[tuple, tuple[str, int]]:
+    """condition -> (its look's name, the seeds it must reach) for each arm stopped inside a look run over
+    sessions: its latest seeds lie in a `<study>_look<k>_<first seed>` part (ablate.stats --hold) and
+    their count is not one the plan looks at."""
+    from ablate.stats.archive import root_of
+    from ablate.stats.values import is_look_part, look_of
+
+    out = {}
+    for cond in {r.condition for r in sweep.runs if r.ok}:
+        seeds = _seeds(sweep, cond)
+        last = [r for r in sweep.runs if r.ok and r.condition == cond and seeds and str(r.seed) == str(seeds[-1])]
+        part = root_of(last[0].path, sweep.roots).name if last else ""
+        if is_look_part(part) and len(seeds) not in looks and len(seeds) < max(looks):
+            out[cond] = (look_of(part), min(k for k in looks if k > len(seeds)))
+    return out
+
+
+def _finish(sweep, sweep_dirs: list[Path], base: Path) -> list[list[str]]:
+    """The commands that finish a look held part way (every arm to the look's seed count), or []."""
+    from ablate.stats.conditions import label_sweep
+
+    study = label_sweep(sweep, (), False, [])[0]
+    if study is None or not study.declared.plan.declared:
+        return []
+    unfinished = _unfinished(sweep, study.declared.plan.looks)
+    out = []
+    for look, target in sorted(set(unfinished.values())):
+        conds = sorted(c for c, v in unfinished.items() if v == (look, target))
+        start = max(max(_seeds(sweep, c)) for c in conds) + 1
+        count = target - min(len(_seeds(sweep, c)) for c in conds)
+        out.append(_command(_preset(_experiments(conds), _runs_of(sweep, conds)), conds, start, start + count,
+                            base.parent / f"{look}_{start}"))
+    return out
+
+
+def _experiments(conds) -> set[str]:
+    return {o.partition("=")[2] for cond in conds for o in cond if o.startswith("experiment=")}
+
+
+def _runs_of(sweep, conds) -> list:
+    return [r for r in sweep.runs if r.condition in conds]
+
+
+def _command(preset: dict, conds: list[tuple], a: int, b: int, sweep_dir: Path) -> list[str]:
+    """The training command that runs seeds a..b-1 of `conds` into `sweep_dir`."""
+    grids = "[" + ",".join("{" + ",".join(f"{k}:{_quote(v)}" for k, v in _grid(c).items()) + "}"
+                           for c in conds) + "]"
+    cmd = ["python", "-m", "ablate.train", "-m"]
+    cmd += [f"experiment={preset['experiment']}"] if preset["experiment"] else []
+    cmd += ["hydra/sweeper=grids"]
+    cmd += [f"~hydra.sweeper.params.{k}" for k in preset["params"] if k != "seed"]
+    return cmd + [f'hydra.sweeper.params.seed="range({a},{b})"', f"hydra.sweeper.grids={grids}",
+                  f"hydra.sweep.dir={sweep_dir}"]
+
+
 def commands(sweep_dirs: list[Path], registration: Path | None = None) -> list[list[str]]:
     from ablate.stats.archive import is_archive
     from ablate.stats.load import load_sweep
 
     sweep = load_sweep(sweep_dirs)
+    # a committed report (ablate.stats.archive) continues into multirun/, named after its first sweep
+    base = Path("multirun") / sweep.roots[0].name if is_archive(sweep_dirs[0]) else Path(sweep_dirs[0])
+    if finish := _finish(sweep, sweep_dirs, base):  # a look held part way is finished before anything is decided
+        return finish
     result, labels = _decided(sweep, sweep_dirs, registration)
     by_label = {label: cond for cond, label in labels.items()}
     need = _needs(result, by_label, sweep)
-    experiments = {o.partition("=")[2] for cond in need for o in cond if o.startswith("experiment=")}
-    preset = _preset(experiments, [r for r in sweep.runs if r.condition in need])
+    preset = _preset(_experiments(need), _runs_of(sweep, need))
     groups: dict[tuple[int, int], list[tuple]] = {}
     for cond, target in sorted(need.items()):
         seeds = _seeds(sweep, cond)
@@ -91,23 +153,11 @@ def commands(sweep_dirs: list[Path], registration: Path | None = None) -> list[l
             continue
         start = (max(seeds) + 1) if seeds else 0
         groups.setdefault((start, start + target - len(seeds)), []).append(cond)
-    # a committed report (ablate.stats.archive) continues into multirun/, named after its first sweep
-    base = Path("multirun") / sweep.roots[0].name if is_archive(sweep_dirs[0]) else Path(sweep_dirs[0])
     look = 1 + int(result.looks["look"].max()) if len(result.looks) else 2
     # a first look named as one look's part (gpu_study.sh: <study>_look1_<first seed>) names the study once
     stem = re.sub(r"_look\d+(_\d+)?$", "", base.name)
-    out = []
-    for (a, b), conds in groups.items():
-        grids = "[" + ",".join("{" + ",".join(f"{k}:{_quote(v)}" for k, v in _grid(c).items()) + "}"
-                               for c in conds) + "]"
-        cmd = ["python", "-m", "ablate.train", "-m"]
-        cmd += [f"experiment={preset['experiment']}"] if preset["experiment"] else []
-        cmd += ["hydra/sweeper=grids"]
-        cmd += [f"~hydra.sweeper.params.{k}" for k in preset["params"] if k != "seed"]
-        cmd += [f'hydra.sweeper.params.seed="range({a},{b})"', f"hydra.sweeper.grids={grids}",
-                f"hydra.sweep.dir={base.parent / f'{stem}_look{look}'}" + (f"_{a}" if len(groups) > 1 else "")]
-        out.append(cmd)
-    return out
+    return [_command(preset, conds, a, b, base.parent / (f"{stem}_look{look}" + (f"_{a}" if len(groups) > 1 else "")))
+            for (a, b), conds in groups.items()]
 
 
 def _quote(v: str) -> str:
