@@ -88,14 +88,15 @@ def _unfinished(sweep, looks: tuple[int, ...]) -> dict[tuple, tuple[str, int]]:
     out = {}
     for cond in {r.condition for r in sweep.runs if r.ok}:
         seeds = _seeds(sweep, cond)
-        last = [r for r in sweep.runs if r.ok and r.condition == cond and seeds and str(r.seed) == str(seeds[-1])]
-        part = root_of(last[0].path, sweep.roots).name if last else ""
+        last = next((r for r in sweep.runs
+                     if r.ok and r.condition == cond and seeds and str(r.seed) == str(seeds[-1])), None)
+        part = root_of(last.path, sweep.roots).name if last else ""
         if is_look_part(part) and len(seeds) not in looks and len(seeds) < max(looks):
             out[cond] = (look_of(part), min(k for k in looks if k > len(seeds)))
     return out
 
 
-def _finish(sweep, sweep_dirs: list[Path], base: Path) -> list[list[str]]:
+def _finish(sweep, base: Path) -> list[list[str]]:
     """The commands that finish a look held part way (every arm to the look's seed count), or []."""
     from ablate.stats.conditions import label_sweep
 
@@ -140,7 +141,7 @@ def commands(sweep_dirs: list[Path], registration: Path | None = None) -> list[l
     sweep = load_sweep(sweep_dirs)
     # a committed report (ablate.stats.archive) continues into multirun/, named after its first sweep
     base = Path("multirun") / sweep.roots[0].name if is_archive(sweep_dirs[0]) else Path(sweep_dirs[0])
-    if finish := _finish(sweep, sweep_dirs, base):  # a look held part way is finished before anything is decided
+    if finish := _finish(sweep, base):  # a look held part way is finished before anything is decided
         return finish
     result, labels = _decided(sweep, sweep_dirs, registration)
     by_label = {label: cond for cond, label in labels.items()}
