@@ -62,20 +62,17 @@ def _grid(cond: tuple) -> dict[str, str]:
     return {k: v for k, _, v in (o.partition("=") for o in cond) if k != "experiment"}
 
 
-def _decided(sweep, sweep_dirs: list[Path], registration: Path | None):
-    """The claims, decided under the registration `ablate.stats` would use, and the sweep's labels."""
+def _decided(sweep, study, labels: dict, sweep_dirs: list[Path], registration: Path | None):
+    """The claims, decided under the registration `ablate.stats` would use (labels: the sweep's)."""
     from ablate.stats.archive import is_archive
-    from ablate.stats.conditions import label_sweep, usable_regimes
+    from ablate.stats.conditions import usable_regimes
     from ablate.stats.runs import StatsInputError
     from ablate.stats.standing import sweep_decided
 
-    problems: list[str] = []
-    study, _, _, labels, _ = label_sweep(sweep, (), False, problems)
     if study is None or not study.declared.claims:
         raise StatsInputError("the runs declare no claims (a study preset's study.claims): no plan to continue")
     beside = sweep_dirs[0] if is_archive(sweep_dirs[0]) else None
-    result = sweep_decided(sweep, study, labels, usable_regimes(sweep), study.effect or 0.03, registration, beside)
-    return result, labels
+    return sweep_decided(sweep, study, labels, usable_regimes(sweep), study.effect or 0.03, registration, beside)
 
 
 def _unfinished(sweep, looks: tuple[int, ...]) -> dict[tuple, tuple[str, int]]:
@@ -96,11 +93,8 @@ def _unfinished(sweep, looks: tuple[int, ...]) -> dict[tuple, tuple[str, int]]:
     return out
 
 
-def _finish(sweep, base: Path) -> list[list[str]]:
+def _finish(sweep, study, base: Path) -> list[list[str]]:
     """The commands that finish a look held part way (every arm to the look's seed count), or []."""
-    from ablate.stats.conditions import label_sweep
-
-    study = label_sweep(sweep, (), False, [])[0]
     if study is None or not study.declared.plan.declared:
         return []
     unfinished = _unfinished(sweep, study.declared.plan.looks)
@@ -136,14 +130,16 @@ def _command(preset: dict, conds: list[tuple], a: int, b: int, sweep_dir: Path) 
 
 def commands(sweep_dirs: list[Path], registration: Path | None = None) -> list[list[str]]:
     from ablate.stats.archive import is_archive
+    from ablate.stats.conditions import label_sweep
     from ablate.stats.load import load_sweep
 
     sweep = load_sweep(sweep_dirs)
     # a committed report (ablate.stats.archive) continues into multirun/, named after its first sweep
     base = Path("multirun") / sweep.roots[0].name if is_archive(sweep_dirs[0]) else Path(sweep_dirs[0])
-    if finish := _finish(sweep, base):  # a look held part way is finished before anything is decided
+    study, _, _, labels, _ = label_sweep(sweep, (), False, [])
+    if finish := _finish(sweep, study, base):  # a look held part way is finished before anything is decided
         return finish
-    result, labels = _decided(sweep, sweep_dirs, registration)
+    result = _decided(sweep, study, labels, sweep_dirs, registration)
     by_label = {label: cond for cond, label in labels.items()}
     need = _needs(result, by_label, sweep)
     preset = _preset(_experiments(need), _runs_of(sweep, need))
