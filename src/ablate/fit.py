@@ -60,11 +60,11 @@ def fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=None
         precision=precision(cfg.trainer), gradient_clip_val=gradient_clip, logger=loggers,
         # Lightning runs checkpoint callbacks last: a step's validation is logged before its checkpoint.
         # A SIGTERM / Ctrl-C is held back from a step's checkpoint to its metrics row (ablate.stopping).
-        callbacks=[ElapsedTime(), *callbacks, step_boundaries(),
+        callbacks=[ElapsedTime(), *callbacks, step_boundaries(str(checkpoints / RunDir.LAST_CHECKPOINT)),
                    ModelCheckpoint(dirpath=str(checkpoints), save_last=True,
                                    every_n_train_steps=int(cfg.stage.checkpoint_every))],
         log_every_n_steps=int(cfg.trainer.log_every_n_steps), enable_model_summary=False, num_sanity_val_steps=0,
-        limit_val_batches=0, default_root_dir=str(run_dir), plugins=[checkpoint_io()],
+        limit_val_batches=0, default_root_dir=str(run_dir), plugins=[checkpoint_io(), *slurm_plugins()],
         enable_progress_bar=progress_bars(),
     )
     if not progress_bars():  # not watched (a sweep job, a log file): a line every tenth of the run instead
@@ -88,6 +88,15 @@ def fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=None
     finally:
         if global_rank() == 0:
             merge_metrics(run_dir)
+
+
+def slurm_plugins() -> list:
+    """Under SLURM, Lightning's SLURM environment without its own requeue on SIGUSR1 (a checkpoint saved
+    inside the signal handler, mid-step, and an `hpc_ckpt` a resume would prefer): ablate.stopping owns
+    the scheduler's warning, checkpointing at a step's end and requeueing the job."""
+    from lightning.fabric.plugins.environments import SLURMEnvironment
+
+    return [SLURMEnvironment(auto_requeue=False)] if SLURMEnvironment.detect() else []
 
 
 def resume_checkpoint(checkpoints: Path) -> str | None:

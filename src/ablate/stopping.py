@@ -8,6 +8,12 @@ metrics row, where it waits for the row (`step_boundaries`). `RunStatus.running`
 the run. Without this a SIGTERM outside Lightning's fit killed the run with status.json still saying
 running, and one inside it ended in Lightning's SIGTERMException, recorded as a failure.
 
+Under SLURM the scheduler's warning before it ends a job (`sbatch --signal=USR1@120`; hydra/launcher=slurm's
+jobs get USR2 `hydra.launcher.signal_delay_s` before their time limit) is a preemption, `PREEMPT_SIGNALS`: a
+run in training finishes the step under way, checkpoints it (`last.ckpt`), logs its row and stops there
+(`Stopped`, recorded `interrupted`); the entry point then requeues its job (`requeue_job`), which resumes from
+that checkpoint with no step redone. Outside training such a signal stops the run at once, as SIGTERM does.
+
 The parent of a local (joblib) sweep runs no job itself: its workers do, in processes of their own
 that a signal to the parent never reaches. `stop_workers` sends each of them SIGTERM, waits up to
 STOP_GRACE_S for them to record their runs and exit, and kills what is left. A worker whose parent
@@ -28,6 +34,7 @@ from typing import Iterator
 log = logging.getLogger("ablate.stopping")
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
+PREEMPT_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2)  # under SLURM: checkpoint the step, stop, requeue
 STOP_GRACE_S = 30.0  # how long a stopped sweep waits for its workers to record their runs before killing them
 PARENT_POLL_S = 1.0  # how often a sweep worker checks that its parent is still there
 
@@ -52,6 +59,8 @@ class _Signals:
         self.stopping = False  # Stopped raised: later signals are ignored while it unwinds
         self.holding = False  # between a step's checkpoint and its metrics row
         self.pending: int | None = None  # a signal held back
+        self.preempt: int | None = None  # a preemption signal (SLURM's warning) waiting for the step's end
+        self.training = False  # inside Lightning's fit, between steps or in one: a preemption waits for its end
 
     def stop(self, signum: int) -> None:
         self.stopping, self.holding = True, False
@@ -83,12 +92,15 @@ def stop_on_signals(watch_parent: bool = False) -> Iterator[None]:
     def handler(signum, frame):
         if _signals.stopping or _signals.pending:
             return
-        if _signals.holding:
+        if signum in PREEMPT_SIGNALS and _signals.training:
+            _signals.preempt = _signals.preempt or signum  # checkpointed and stopped at the step's end
+        elif _signals.holding:
             _signals.pending = signum
         else:
             _signals.stop(signum)
 
-    previous = {s: signal.signal(s, handler) for s in SIGNALS}
+    signums = (*SIGNALS, *PREEMPT_SIGNALS) if under_slurm() else SIGNALS
+    previous = {s: signal.signal(s, handler) for s in signums}
     done = threading.Event()
     if watch_parent:
         threading.Thread(target=_watch_parent, args=(done,), name="ablate-parent-watch", daemon=True).start()
@@ -99,6 +111,40 @@ def stop_on_signals(watch_parent: bool = False) -> Iterator[None]:
         for signum, old in previous.items():
             signal.signal(signum, old)
         _signals = _Signals()  # a signal still held back belongs to the run that just ended
+
+
+def under_slurm() -> bool:
+    """Whether this process is a SLURM job's (sbatch, srun, a submitit job): its scheduler may warn it."""
+    return bool(os.environ.get("SLURM_JOB_ID"))
+
+
+def slurm_job_id() -> str | None:
+    """The id `scontrol requeue` takes for this job: `<array job>_<task>` in a job array, else the job id."""
+    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    return f"{array}_{task}" if array and task else os.environ.get("SLURM_JOB_ID")
+
+
+def preempted(signum: int | None) -> bool:
+    """Whether a stop by `signum` is the scheduler's warning (a job to requeue), not a stop asked for."""
+    return signum in PREEMPT_SIGNALS and under_slurm()
+
+
+def requeue_job() -> str:
+    """Put this SLURM job back in the queue (`scontrol requeue`, as Lightning's SLURM plugin does): it
+    starts again as it was submitted and the run resumes from its checkpoint. One line saying what happened
+    (with the fix when SLURM refused: a cluster with JobRequeue=0 wants `sbatch --requeue`)."""
+    import subprocess
+
+    job = slurm_job_id()
+    try:
+        done = subprocess.run(["scontrol", "requeue", str(job)], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as err:
+        return f"could not requeue SLURM job {job} ({err}): submit it again to resume"
+    if done.returncode != 0:
+        why = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no message"]
+        return (f"SLURM refused to requeue job {job} ({why[0]}): submit with `sbatch --requeue` "
+                "(hydra/launcher=slurm does), or submit it again to resume")
+    return f"requeued SLURM job {job}: it resumes from its checkpoint when it starts again"
 
 
 def stop_signal(exc: BaseException) -> int | None:
@@ -114,12 +160,14 @@ def stop_signal(exc: BaseException) -> int | None:
     return None
 
 
-def step_boundaries():
+def step_boundaries(last_checkpoint: str | None = None):
     """A Lightning callback that holds a stop back from a step's checkpoint until the step's metrics
     row is logged, the one moment a stop would lose a row: Lightning saves the checkpoint of step n in
     `on_train_batch_end`, then logs the row of step n; a resume starts after the checkpoint. Anywhere
-    else the run stops where it is (the step under way is redone on resume). Place it right before
-    the ModelCheckpoint callback (Lightning runs checkpoint callbacks last)."""
+    else the run stops where it is (the step under way is redone on resume). A preemption (SLURM's
+    warning, `PREEMPT_SIGNALS`) waits for the step's end, saves `last_checkpoint` there (every rank
+    decides alike under DDP) and stops after the row. Place it right before the ModelCheckpoint callback
+    (Lightning runs checkpoint callbacks last)."""
     from lightning.pytorch.callbacks import Callback
 
     def release(*_args) -> None:
@@ -128,8 +176,20 @@ def step_boundaries():
             _signals.stop(_signals.pending)
 
     class StepBoundaries(Callback):
-        def on_train_batch_end(self, *_args) -> None:
+        def on_train_start(self, *_args) -> None:
+            _signals.training = True
+
+        def on_train_batch_end(self, trainer, *_args) -> None:
             _signals.holding = True
+            preempt = _signals.preempt
+            if trainer.world_size > 1 and under_slurm():  # one rank's signal stops every rank at one step
+                preempt = trainer.strategy.reduce_boolean_decision(bool(preempt), all=False) and (
+                    preempt or signal.SIGUSR1)
+            if preempt and last_checkpoint and not _signals.stopping:
+                trainer.save_checkpoint(last_checkpoint)  # the state ModelCheckpoint would save here
+                log.warning("preempted by %s: checkpointed step %d to %s; stopping after its row",
+                            signal.Signals(preempt).name, trainer.global_step, last_checkpoint)
+                _signals.training, _signals.pending = False, preempt
 
         def on_train_batch_start(self, *_args) -> None:
             release()
@@ -138,10 +198,12 @@ def step_boundaries():
             release()
 
         def on_train_end(self, *_args) -> None:
+            _signals.training = False
+            _signals.pending = _signals.pending or _signals.preempt  # came after the last step's end
             release()
 
         def on_exception(self, *_args) -> None:
-            _signals.holding = False
+            _signals.holding = _signals.training = False
 
     return StepBoundaries()
 

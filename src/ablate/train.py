@@ -143,7 +143,7 @@ def main(cfg: DictConfig) -> str | None:
     from hydra.types import RunMode
 
     from ablate.config import local_sweep_worker
-    from ablate.stopping import Stopped, exit_now, stop_on_signals, stop_signal
+    from ablate.stopping import Stopped, exit_now, preempted, requeue_job, stop_on_signals, stop_signal
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     sweeping = HydraConfig.get().mode == RunMode.MULTIRUN
@@ -156,8 +156,11 @@ def main(cfg: DictConfig) -> str | None:
             if signum is None:
                 raise
             stop = exc if isinstance(exc, Stopped) else Stopped(signum)  # Lightning's SIGTERMException exits 0
-            print(f"{stop}: run the same command again to resume {run_dir} (a run under way there is marked "
-                  "interrupted in its status.json)", file=sys.stderr)
+            if preempted(signum) and launch_rank() == 0:  # SLURM's warning: the job goes back in the queue
+                print(f"{stop} (SLURM's warning): {requeue_job()}; run directory {run_dir}", file=sys.stderr)
+            else:
+                print(f"{stop}: run the same command again to resume {run_dir} (a run under way there is marked "
+                      "interrupted in its status.json)", file=sys.stderr)
             if worker:
                 exit_now(stop.code)  # its sweep is stopping: no further job, no result to hand back
             raise stop from None
