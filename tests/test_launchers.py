@@ -74,7 +74,9 @@ def test_rloo_data_parallel_on_two_cpu_processes(tmp_path):
          "trainer.devices=2", "trainer.num_threads=1", f"hydra.run.dir={run_dir}"],
         capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert json.loads((run_dir / "status.json").read_text())["state"] == "completed"
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["state"] == "completed"
+    assert (status["world_size"], status["effective_batch"]) == (2, 2 * 4)  # 2 ranks x stage.batch_prompts
     assert pd.read_csv(run_dir / "metrics.csv")["step"].tolist() == [0, 1, 2]
     assert (run_dir / "eval" / "no_tool" / "summary.json").is_file() and (run_dir / "model" / "config.json").is_file()
     assert result.stdout.count("run directory:") == 1  # the worker process neither exports nor evaluates
@@ -89,3 +91,21 @@ def test_local_launcher_comes_with_the_plain_install():
     project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]
     assert any(dep.startswith("hydra-joblib-launcher") for dep in project["dependencies"])
     import hydra_plugins.hydra_joblib_launcher  # noqa: F401 - installed with the core dependencies
+
+
+@pytest.mark.slow
+def test_submitit_local_launcher_runs_a_sweep_that_stats_reads(tmp_path):
+    """hydra/launcher=submitit_local (hydra-submitit-launcher, the launchers extra): the SLURM launcher's
+    code path with local processes; ~45 s on 2 busy cores, hence slow. tests/test_slurm.py submits to SLURM."""
+    from ablate.rundir.status import data_parallel
+    from ablate.stats import Settings, analyze, load_sweep
+
+    sweep = tmp_path / "sweep"
+    result = subprocess.run(
+        [sys.executable, "-m", "ablate.train", "-m", "experiment=smoke_rloo", "hydra/launcher=submitit_local",
+         "trainer.num_threads=1", "seed=0,1", f"hydra.sweep.dir={sweep}"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert list((sweep / ".submitit").iterdir())  # submitit's own folder: its jobs ran there
+    conditions = analyze(load_sweep(sweep), Settings(resamples=200)).conditions
+    assert {c: [r.seed for r in runs] for c, runs in conditions.usable.items()} == {("experiment=smoke_rloo",): ["0", "1"]}
+    assert [data_parallel(r.status) for r in conditions.usable[("experiment=smoke_rloo",)]] == [(1, 4), (1, 4)]

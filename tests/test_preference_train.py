@@ -223,7 +223,9 @@ def test_dpo_data_parallel_trains_the_missing_upstream_first_on_one_device(tmp_p
          "trainer.devices=2", "trainer.num_threads=1", f"hydra.run.dir={run_dir}"],
         capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert json.loads((run_dir / "status.json").read_text())["state"] == "completed"
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["state"] == "completed"
+    assert (status["world_size"], status["effective_batch"]) == (2, 2 * 4)  # 2 ranks x stage.batch_size pairs
     assert pd.read_csv(run_dir / "metrics.csv")["step"].tolist() == [0, 1, 2, 3]
     assert len((run_dir / "pairs.jsonl").read_text().splitlines()) == 16
     (sft,) = [d for d in (tmp_path / "cache" / "models").iterdir() if d.is_dir()]

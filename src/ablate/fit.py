@@ -90,6 +90,27 @@ def fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=None
             merge_metrics(run_dir)
 
 
+def per_device_batch(stage: DictConfig) -> int:
+    """What one data-parallel rank takes per optimizer step: RLOO's prompts (stage.batch_prompts), else
+    the stage's stage.batch_size (SFT's sequences, DPO's pairs)."""
+    return int(stage.batch_prompts if "batch_prompts" in stage else stage.batch_size)
+
+
+def record_data_parallel(status, stage: DictConfig):
+    """A Lightning callback that records, when training starts, the world size and the effective batch
+    (world size x `per_device_batch`) in status.json (ablate.rundir.status.WORLD_SIZE, EFFECTIVE_BATCH)."""
+    from lightning.pytorch.callbacks import Callback
+
+    from ablate.rundir.status import EFFECTIVE_BATCH, WORLD_SIZE
+
+    class RecordDataParallel(Callback):
+        def on_train_start(self, trainer, *_args) -> None:
+            world = int(trainer.world_size)
+            status.update(**{WORLD_SIZE: world, EFFECTIVE_BATCH: world * per_device_batch(stage)})
+
+    return RecordDataParallel()
+
+
 def slurm_plugins() -> list:
     """Under SLURM, Lightning's SLURM environment without its own requeue on SIGUSR1 (a checkpoint saved
     inside the signal handler, mid-step, and an `hpc_ckpt` a resume would prefer): ablate.stopping owns

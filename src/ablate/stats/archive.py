@@ -157,7 +157,7 @@ def _run(r: dict, run_path: Path, prompts: dict) -> Run:
         if table is not None:
             table.level_block = block
         evals[regime] = RegimeEval(regime, RunDir(run_path).eval_dir(regime), table, summary)
-    condition, _ = split_overrides(r["overrides"])
+    condition, _ = split_overrides(r["overrides"], r["status"] if isinstance(r["status"], dict) else None)
     run = Run(run_path, r["rel"], tuple(r["overrides"]), condition, r["seed"], r["state"], r["status"],
               evals, _metrics_frame(r["metrics"]), list(r["issues"]), outcome=r["outcome"],
               reason=r["reason"], config=r["config"], warnings=list(r["warnings"]),

@@ -60,7 +60,7 @@ class Conditions:
 def group_conditions(sweep: Sweep, settings: Settings) -> Conditions:
     """The conditions stage of a loaded sweep under the command's settings."""
     problems = list(sweep.warnings) + [f"{run.rel}: {issue}" for run in sweep.runs for issue in run.issues]
-    problems += mixed_starts(sweep.runs) + unbalanced_machines(sweep.runs)
+    problems += mixed_starts(sweep.runs) + unbalanced_machines(sweep.runs) + mixed_world_sizes(sweep.runs)
     explicit = settings.baseline is not None or settings.metrics is not None
     study, keys, common, labels, configs = label_sweep(sweep, settings.names, explicit, problems)
     cond_runs = sweep.conditions()
@@ -76,6 +76,31 @@ def group_conditions(sweep: Sweep, settings: Settings) -> Conditions:
                       usable=usable, regimes=regimes, baseline=baseline, baseline_rule=rule,
                       baseline_for=baseline_for, families=families, inventory=inventory_table(sweep, labels),
                       table=count_table(cond_runs, sweep, labels), problems=problems, notes=notes)
+
+
+def mixed_world_sizes(runs: Sequence[Run]) -> list[str]:
+    """One problem line per arm whose seeds ran at different data-parallel world sizes: under DDP the batch
+    is the per-device batch x the world size, so they are not seeds of one recipe. Their conditions differ
+    by `effective_batch=` (ablate.stats.runs.split_overrides) and are never pooled; a run that records no
+    layout (from before it was recorded) counts as one device."""
+    from ablate.rundir.status import EFFECTIVE_BATCH, data_parallel
+
+    arms: dict[tuple[str, ...], dict[tuple[int, int | None], list[str]]] = {}
+    for run in runs:
+        layout = data_parallel(run.status) or (1, None)
+        arm = tuple(c for c in run.condition if not c.startswith(f"{EFFECTIVE_BATCH}="))
+        arms.setdefault(arm, {}).setdefault(layout, []).append(f"seed {run.seed}" if run.seed else run.rel)
+    problems = []
+    for arm, by_layout in arms.items():
+        if len({world for world, _ in by_layout}) > 1:
+            shown = "; ".join(f"{world} process{'es' * (world > 1)} (effective batch {batch or '?'}): "
+                              f"{', '.join(seeds[:6])}{' ...' if len(seeds) > 6 else ''}"
+                              for (world, batch), seeds in sorted(by_layout.items(), key=lambda kv: kv[0][0]))
+            problems.append(f"{condition_label(arm)} ran at different data-parallel world sizes ({shown}): the "
+                            f"effective batch is the per-device batch x the world size, so these are not seeds of "
+                            f"one recipe and are not pooled (their conditions differ by {EFFECTIVE_BATCH}=); run "
+                            f"every seed of an arm at one world size")
+    return problems
 
 
 def _resolved(settings: Settings, study: Study | None, usable: dict, regimes: Sequence[str],

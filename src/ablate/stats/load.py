@@ -171,12 +171,12 @@ def load_run(path: Path, root: Path | None = None) -> Run:
     issues: list[str] = []
     rd = RunDir(path)
     overrides = _hydra_file(rd, rd.OVERRIDES, issues, lambda d, w, i: validate.check_overrides(d, w, i))
-    condition, seed = split_overrides(overrides or ())
     config = _hydra_file(rd, rd.CONFIG, issues, lambda d, w, i: validate.check_mapping(
         d, w, i, "not used (seed from the overrides, the task's level Countdown's)"))
+    status = validate.check_status(_read(rd.status_file, issues, "status.json:"), issues)
+    condition, seed = split_overrides(overrides or (), status)  # a data-parallel run's effective batch too
     if seed is None and config is not None and config.get("seed") is not None:
         seed = str(config["seed"])
-    status = validate.check_status(_read(rd.status_file, issues, "status.json:"), issues)
     if not rd.status_file.exists():
         issues.append("status.json: missing; the run's state is unknown")
     warnings = _status_warnings(status, issues)

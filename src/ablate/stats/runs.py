@@ -210,9 +210,13 @@ def override_key(item: str) -> str:
     return item.partition("=")[0]
 
 
-def split_overrides(overrides: Iterable[str]) -> tuple[tuple[str, ...], str | None]:
+def split_overrides(overrides: Iterable[str], status: dict | None = None) -> tuple[tuple[str, ...], str | None]:
     """(condition, seed): the sorted normalised overrides minus `seed=...` and the
-    `EXECUTION_KEYS`, and the seed value."""
+    `EXECUTION_KEYS`, and the seed value. A data-parallel run (its `status` records a world size above 1)
+    adds `effective_batch=<world size x per-device batch>`: trainer.devices is where a run ran, but under
+    DDP it multiplies the batch, so runs at different world sizes are different conditions."""
+    from ablate.rundir.status import EFFECTIVE_BATCH, data_parallel
+
     cond, seed = [], None
     for item in overrides:
         norm = normalise_override(item)
@@ -220,6 +224,9 @@ def split_overrides(overrides: Iterable[str]) -> tuple[tuple[str, ...], str | No
             seed = norm.partition("=")[2]
         elif override_key(norm) not in EXECUTION_KEYS:
             cond.append(norm)
+    layout = data_parallel(status)
+    if layout and layout[0] > 1:
+        cond.append(f"{EFFECTIVE_BATCH}={layout[1]}")
     return tuple(sorted(set(cond))), seed
 
 

@@ -13,7 +13,7 @@ import re
 # summary.json's leaves by what they may hold: shares of samples or prompts in [0, 1], whole counts >= 0,
 # other non-negative numbers. Keys outside these are any finite number, or text.
 _RATE = re.compile(r"^(pass[@^]\d+|exact_pass@\d+|coverage|precision|mixed_fraction|best_of_n|.*_rate|.*_frac(tion)?)$")
-_COUNT = re.compile(r"^(n_prompts|n_samples|tool_errors|attempts|pid)$")
+_COUNT = re.compile(r"^(n_prompts|n_samples|tool_errors|attempts|pid|world_size|effective_batch)$")
 _NONNEGATIVE = re.compile(r"^(mean_response_length|calls_per_rollout|.*_s)$")
 STATES = ("completed", "running", "interrupted", "failed")
 
@@ -103,7 +103,7 @@ def check_status(status, issues: list[str]) -> dict | None:
         if status.get(key) is not None and not isinstance(status[key], str):
             issues.append(f"status.json: {key} is {_show(status[key])}, not text; ignored")
             status = {**status, key: None}
-    for key in ("duration_s", "total_duration_s", "attempts", "pid"):
+    for key in ("duration_s", "total_duration_s", "attempts", "pid", "world_size", "effective_batch"):
         if status.get(key) is not None and bad_number(key, status[key]) is not None:
             issues.append(f"status.json: {key} is {bad_number(key, status[key])}; ignored")
             status = {**status, key: None}
