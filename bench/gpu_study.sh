@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# A study's seeds on an offline GPU node, in seed groups, within a deadline (docs/gpu.md): each group is
+# A bench script, not the way to run a study on many machines: that is the SLURM launcher
+# (hydra/launcher=slurm, docs/training.md "A study on a SLURM cluster"). This script is for an offline GPU node
+# with no scheduler, lent for a fixed slot (the wheels it needs are brought along, nothing is downloaded).
+# A study's seeds on such a node, in seed groups, within a deadline (docs/gpu.md): each group is
 # one sweep (every condition of the preset x the group's seeds, all jobs at once through the joblib
 # launcher, one CPU thread each, the model on the GPU), and each group's run directories come back as a
 # tarball the moment the group ends, so a slot cut short still returns every group it finished. Only a

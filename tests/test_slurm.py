@@ -37,28 +37,56 @@ def _cluster_up() -> bool:
         ["scontrol", "ping"], capture_output=True).returncode == 0
 
 
-@pytest.fixture(scope="session")
-def slurm_cluster(tmp_path_factory):
-    """A running SLURM with accounting: one already up (left running), else .ci/slurm_cluster.sh's, stopped
-    after the session by its pid files. Yields the seconds its start took (0 when it was up)."""
-    if _cluster_up():
-        yield 0.0
-        return
-    if os.geteuid() != 0:
-        pytest.skip("SLURM tests start a cluster as root (.ci/slurm_cluster.sh start); not root here")
-    if shutil.which("apt-get") is None and shutil.which("slurmctld") is None:
-        pytest.skip("SLURM tests install Debian's slurm packages with apt-get; no apt-get here")
-    state = tmp_path_factory.mktemp("slurm-cluster")
-    env = {**os.environ, "ABLATE_SLURM_DIR": str(state)}
+def _cluster(command: str, state: Path) -> float:
     clock = time.monotonic()
-    started = subprocess.run(["bash", str(CLUSTER), "start"], env=env, capture_output=True, text=True, timeout=900)
-    assert started.returncode == 0, started.stderr[-3000:]
-    print(started.stderr.strip(), f"({time.monotonic() - clock:.1f} s with the install)")
-    try:
-        yield time.monotonic() - clock
-    finally:
-        stopped = subprocess.run(["bash", str(CLUSTER), "stop"], env=env, capture_output=True, text=True, timeout=300)
-        assert stopped.returncode == 0, stopped.stderr[-3000:]
+    done = subprocess.run(["bash", str(CLUSTER), command], env={**os.environ, "ABLATE_SLURM_DIR": str(state)},
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    print(done.stderr.strip(), f"({time.monotonic() - clock:.1f} s)")
+    return time.monotonic() - clock
+
+
+def _unavailable() -> str | None:
+    if os.geteuid() != 0:
+        return "SLURM tests start a cluster as root (.ci/slurm_cluster.sh start); not root here"
+    if shutil.which("apt-get") is None and shutil.which("slurmctld") is None:
+        return "SLURM tests install Debian's slurm packages with apt-get; no apt-get here"
+    return None
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """A running SLURM with accounting: one already up that this fixture did not start (left running), else
+    .ci/slurm_cluster.sh's, started once and stopped by its pid files when the last test process using it
+    ends (pytest-xdist workers count themselves in `<state>.users` under a file lock). Skipped only where
+    it cannot start one (not root, no apt-get), and never with ABLATE_REQUIRE_SLURM=1 (.ci/run): fails there."""
+    from filelock import FileLock
+
+    state = Path(os.environ.get("ABLATE_SLURM_DIR", "/tmp/ablate-slurm"))
+    users = Path(f"{state}.users")
+    lock = FileLock(f"{state}.lock")
+    with lock:
+        count = int(users.read_text() or 0) if users.is_file() else 0
+        if count and not _cluster_up():
+            count = 0  # left by a session that died: its cluster is gone
+        ours = count > 0 or not _cluster_up()
+        if ours and count == 0:
+            why = _unavailable()
+            if why:
+                if os.environ.get("ABLATE_REQUIRE_SLURM") == "1":
+                    pytest.fail(f"ABLATE_REQUIRE_SLURM=1 but {why}")
+                pytest.skip(why)
+            _cluster("start", state)
+        if ours:
+            users.write_text(str(count + 1))
+    yield
+    if ours:
+        with lock:
+            count = int(users.read_text() or 1) - 1
+            users.write_text(str(count))
+            if count == 0:
+                _cluster("stop", state)
+                users.unlink()
 
 
 def train(*args: str, timeout: float = 900, **kwargs) -> subprocess.CompletedProcess:

@@ -19,7 +19,7 @@ Significance report across seeds and conditions of a Hydra sweep.
 
 Finds every run below SWEEP_DIR (a directory holding .hydra/overrides.yaml), groups runs into
 conditions (their overrides minus seed=... and where the run ran: trainer.accelerator, .devices,
-.num_threads; order-insensitive), and reports per condition and
+.num_threads; plus a data-parallel run's effective_batch=; order-insensitive), and reports per condition and
 eval regime (eval/<regime>/) the mean over seeds of every metric with confidence intervals, then
 compares each condition with the baseline. Failed, running and eval-less runs are listed with
 their path and reason, never dropped silently.
