@@ -41,6 +41,8 @@ QUIET_WARNINGS = (
     # a resumed run: its checkpoints are there on purpose, and its data order is restored by ablate itself
     r"Checkpoint directory .* exists and is not empty",
     r"You're resuming from a checkpoint that ended before the epoch ended",
+    # any machine with SLURM's client installed, and a batch script that execs the run (docs/training.md)
+    r"The `srun` command is available on your system but is not used",
 )
 
 
