@@ -121,8 +121,10 @@ def data_parallel_trainer(trainer) -> str | None:
     if trainer is None:
         return None
     strategy, devices, nodes = str(trainer.get("strategy", "auto")), trainer.get("devices", 1), trainer.get("num_nodes", 1)
-    several = (isinstance(devices, int) and devices > 1) or (not isinstance(devices, (int, str)) and len(devices) > 1) \
-        or (isinstance(devices, str) and ("," in devices.strip(",") or devices.isdigit() and int(devices) > 1))
+    count = devices
+    if isinstance(devices, str):  # "2", "auto", or device ids as Lightning takes them: "0,1"
+        count = int(devices) if devices.strip().isdigit() else [d for d in devices.split(",") if d.strip()]
+    several = count > 1 if isinstance(count, int) else len(count) > 1
     found = [f"trainer.strategy={strategy}"] if any(k in strategy for k in ("ddp", "fsdp", "deepspeed")) else []
     found += [f"trainer.devices={devices}"] if several else []
     found += [f"trainer.num_nodes={nodes}"] if int(nodes or 1) > 1 else []
