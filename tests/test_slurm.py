@@ -138,8 +138,10 @@ def test_a_study_sweep_on_slurm_reads_like_the_same_sweep_run_locally(slurm_clus
     assert (a["runs.csv"]["outcome"] == "ok").sum() == 4
     assert (a["summary.csv"]["value"].abs() > 0).sum() >= 10  # coverage, lengths, verdict rates: not all zero
     pd.testing.assert_frame_equal(a["summary.csv"], b["summary.csv"])
-    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "report-slurm" / "curves.csv.gz"),
-                                  pd.read_csv(tmp_path / "report-local" / "curves.csv.gz"))
+    curves = [pd.read_csv(tmp_path / f"report-{where}" / "curves.csv.gz") for where in ("slurm", "local")]
+    trained = [c[~c["metric"].str.startswith("time/")].reset_index(drop=True) for c in curves]  # not the clock's
+    assert len(trained[0]) > 100
+    pd.testing.assert_frame_equal(*trained)
     starts = set()
     for job in range(4):
         assert_same_steps(metrics(tmp_path / "slurm" / str(job)), metrics(tmp_path / "local" / str(job)))
