@@ -69,7 +69,7 @@ write_slurm_conf() {
     cat >"$CONF.tmp" <<EOF
 $MARK ($DIR)
 ClusterName=ablate
-SlurmctldHost=$host
+SlurmctldHost=$host(127.0.0.1)
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -102,7 +102,7 @@ JobRequeue=0
 MinJobAge=300
 KillWait=10
 InactiveLimit=0
-NodeName=$host CPUs=$CPUS RealMemory=${ABLATE_SLURM_MEM_MB:-16000} State=UNKNOWN
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=${ABLATE_SLURM_MEM_MB:-16000} State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 EOF
     mv "$CONF.tmp" "$CONF"
