@@ -3,6 +3,7 @@
     python bench/gpu_step.py decode [--rows 1024 --context 512 --steps 48]   # decode-step variants, profiled
     python bench/gpu_step.py learn  [--rows 16 --width 1024 --reps 3]        # learner variants
     python bench/gpu_step.py decode --smoke                                   # the same code on a CPU, seconds
+    python bench/gpu_step.py vocab chunked|fused [--rows 2048]               # the vocabulary path alone, any device
 
 `decode`: one chunk of `--rows` left-padded prompts of `--context/2..--context` random tokens on the 0.5B shape
 (random weights), the static cache sized for 1,024 new tokens as a papers-setting chunk's is, then `--steps`
@@ -18,6 +19,8 @@ no row leaves the batch), one chunk, no tool, no learner between steps.
 autocast: `chunked` (the checkpointed chunked log-softmax, as before), `fused` (ablate.fused_vocab, the
 reference without entropy), `fused_compiled` (and the decoder compiled, as trainer.compile=true now does).
 Prints tokens/s, MFU (6 FLOPs a parameter a token, over the card's dense bf16 peak) and peak memory.
+`vocab`: log-probs and entropies of `--rows` positions over the 0.5B's head (151,936 x 896), forward and
+backward, one variant a process (peak memory is the process's): wall and CPU seconds, peak RSS (or GPU memory).
 Every figure is printed the moment it exists (bench/gpu_stages.sh runs each under a kill timeout).
 """
 
@@ -158,9 +161,34 @@ def learn_variant(model, name: str, args, device: str) -> None:
           + (f", peak {torch.cuda.max_memory_allocated() / 2**30:.1f} GiB" if device == "cuda" else ""), flush=True)
 
 
+def vocab(name: str, rows: int) -> None:
+    import resource
+
+    from ablate.fused_vocab import fused_logprobs
+    from ablate.lit.micro_batches import LOGIT_CHUNK
+    from ablate.objectives import chunked_logprobs
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    fn = {"fused": fused_logprobs, "chunked": chunked_logprobs}[name]
+    torch.manual_seed(0)
+    head = torch.nn.Linear(896, 151_936, bias=False, device=device)
+    hidden = torch.randn(1, rows, 896, device=device, requires_grad=True)
+    tokens = torch.randint(0, 151_936, (1, rows), device=device)
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    wall, cpu = time.perf_counter(), time.process_time()
+    logp, entropy = fn(hidden, tokens, head, LOGIT_CHUNK)
+    (logp.sum() + 1e-3 * entropy.sum()).backward()
+    sync(device)
+    peak = (f"peak GPU memory {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB" if device == "cuda" else
+            f"peak RSS above the inputs {(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 2**20:.2f} GiB")
+    print(f"vocab {name} on {device} ({torch.get_num_threads()} threads): {rows} positions, forward+backward "
+          f"{time.perf_counter() - wall:.1f} s wall, {time.process_time() - cpu:.1f} s CPU, {peak}", flush=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", choices=("decode", "learn"))
+    p.add_argument("what", choices=("decode", "learn", "vocab"))
+    p.add_argument("variant", nargs="?", choices=("chunked", "fused"), help="vocab: which path")
     p.add_argument("--variants", help="comma-separated (decode: %s; learn: %s)" % (",".join(DECODE_VARIANTS),
                                                                                   ",".join(LEARN_VARIANTS)))
     p.add_argument("--rows", type=int)
@@ -172,6 +200,8 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=3, help="learn: timed repetitions after one warm-up")
     p.add_argument("--smoke", action="store_true", help="a tiny shape with the same head layout, on the CPU")
     args = p.parse_args()
+    if args.what == "vocab":
+        return vocab(args.variant or "fused", args.rows or 2048)
     device = "cpu" if args.smoke else "cuda"
     if args.smoke:
         args.rows = args.rows or 4

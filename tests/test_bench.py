@@ -233,6 +233,7 @@ def test_the_gpu_step_bench_runs_its_eager_variants_on_a_cpu_and_prints_each_fig
     assert decode.count("profile of 2 steps: wall") == 2
     learn = _gpu_step("learn", "--variants", "chunked,fused")
     assert "learn chunked: 128 tokens" in learn and "learn fused: 128 tokens" in learn
+    assert "vocab fused on cpu" in _gpu_step("vocab", "fused", "--rows", "8")
 
 
 @pytest.mark.slow
