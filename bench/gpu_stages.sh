@@ -12,7 +12,7 @@
 # the papers' step lever by lever (not run unless named in --stages): compile_test (the compiled decode gives
 # the eager tokens on this card) | decode (bench/gpu_step.py: decode-step variants at 1,024 rows, profiled) | learn
 # (learner variants) | rloo_papers_fast (two papers-setting steps with rollout.dtype=bfloat16 rollout.compile=true,
-# the latter dropped if compile_test failed; steps in steps_fast.jsonl). 9 min 5 s at most for the four.
+# the latter dropped if compile_test failed; steps in steps_fast.jsonl). 9 min 40 s at most for the four.
 # --compile: after rloo_medium, the same with rollout.compile=true (rloo_medium_compile, its steps in
 # steps_compile.jsonl): the compiled decode step against the eager one on the same card (not yet measured).
 # --stages LIST: run only these stages (comma-separated names), for a slot too short for all of them.
@@ -62,7 +62,7 @@ stage rloo_medium 210 "$PYTHON" bench/gpu_acceptance.py --stage medium --steps 2
     --out "$out/steps_compile.jsonl" -- rollout.compile=true
 stage rloo_papers 300 "$PYTHON" bench/gpu_acceptance.py --stage papers --steps 2 --out "$out/steps.jsonl"
 opt_in() { [[ "$only" == *",$1,"* ]] && stage "$@"; }   # the lever stages run only when --stages names them
-opt_in compile_test 75 "$PYTHON" -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py -k rollout_compile
+opt_in compile_test 110 "$PYTHON" -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py -k "rollout_compile or fast_gpu"
 opt_in decode 140 "$PYTHON" bench/gpu_step.py decode --rows 1024 --context 512 --steps 12 --profile 4 \
     --variants eager,eager_bf16,compiled_stock_bf16,compiled_bf16
 opt_in learn 90 "$PYTHON" bench/gpu_step.py learn --rows 16 --width 1024 --reps 2
