@@ -183,7 +183,8 @@ def step_printer(stage: str, out: Path | None):
             row = {"stage": stage, "step": trainer.global_step, "wall_s": round(time.monotonic() - self.start, 1),
                    **{k: m.get(f"time/{k}") for k in ("generate_s", "learn_s", "generate_tokens_per_s",
                                                          "learner_tokens_per_s", "learner_mfu", "peak_gpu_memory_gib")},
-                   "response_length": m.get("train/response_length")}
+                   "response_length": m.get("train/response_length"),
+                   "compiled_graphs": m.get("rollout/compiled_graphs")}
             print(json.dumps(row), flush=True)
             if out is not None:
                 with out.open("a") as f:

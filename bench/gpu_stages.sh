@@ -8,7 +8,11 @@
 # --wheels DIR: wheels the image lacks (bench/prepare_wheels.sh makes them where there is network), installed
 # with pip --no-index --no-deps --target into a temporary folder put on PYTHONPATH; nothing else is installed.
 # --out DIR: where the log and each stage's step figures (JSON lines) are written (default: gpu-stages/).
-# Stages: env | rloo_small | tests | rloo_medium | rloo_papers (B=128 x k=8, 1,024 new tokens) | sigterm.
+# Stages: env | rloo_small | tests | rloo_medium | rloo_papers (B=128 x k=8, 1,024 new tokens) | sigterm, and
+# the papers' step lever by lever (not run unless named in --stages): compile_test (the compiled decode gives
+# the eager tokens on this card) | decode (bench/gpu_step.py: decode-step variants at 1,024 rows, profiled) | learn
+# (learner variants) | rloo_papers_fast (two papers-setting steps with rollout.dtype=bfloat16 rollout.compile=true,
+# the latter dropped if compile_test failed; steps in steps_fast.jsonl). 9 min 40 s at most for the four.
 # --compile: after rloo_medium, the same with rollout.compile=true (rloo_medium_compile, its steps in
 # steps_compile.jsonl): the compiled decode step against the eager one on the same card (not yet measured).
 # --stages LIST: run only these stages (comma-separated names), for a slot too short for all of them.
@@ -57,14 +61,16 @@ stage rloo_medium 210 "$PYTHON" bench/gpu_acceptance.py --stage medium --steps 2
 [ "$compile" = 0 ] || stage rloo_medium_compile 200 "$PYTHON" bench/gpu_acceptance.py --stage medium --steps 2 \
     --out "$out/steps_compile.jsonl" -- rollout.compile=true
 stage rloo_papers 300 "$PYTHON" bench/gpu_acceptance.py --stage papers --steps 2 --out "$out/steps.jsonl"
-# SIGTERM to the training process itself (not to a shell around it) mid-generation at the papers' setting:
-# it must end within 30 s, marked interrupted. `timeout -s TERM` signals its child, python, directly.
-HF_PAPERS_OVERRIDES=$("$PYTHON" -c "import sys; sys.path.insert(0, 'bench'); from gpu_acceptance import HF_STAGES; print(' '.join(HF_STAGES['papers']))")
-stage sigterm 70 bash -c "run=\$(mktemp -d)/run; start=\$SECONDS; \
-    timeout --preserve-status -s TERM -k 60 25 $PYTHON -m ablate.train ${HF_PAPERS_OVERRIDES:-} hydra.run.dir=\$run >/dev/null 2>&1; rc=\$?; \
-    echo \"sigterm at 25 s: exit \$rc, \$((SECONDS - start - 25)) s after the signal; status: \$($PYTHON -c \
-\"import json,sys; s=json.load(open(sys.argv[1])); print(s['state'], 'after', s['attempts'], 'attempt(s)')\" \$run/status.json)\"; \
-    [ \$rc = 143 ]"
+opt_in() { [[ "$only" == *",$1,"* ]] && stage "$@"; }   # the lever stages run only when --stages names them
+opt_in compile_test 110 "$PYTHON" -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py -k "rollout_compile or fast_gpu"
+opt_in decode 140 "$PYTHON" bench/gpu_step.py decode --rows 1024 --context 512 --steps 12 --profile 4 \
+    --variants eager,eager_bf16,compiled_stock_bf16,compiled_bf16
+opt_in learn 90 "$PYTHON" bench/gpu_step.py learn --rows 16 --width 1024 --reps 2
+# the new GPU settings; without rollout.compile where the compiled decode failed its test on this card
+fast=(rollout.dtype=bfloat16 rollout.compile=true)
+[[ " ${failed[*]} " == *" compile_test "* ]] && fast=(rollout.dtype=bfloat16)
+opt_in rloo_papers_fast 240 "$PYTHON" bench/gpu_acceptance.py --stage papers --steps 2 --out "$out/steps_fast.jsonl" \
+    -- "${fast[@]}"
 echo "figures: $out/steps.jsonl"
 if [ ${#failed[@]} -gt 0 ]; then
     echo "gpu_stages.sh: FAILED: ${failed[*]}" >&2

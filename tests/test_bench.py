@@ -209,3 +209,37 @@ def test_gpu_study_starts_no_group_it_cannot_finish(tmp_path):
     done = _gpu_study(tmp_path, "--deadline", "30", "threshold_study", "0;1")
     assert done.returncode == 0, done.stderr
     assert "== seeds 0: not started" in done.stdout and not (tmp_path / "groups").exists()
+
+
+def _gpu_step(*args: str) -> str:
+    import os
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root / "src")}
+    done = subprocess.run([sys.executable, str(root / "bench" / "gpu_step.py"), *args, "--smoke"], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def test_the_gpu_step_bench_runs_its_eager_variants_on_a_cpu_and_prints_each_figure():
+    """bench/gpu_step.py (gpu_stages.sh's decode and learn stages) at a tiny shape with the 0.5B's head layout:
+    every variant prints its line (a stage killed at its limit still reports what it finished), and the profiler
+    window its per-step figures."""
+    decode = _gpu_step("decode", "--variants", "eager,eager_bf16")
+    for name in ("eager", "eager_bf16"):
+        assert f"decode {name}: 4 rows" in decode and "median step" in decode
+    assert decode.count("profile of 2 steps: wall") == 2
+    learn = _gpu_step("learn", "--variants", "chunked,fused")
+    assert "learn chunked: 128 tokens" in learn and "learn fused: 128 tokens" in learn
+    assert "vocab fused on cpu" in _gpu_step("vocab", "fused", "--rows", "8")
+
+
+@pytest.mark.slow
+def test_the_gpu_step_bench_runs_its_compiled_variants_on_a_cpu():
+    """The compiled variants (inductor's C++ on the CPU: minutes): stock and folded attention, and the learner
+    with its decoder compiled."""
+    decode = _gpu_step("decode", "--variants", "compiled_stock_bf16,compiled_bf16")
+    assert "decode compiled_stock_bf16" in decode and "decode compiled_bf16" in decode
+    assert "learn fused_compiled" in _gpu_step("learn", "--variants", "fused_compiled")

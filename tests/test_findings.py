@@ -177,7 +177,10 @@ def test_the_confirmatory_table_counts_agreements_from_the_committed_claims(tmp_
     blocks, _, _ = render(tmp_path)
     block = blocks["confirmatory"]
     family = int((table["verdict"] != "descriptive").sum()) - 1
-    assert f"**{family - 1} of {family} confirmatory claim verdicts agree" in block
+    # decided on both sides: every decided claim but the amended one (no exploratory verdict), the flipped one too
+    both = int(table["verdict"].isin(("replicated", "not replicated")).sum()) - 1
+    assert block.startswith(f"**{both} claims were decided on both seed sets, and {both - 1} of them agree.**")
+    assert f"All rows: {family - 1} of {family} verdicts agree." in block
     assert block.count("| no (reversed) |") == 1 and table.loc[decided[1], "id"] + ":" not in block
 
 
@@ -200,10 +203,19 @@ def test_a_claim_whose_arm_is_not_run_yet_waits_in_the_confirmatory_table_and_is
     before = pd.DataFrame([{**r, "verdict": v, "n": 5, "standing": "exploratory"}
                            for r, v in zip(rows, ("inconclusive", "replicated"))])
     block = side_by_side({study: before}, tmp_path)
-    assert block.startswith("**1 of 1 confirmatory claim verdicts agree")
+    assert block.startswith("**0 claims were decided on both seed sets, and 0 of them agree.** 0 were decided on "
+                            "one side only; 1 on neither")
+    assert "All rows: 1 of 1 verdicts agree." in block
     assert "Waiting for an arm not yet run (not counted): oracle_tool_study oracle_beats." in block
     assert "arm not run yet (no pass@1 [tool vs no_tool] values for oracle SFT) | waits |" in block
     # once the arm has run, the same claim counts, whatever its verdict
     rows[1].update(verdict="not testable", n=5, reason="precondition failed")
     pd.DataFrame(rows).to_csv(study / "confirmatory" / "claims.csv", index=False)
-    assert side_by_side({study: before}, tmp_path).startswith("**1 of 2 confirmatory claim verdicts agree")
+    block = side_by_side({study: before}, tmp_path)
+    assert "1 were decided on one side only" in block and "All rows: 1 of 2 verdicts agree." in block
+    # a claim its study declared untestable counts nowhere, and is named
+    rows[1].update(reason="precondition declared: a reference set as large as the paper's")
+    pd.DataFrame(rows).to_csv(study / "confirmatory" / "claims.csv", index=False)
+    block = side_by_side({study: before}, tmp_path)
+    assert "0 were decided on one side only; 1 on neither" in block
+    assert "declared untestable, not counted: oracle_beats." in block

@@ -118,6 +118,17 @@ def test_rloo_with_rollout_hf_two_steps_in_bf16(tmp_path):
 
 
 @on_gpu
+def test_rloo_with_the_fast_gpu_sampling_settings_two_steps(tmp_path):
+    """rollout.dtype=bfloat16 (a bf16 sampling copy refreshed in place) with rollout.compile=true (the folded
+    grouped-query attention, CUDA graphs): on-policy importance weights near 1 (bf16 behaviour log-probs against
+    the bf16-mixed learner's), the compiled graphs counted and none sent back to eager past the recompile limit."""
+    metrics = train("rloo_hf", tmp_path / "run", "rollout.dtype=bfloat16", "rollout.compile=true")
+    assert metrics["train/is_weight_mean"].tolist() == pytest.approx([1.0, 1.0], abs=0.1)
+    assert metrics["rollout/compiled_graphs"].ge(1).all()
+    assert metrics["rollout/recompile_limit_hits"].eq(0).all()
+
+
+@on_gpu
 def test_sampling_on_the_gpu_is_seeded(tmp_path):
     """Same GPU, same run seed: the same tokens; another seed: others (rollout=hf draws on the device)."""
     from ablate.models import encode_prompt, load_model, load_tokenizer

@@ -109,3 +109,20 @@ def test_submitit_local_launcher_runs_a_sweep_that_stats_reads(tmp_path):
     conditions = analyze(load_sweep(sweep), Settings(resamples=200)).conditions
     assert {c: [r.seed for r in runs] for c, runs in conditions.usable.items()} == {("experiment=smoke_rloo",): ["0", "1"]}
     assert [data_parallel(r.status) for r in conditions.usable[("experiment=smoke_rloo",)]] == [(1, 4), (1, 4)]
+
+
+def test_sweeps_run_seed_major_so_no_arm_runs_in_a_block_of_its_own():
+    """Every `-m` sweep (the grids sweeper is the default) runs every arm's seed s before any arm's seed s+1:
+    Hydra's product order ran `curriculum=a,b seed=0,1` as a0 a1 b0 b1, so a load that changed over the sweep's
+    hours fell on one arm. Within a seed the arms keep their order; grids too."""
+    from hydra_plugins.ablate_sweeper.grid_sweeper import sweep_jobs
+
+    jobs = sweep_jobs(None, None, ["curriculum=a,b", "seed=0,1,10"])
+    assert [(j[0], j[1]) for j in jobs] == [("curriculum=a", "seed=0"), ("curriculum=b", "seed=0"),
+                                          ("curriculum=a", "seed=1"), ("curriculum=b", "seed=1"),
+                                          ("curriculum=a", "seed=10"), ("curriculum=b", "seed=10")]
+    grids = sweep_jobs({"seed": "range(2)"}, [{"arm": "a"}, {"arm": "b,c"}], [])
+    assert [sorted(j) for j in grids] == [sorted([f"arm={a}", f"seed={s}"]) for s in (0, 1) for a in "abc"]
+    from ablate.config import CONF_DIR
+
+    assert "override hydra/sweeper: grids" in (CONF_DIR / "config.yaml").read_text()

@@ -1,5 +1,6 @@
 import math
 
+import pytest
 import torch
 
 from ablate.objectives import IGNORE, sft_loss
@@ -322,3 +323,35 @@ def test_step_throughput_on_a_cpu_has_rates_and_no_mfu():
     metrics = step_throughput(2.0, 4.0, 1000, 3000, 10_000, True, torch.device("cpu"))
     assert metrics == {"time/generate_tokens_per_s": 500.0, "time/learner_tokens_per_s": 750.0}
     assert peak_flops(torch.device("cpu")) is None
+
+
+@pytest.mark.parametrize("autocast", [False, True])
+def test_the_fused_vocabulary_path_equals_the_chunked_one_gradients_included(autocast):
+    """ablate.fused_vocab (the learner's path for a large vocabulary: an analytic backward, no fp32 [tokens,
+    vocabulary] tensor kept) against the checkpointed chunked log-softmax: log-probs, entropies and the gradients
+    of both with respect to the hidden states and the head, chunks not dividing the positions; in fp32 to rounding,
+    under bf16 autocast to bf16's. Without entropy (the reference) the log-probs are the same."""
+    from ablate.fused_vocab import fused_logprobs
+    from ablate.objectives import chunked_logprobs
+
+    torch.manual_seed(0)
+    head = torch.nn.Linear(16, 300, bias=False)
+    hidden = torch.randn(3, 7, 16, requires_grad=True)
+    tokens = torch.randint(0, 300, (3, 7))
+    weights = torch.randn(3, 7), torch.randn(3, 7)
+
+    def run(fn):
+        hidden.grad = head.weight.grad = None
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            logp, entropy = fn(hidden, tokens, head, 5)
+            ((logp * weights[0]).sum() + (entropy * weights[1]).sum()).backward()
+        return logp.detach(), entropy.detach(), hidden.grad.clone(), head.weight.grad.clone()
+
+    tolerance = dict(rtol=2e-2, atol=2e-2) if autocast else dict(rtol=1e-5, atol=1e-5)
+    for got, want in zip(run(fused_logprobs), run(chunked_logprobs)):
+        assert torch.allclose(got, want, **tolerance)
+    with torch.no_grad():
+        alone, none = fused_logprobs(hidden, tokens, head, 5, entropy=False)
+    assert none is None and torch.allclose(alone, chunked_logprobs(hidden, tokens, head, 5)[0], atol=1e-6)
+    with pytest.raises(ValueError, match="bias"):
+        fused_logprobs(hidden, tokens, torch.nn.Linear(16, 300), 5)

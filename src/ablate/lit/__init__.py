@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import torch
 
+# torch.compile's backend for trainer.compile=true (tests swap in "eager" to check what is compiled without inductor)
+COMPILE_BACKEND = "inductor"
+
 
 class CompilableLearner:
     """`self.learner`: the policy as the training loss calls it, `self.model` itself or, after
@@ -19,4 +22,4 @@ class CompilableLearner:
         return self._learner[0] if self._learner else self.model
 
     def compile_learner(self) -> None:
-        self._learner = (torch.compile(self.model, dynamic=True),)
+        self._learner = (torch.compile(self.model, dynamic=True, backend=COMPILE_BACKEND),)

@@ -144,6 +144,7 @@ class Collector:
         metrics.update({"tool/p_available": self.p_available(step), "tool/available_frac": sum(seen.available) / len(texts),
                         "tool/calls_per_rollout": sum(calls) / len(texts) if calls else 0.0})
         metrics.update(self.prompt.tool_class.rollout_metrics(texts))  # the tool's own
+        metrics.update({k: v for k, v in seen.rollouts.stats.items() if k.startswith("rollout/")})  # the engine's
         metrics.update(rollout_metrics(self.task, levels, seen.rewards, seen.verdicts, self.levels))  # the task's
         return metrics
 

@@ -24,7 +24,8 @@ from ablate.lit.updates import mean_metrics, update_plan
 from ablate.lit.micro_batches import (CHUNKED_VOCAB, LOGIT_CHUNK, learner_totals, micro_batch_shares, micro_batches,
                                      reference_dtype)
 from ablate.lit.rollout_batch import Collected, PhaseTimer, pad_rollouts
-from ablate.objectives import (aggregate, chunked_logprobs, entropy_from_logits, kl_penalty, policy_gradient_loss,
+from ablate.fused_vocab import fused_logprobs
+from ablate.objectives import (aggregate, entropy_from_logits, kl_penalty, policy_gradient_loss,
                                scaled_advantages, token_logprobs)
 from ablate.perf import step_throughput
 from ablate.rollout import Rollouts
@@ -56,11 +57,20 @@ class RLOOModule(CompilableLearner, L.LightningModule):
         return self._frozen[0] if self._frozen else None
 
     def compile_learner(self) -> None:
-        """trainer.compile=true: the reference's forward is compiled too (it runs on the learner's batches);
-        `_frozen` then holds the reference and, last, its compiled wrapper, which `learn` calls."""
-        super().compile_learner()
+        """trainer.compile=true: what `_logprobs` runs is compiled, the policy's and the reference's (it runs on the
+        learner's batches): the whole model for a small vocabulary, its decoder for a large one (whose log-probs
+        come from the hidden states: compiling the model's wrapper would leave its `get_decoder()` uncompiled).
+        `_frozen` then holds the reference and, last, its compiled runner, which `learn` calls."""
+        from ablate.lit import COMPILE_BACKEND
+
+        self._learner = (torch.compile(self._runner(self.model), dynamic=True, backend=COMPILE_BACKEND),)
         if self._frozen:
-            self._frozen = (self._frozen[0], torch.compile(self._frozen[0], dynamic=True))
+            self._frozen = (self._frozen[0], torch.compile(self._runner(self._frozen[0]), dynamic=True,
+                                                           backend=COMPILE_BACKEND))
+
+    def _runner(self, model: torch.nn.Module) -> torch.nn.Module:
+        """What `_logprobs` calls: the model (its logits) for a small vocabulary, else its decoder (hidden states)."""
+        return model if self.vocab_size <= CHUNKED_VOCAB else model.get_decoder()
 
     def on_train_start(self) -> None:
         if self.reference is not None:
@@ -124,7 +134,8 @@ class RLOOModule(CompilableLearner, L.LightningModule):
             # Right padding under causal attention: no real token sees a pad, so no attention mask is
             # needed, and without one SDPA takes its faster causal path (the same logits).
             with self.timer("policy_forward"):
-                logprobs, token_entropy = self._logprobs(self.learner, ids)
+                logprobs, token_entropy = self._logprobs(self.model, self._learner[0] if self._learner else
+                                                         self._runner(self.model), ids)
             pg, info = policy_gradient_loss(logprobs, batch["behaviour"][part, :width - 1].to(self.device),
                                             advantages[part].to(self.device), mask, level=s.is_level, clip=s.is_clip,
                                             clip_eps=s.clip_eps, aggregation=s.aggregation, mode=s.is_mode,
@@ -135,7 +146,8 @@ class RLOOModule(CompilableLearner, L.LightningModule):
                 kl, loss = None, pg - s.entropy_coef * entropy
             else:
                 with torch.no_grad(), self.timer("reference_forward"):
-                    ref_logprobs = self._logprobs(self._frozen[-1], ids, entropy=False)[0]  # compiled, if it is
+                    ref_logprobs = self._logprobs(self.reference, self._frozen[-1] if len(self._frozen) > 1 else
+                                                  self._runner(self.reference), ids, entropy=False)[0]
                 kl = aggregate(kl_penalty(logprobs, ref_logprobs, s.kl_estimator), mask, s.aggregation, length)
                 loss = pg + s.kl_coef * kl - s.entropy_coef * entropy
             share = micro_batch_shares(len(part), n, mask.sum(), tokens_total, s.aggregation, s.is_level)
@@ -166,15 +178,17 @@ class RLOOModule(CompilableLearner, L.LightningModule):
         else:
             self.trainer.strategy.optimizer_step(optimizer.optimizer, closure=lambda: None)
 
-    def _logprobs(self, model: torch.nn.Module, ids: torch.Tensor,
+    def _logprobs(self, model: torch.nn.Module, runner: torch.nn.Module, ids: torch.Tensor,
                   entropy: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Token log-probs and entropies [rows, width - 1] of `ids` under `model`: from the whole logits for a
-        small vocabulary, else from the hidden states, LOGIT_CHUNK positions at a time."""
+        """Token log-probs and entropies [rows, width - 1] of `ids` under `model`, computed by `runner` (`_runner`,
+        compiled or not): from the whole logits for a small vocabulary, else from the hidden states and `model`'s
+        output head, LOGIT_CHUNK positions at a time, without an fp32 [tokens, vocabulary] tensor
+        (`ablate.fused_vocab`). The reference (`entropy=False`) computes no entropy."""
         if self.vocab_size <= CHUNKED_VOCAB:
-            logits = model(input_ids=ids).logits[:, :-1]
+            logits = runner(input_ids=ids).logits[:, :-1]
             return token_logprobs(logits, ids[:, 1:]), entropy_from_logits(logits) if entropy else None
-        hidden = model.get_decoder()(input_ids=ids).last_hidden_state[:, :-1]
-        return chunked_logprobs(hidden, ids[:, 1:], model.get_output_embeddings(), LOGIT_CHUNK)
+        hidden = runner(input_ids=ids).last_hidden_state[:, :-1]
+        return fused_logprobs(hidden, ids[:, 1:], model.get_output_embeddings(), LOGIT_CHUNK, entropy=entropy)
 
     def training_step(self, batch: Any, batch_idx: int) -> None:
         """collect -> learn -> sync -> log, each phase timed into `time/<phase>_s`."""

@@ -41,6 +41,7 @@ class HFRolloutConfig:
     name: str = "hf"
     batch_size: int = 256
     compile: bool = False
+    dtype: Optional[str] = None
 
 
 @config_schema("rollout", "vllm_schema")
@@ -103,6 +104,8 @@ def check_rollout(r, model_cfg, trainer=None) -> None:
 
 def _check_hf(r, model_cfg, trainer=None) -> None:
     require(int(r.batch_size) >= 1, f"rollout.batch_size={r.batch_size} must be >= 1")
+    require(r.get("dtype") in (None, "float32", "bfloat16", "float16"),
+            f"rollout.dtype={r.get('dtype')!r}: expected null (the learner's weights), float32, bfloat16 or float16")
     if r.get("compile") and trainer is not None:
         check_compile(trainer)
 
@@ -112,7 +115,8 @@ def _build_hf(cfg, model, tokenizer, tool):
     from ablate.rollout.hf import HFEngine
 
     r = cfg.rollout
-    return HFEngine(model, tokenizer, batch_size=r.batch_size, tool=tool, compile=bool(r.get("compile")))
+    return HFEngine(model, tokenizer, batch_size=r.batch_size, tool=tool, compile=bool(r.get("compile")),
+                    dtype=r.get("dtype"))
 
 
 def data_parallel_trainer(trainer) -> str | None:

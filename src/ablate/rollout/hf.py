@@ -10,12 +10,14 @@ then forced one per step (behaviour log-prob 0, tool mask set); a forced eos end
 
 from __future__ import annotations
 
+import copy
 from typing import Sequence
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from . import Rollouts, SamplingParams
+from .attention import use_folded
 from .decoders import CompiledDecoder, CompiledSteps, EagerDecoder, cache_kwarg  # noqa: F401 (cache_kwarg: tests, benches)
 from .tools import Tool
 
@@ -96,26 +98,48 @@ def filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tenso
     return logits
 
 
+# On a GPU, a decode loop without a tool asks the host whether rows finished every END_CHECK steps rather than
+# at every step: each such question is a host sync that stalls the queue of launched kernels. Rows finished in
+# between decode a few tokens more, cut afterwards at their first eos. The CPU asks at every step (exact goldens).
+END_CHECK = 8
+
+
 class HFEngine:
+    """`dtype`: None samples with the learner's own weights (under its autocast, which re-casts every weight at
+    every decode step); "bfloat16" / "float16" samples with a copy of the policy in that dtype, refreshed in
+    place at each `sync` (its addresses stay, so a compiled step's CUDA graph stays valid)."""
+
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, batch_size: int = 256,
-                 tool: Tool | None = None, compile: bool = False):
-        self.model = model
+                 tool: Tool | None = None, compile: bool = False, dtype: str | None = None):
         self.tokenizer = tokenizer
         self.batch_size = batch_size
         self.tool = tool
-        # rollout.compile: fixed-shape decode steps, compiled once (ablate.rollout.decoders)
-        self.compiled = CompiledSteps(model) if compile else None
+        self.dtype = getattr(torch, dtype) if dtype else None
+        self.compile = compile
+        self.model = self.sampler = self.compiled = None
+        self.sync(model)
 
     def sync(self, model: torch.nn.Module) -> None:
-        if self.compiled is not None and model is not self.model:
-            self.compiled = CompiledSteps(model)
-        self.model = model  # same object: the learner's weights are the sampler's
+        """The learner's weights after an optimizer step: shared (dtype None), or copied into the sampling copy."""
+        fresh = model is not self.model
+        self.model = model
+        if self.dtype is None:
+            self.sampler = model  # same object: the learner's weights are the sampler's
+        elif fresh or _device(self.sampler) != _device(model):
+            self.sampler, fresh = _cast_copy(model, self.dtype), True
+        else:
+            with torch.no_grad():
+                for mine, theirs in zip(self.sampler.parameters(), model.parameters()):
+                    mine.copy_(theirs)
+        if self.compile and fresh:  # rollout.compile: fixed-shape decode steps, compiled once (decoders)
+            use_folded(self.sampler)
+            self.compiled = CompiledSteps(self.sampler)
 
     @torch.no_grad()
     def _sample_chunk(self, prompts: Sequence[list[int]], params: SamplingParams, generator: torch.Generator,
                       tool_on: Sequence[bool]):
-        model, pad, eos = self.model, self.tokenizer.pad_token_id, self.tokenizer.eos_token_id
-        device = next(model.parameters()).device
+        model, pad, eos = self.sampler, self.tokenizer.pad_token_id, self.tokenizer.eos_token_id
+        device = _device(model)
         n, width = len(prompts), max(map(len, prompts))
         ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in prompts], device=device)
         attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
@@ -126,20 +150,16 @@ class HFEngine:
         tokens = torch.full((n, params.max_new_tokens), pad, dtype=torch.long, device=device)
         logprobs = torch.zeros((n, params.max_new_tokens), device=device)
         forced_steps = torch.zeros((n, params.max_new_tokens), dtype=torch.bool, device=device)
-        generated = [[] for _ in prompts]  # per sequence, for the tool to read its call
-        queues: list[list[int]] = [[] for _ in prompts]  # tool output still to splice in
-        calls = [0] * n
-        tool = self.tool
-        sessions = [tool.session(p) if tool is not None and on else None for p, on in zip(prompts, tool_on)]
-        steps = 0
+        splice = _Splicer(self.tool, prompts, tool_on) if self.tool is not None else None
         on_device = device.type != "cpu" or getattr(getattr(model, "config", None), "vocab_size", 0) > LARGE_VOCAB
         # on the device path the prompt's forward computes the last position's logits only (not width x vocab)
         last_only = {"logits_to_keep": 1} if on_device else {}
         draw = device_generator(generator, device) if on_device else generator
+        check = _end_check(device, splice)
         decoder = (CompiledDecoder(self.compiled, ids, attention, positions, params.max_new_tokens, last_only)
                    if self.compiled is not None else
                    EagerDecoder(model, ids, attention, positions, params.max_new_tokens, last_only))
-        logits = decoder.prefill()
+        logits, done, steps = decoder.prefill(), torch.zeros(n, dtype=torch.bool, device=device), 0
         for step in range(params.max_new_tokens):
             steps = step + 1
             scaled = logits / params.temperature
@@ -150,42 +170,29 @@ class HFEngine:
                 probs = torch.softmax(filter_logits(scaled, params.top_k, params.top_p), dim=-1)
                 token = torch.multinomial(probs.cpu(), 1, generator=generator).squeeze(-1).to(device)
                 token_logp = logp.gather(-1, token.unsqueeze(-1)).squeeze(-1)
-            forced = torch.zeros_like(token, dtype=torch.bool)
-            if tool is not None:  # tool output waiting to be spliced in replaces the sample
-                live = rows.tolist()
-                forced = torch.tensor([bool(queues[i]) for i in live], device=device)
-            if bool(forced.any()):
-                token = torch.where(forced, torch.tensor([queues[i][0] if queues[i] else 0 for i in live],
-                                                         device=device), token)
-                for i in live:
-                    del queues[i][:1]
+            forced = splice.force(rows, token) if splice is not None else torch.zeros_like(token, dtype=torch.bool)
             tokens[rows, step] = token
             forced_steps[rows, step] = forced
             logprobs[rows, step] = torch.where(forced, 0.0, token_logp)
-            if tool is not None:
-                for row, (i, t) in enumerate(zip(live, token.tolist())):
-                    generated[i].append(t)
-                    if sessions[i] is not None and t in tool.stop_ids and not forced[row] and calls[i] < tool.max_calls:
-                        reply = sessions[i].reply(generated[i])
-                        if reply:
-                            queues[i] = list(reply)
-                            calls[i] += 1
-            running = (token != eos) & (token != pad)
-            if not bool(running.any()) or steps == params.max_new_tokens:
+            if splice is not None:
+                splice.read(rows, token, forced)
+            done[rows] |= (token == eos) | (token == pad)
+            if steps == params.max_new_tokens or (steps % check == 0 and bool(done[rows].all())):
                 break
-            if not bool(running.all()):
-                keep = running.nonzero().squeeze(-1)
+            if steps % check == 0 and bool(done[rows].any()):
+                keep = (~done[rows]).nonzero().squeeze(-1)
                 decoder.keep(keep)
                 rows, token = rows[keep], token[keep]
             logits = decoder.step(token)
-        return (tokens[:, :steps].tolist(), logprobs[:, :steps].tolist(), forced_steps[:, :steps].tolist(), calls)
+        return (tokens[:, :steps].tolist(), logprobs[:, :steps].tolist(), forced_steps[:, :steps].tolist(),
+                splice.calls if splice is not None else [0] * n)
 
     def generate(self, prompt_ids: Sequence[list[int]], k: int, params: SamplingParams,
                  generator: torch.Generator, tool_available: Sequence[bool] | None = None) -> Rollouts:
         """k samples per prompt; `tool_available[i]` (per sampled sequence, prompt-major) says whether
         the tool answers in sequence i (default: whenever the engine has one)."""
-        was_training = self.model.training
-        self.model.eval()
+        was_training = self.sampler.training
+        self.sampler.eval()
         expanded = [list(p) for p in prompt_ids for _ in range(k)]
         tool_on = list(tool_available) if tool_available is not None else [True] * len(expanded)
         completions, behaviour, tool_mask, calls = [], [], [], []
@@ -204,8 +211,71 @@ class HFEngine:
                 behaviour.append(row_logprobs[:length])
                 tool_mask.append(row_forced[:length])
         if was_training:
-            self.model.train()
+            self.sampler.train()
         texts = self.tokenizer.batch_decode(completions, skip_special_tokens=True)
         stats = {"tool/calls_per_rollout": sum(calls) / len(calls)} if self.tool is not None else {}
+        if self.compiled is not None:
+            stats.update(compile_counters())
         return Rollouts(prompt_ids=expanded, completion_ids=completions, behaviour_logprobs=behaviour,
                         tool_mask=tool_mask, texts=texts, k=k, tool_calls=calls, stats=stats)
+
+
+def _end_check(device: torch.device, splice: "_Splicer | None") -> int:
+    """Steps between questions to the host whether rows ended: END_CHECK on a GPU without a tool, else every step."""
+    return END_CHECK if device.type == "cuda" and splice is None else 1
+
+
+def compile_counters() -> dict[str, float]:
+    """The process's torch.compile counters, logged each step with rollout.compile: `rollout/compiled_graphs`
+    (graphs built so far: it grows with each new chunk shape) and `rollout/recompile_limit_hits` (calls that
+    dynamo sent back to eager after too many recompiles: each is a decode loop silently running uncompiled)."""
+    from torch._dynamo.utils import counters
+
+    hits = sum(n for reason, n in counters["unimplemented"].items() if "recompile limit" in reason.lower())
+    return {"rollout/compiled_graphs": float(counters["stats"]["unique_graphs"]),
+            "rollout/recompile_limit_hits": float(hits)}
+
+
+def _device(model: torch.nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+def _cast_copy(model: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
+    """A frozen copy of `model` with its parameters in `dtype`; buffers (the rotary frequencies) stay as they are."""
+    sampler = copy.deepcopy(model).eval().requires_grad_(False)
+    for parameter in sampler.parameters():  # tied weights are one parameter: cast once
+        parameter.data = parameter.data.to(dtype)
+    return sampler
+
+
+class _Splicer:
+    """The tool's side of a chunk's decode loop: output waiting to be spliced in replaces the sample (forced,
+    one token a step), and a sequence that samples one of the tool's stop tokens gets its session's reply."""
+
+    def __init__(self, tool: Tool, prompts: Sequence[list[int]], tool_on: Sequence[bool]):
+        self.tool = tool
+        self.sessions = [tool.session(p) if on else None for p, on in zip(prompts, tool_on)]
+        self.generated: list[list[int]] = [[] for _ in prompts]  # per sequence, for the tool to read its call
+        self.queues: list[list[int]] = [[] for _ in prompts]  # tool output still to splice in
+        self.calls = [0] * len(prompts)
+
+    def force(self, rows: torch.Tensor, token: torch.Tensor) -> torch.Tensor:
+        """Replaces (in place) the sampled `token` of each live row with tool output waiting for it; which were."""
+        live = rows.tolist()
+        forced = torch.tensor([bool(self.queues[i]) for i in live], device=token.device)
+        if any(self.queues[i] for i in live):
+            token.copy_(torch.where(forced, torch.tensor([self.queues[i][0] if self.queues[i] else 0 for i in live],
+                                                         device=token.device), token))
+            for i in live:
+                del self.queues[i][:1]
+        return forced
+
+    def read(self, rows: torch.Tensor, token: torch.Tensor, forced: torch.Tensor) -> None:
+        for row, (i, t) in enumerate(zip(rows.tolist(), token.tolist())):
+            self.generated[i].append(t)
+            session = self.sessions[i]
+            if session is not None and t in self.tool.stop_ids and not forced[row] and self.calls[i] < self.tool.max_calls:
+                reply = session.reply(self.generated[i])
+                if reply:
+                    self.queues[i] = list(reply)
+                    self.calls[i] += 1

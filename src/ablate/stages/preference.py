@@ -119,7 +119,8 @@ def build_pairs(cfg: DictConfig, model, tokenizer, train_problems, task) -> list
     prompts = [ToolPrompt(cfg.tool, cfg.model.template, tokenizer, task).text(problem, available=False)
                for problem in problems]
     engine = HFEngine(model, tokenizer, batch_size=cfg.rollout.batch_size, tool=tool,
-                      compile=bool(cfg.rollout.get("compile")))
+                      compile=bool(cfg.rollout.get("compile")),
+                      dtype=cfg.rollout.get("dtype") if cfg.rollout.name == "hf" else None)
     params = SamplingParams(temperature=q.temperature, top_p=q.top_p, top_k=q.top_k,
                             max_new_tokens=q.max_new_tokens)
     generator = torch.Generator().manual_seed(seed_of("data", cfg.seed))

@@ -59,10 +59,30 @@ def agreement(exploratory: dict | None, confirmatory: dict) -> str:
     return "no (reversed)" if both else "no"
 
 
+def declared_untestable(r: dict) -> bool:
+    """A claim its study declared untestable in a precondition (e.g. 002's predictor against a smaller reference
+    set than the paper's): no seed count can decide it, so no headline counts it."""
+    return r["verdict"] == "not testable" and str(r.get("reason") or "").startswith("precondition declared")
+
+
+def headline(pairs: list[tuple[dict | None, dict]]) -> str:
+    """The count that leads: claims decided (replicated / not replicated) on both seed sets and how many agree,
+    then decided on one side only, then on neither; declared-untestable claims out of every count."""
+    counted = [(b, r) for b, r in pairs if not declared_untestable(r)]
+    decided = [(b is not None and b["verdict"] in DECIDED) + (r["verdict"] in DECIDED) for b, r in counted]
+    both = [(b, r) for (b, r), d in zip(counted, decided) if d == 2]
+    agree = sum(b["verdict"] == r["verdict"] for b, r in both)
+    text = (f"**{len(both)} claims were decided on both seed sets, and {agree} of them agree.** "
+            f"{decided.count(1)} were decided on one side only; {decided.count(0)} on neither (inconclusive or not "
+            f"testable on both, or new)")
+    declared = [r["id"] for b, r in pairs if declared_untestable(r)]
+    return text + (f"; declared untestable, not counted: {', '.join(declared)}." if declared else ".")
+
+
 def side_by_side(exploratory: dict[Path, pd.DataFrame], findings_dir: Path) -> str:
-    """The markdown block: a headline count, then one row per confirmatory claim of every study.
+    """The markdown block: the headline counts, then one row per confirmatory claim of every study.
     `exploratory`: study directory -> its re-decided claims table (findings.render's results)."""
-    rows, agree, total, pending, waiting = [], 0, 0, [], []
+    rows, pairs, pending, waiting = [], [], [], []
     for study_dir in sorted(p for p in Path(findings_dir).iterdir() if p.is_dir()):
         conf = confirmatory_rows(study_dir)
         if not conf:
@@ -78,12 +98,11 @@ def side_by_side(exploratory: dict[Path, pd.DataFrame], findings_dir: Path) -> s
                 rows.append(f"| {study_dir.name} | {r['id']}: {r['claim']} | {_cell(b)} | {WAITS} "
                             f"({r['reason']}) | waits |")
                 continue
-            verdict = agreement(b, r)
-            total += 1
-            agree += verdict == "yes"
-            rows.append(f"| {study_dir.name} | {r['id']}: {r['claim']} | {_cell(b)} | {_cell(r)} | {verdict} |")
-    head = (f"**{agree} of {total} confirmatory claim verdicts agree with the exploratory ones.**"
-            if total else "**No confirmatory verdict yet.**")
+            pairs.append((b, r))
+            rows.append(f"| {study_dir.name} | {r['id']}: {r['claim']} | {_cell(b)} | {_cell(r)} | {agreement(b, r)} |")
+    agree = sum(agreement(b, r) == "yes" for b, r in pairs)
+    head = (headline(pairs) + f" All rows: {agree} of {len(pairs)} verdicts agree." if pairs
+            else "**No confirmatory verdict yet.**")
     if pending:
         head += f" Registered, runs not yet reported: {', '.join(pending)}."
     if waiting:

@@ -14,6 +14,11 @@ one sweep directory and one report:
 
 Without `grids` it is the basic sweeper. A command-line override of a key a grid sets replaces the
 grid's value in every grid (the command line wins, as everywhere in Hydra).
+
+The jobs run seed-major: every arm's seed s before any arm's seed s+1 (a stable sort on `seed`, arms in
+their grid order within a seed), so load that changes over a sweep's hours hits every arm alike instead of
+one block of arms after another (Hydra's product order runs `curriculum=a,b seed=0,1` as a0 a1 b0 b1).
+It is the default sweeper of every `-m` run (conf/config.yaml).
 """
 
 from dataclasses import dataclass, field
@@ -57,7 +62,7 @@ class GridSweeper(BasicSweeper):
                 if tuple(job) not in seen:
                     seen.add(tuple(job))
                     jobs.append(job)
-        return jobs
+        return sorted(jobs, key=_seed_order)  # stable: the grids' order within one seed
 
     def sweep(self, arguments: List[str]) -> Any:
         jobs = self.jobs(arguments)
@@ -77,3 +82,14 @@ def sweep_jobs(params: Optional[Dict[str, str]], grids: Optional[List[Dict[str, 
 
 def _key(spec: str) -> str:
     return spec.lstrip("+~")
+
+
+def _seed_order(job: List[str]) -> tuple:
+    """A job's place in the seed-major order: its `seed` value (numbers before other strings; no seed first)."""
+    value = next((o.split("=", 1)[1] for o in job if _key(o.split("=", 1)[0]) == "seed"), None)
+    if value is None:
+        return (0, 0, "")
+    try:
+        return (1, float(value), "")
+    except ValueError:
+        return (2, 0, value)
