@@ -213,7 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     conditions = [c.strip() for c in args.conditions.split(",") if c.strip()]
     problems: list[str] = []
     table = _convert(args, pattern, conditions, problems, p)
-    fields = ["seed", *conditions] + ([] if pattern is None else [g.replace("__", ".") for g in pattern.groupindex])
+    fields = [*conditions, *([] if pattern is None else [g.replace("__", ".") for g in pattern.groupindex]), "seed"]
+    fields = [f for f in dict.fromkeys(fields) if f != "seed"] + ["seed"]
     for line in found_lines(table, list(dict.fromkeys(fields))):
         print(line)
     for line in problems:

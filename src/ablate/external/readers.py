@@ -76,12 +76,35 @@ def read_tensorboard(files: list[Path], problems: list[str], where: str) -> pd.D
             problems.append(f"{where}: event file {path.name} unreadable after {found} scalar(s) ({short(exc)}); "
                             f"its remaining records not used")
             continue
-        if not found:
+        damage = _framing(path)
+        if damage:
+            problems.append(f"{where}: event file {path.name} {damage}; its {found} readable scalar(s) used, the "
+                            "rest is lost")
+        elif not found:
             problems.append(f"{where}: event file {path.name} holds no scalars; nothing read from it")
     frame = _frame(rows)
     if frame is not None and first is not None:
         frame["started_at"] = datetime.fromtimestamp(first, timezone.utc).isoformat(timespec="seconds")
     return frame
+
+
+def _framing(path: Path) -> str | None:
+    """What is wrong with an event file's record framing (TFRecord: 8-byte length, 4-byte CRC, the data, 4-byte
+    CRC), or None: TensorBoard's loader stops quietly at a damaged or cut-off record, so it is checked here."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return f"unreadable ({short(exc)})"
+    pos, records = 0, 0
+    while pos < len(data):
+        if pos + 12 > len(data):
+            return f"is cut off after {records} record(s)"
+        length = int.from_bytes(data[pos:pos + 8], "little")
+        if pos + 12 + length + 4 > len(data):
+            return f"is damaged or cut off after {records} record(s) (a record's length runs past the end)"
+        pos += 12 + length + 4
+        records += 1
+    return None
 
 
 def _json(path: Path, problems: list[str], where: str):
