@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import shlex
 import sys
 from pathlib import Path
 
 
-def report_table(args, argv: list[str] | None, metrics: list[str] | None) -> int:
-    """Read, analyse and write the report of RUNS (one table) under --study; exit 0 / 1 / 2 as ablate.stats."""
+def report_table(args, command: str, metrics: list[str] | None) -> int:
+    """Read, analyse and write the report of RUNS (one table) under --study; exit 0 / 1 / 2 as ablate.stats.
+    `command`: the command line, shown in the report's header."""
     from rich.console import Console
 
     from ablate.external.report import analyze_table, read_runs
     from ablate.external.tidy import TidyError
-    from ablate.stats.__main__ import relative_path
     from ablate.stats.report import print_summary, write_report
     from ablate.stats.runs import StatsInputError
     from ablate.stats.settings import Settings
@@ -40,11 +39,9 @@ def report_table(args, argv: list[str] | None, metrics: list[str] | None) -> int
     except StatsInputError as exc:
         err.print(f"[red]error:[/red] {exc}", highlight=False)
         return 2
-    shown = [relative_path(a) for a in (argv if argv is not None else sys.argv[1:])]
-    command = "python -m ablate.stats " + " ".join(shlex.quote(a) for a in shown)
     formats = {"md", "json"} if args.format == "both" else {args.format}
     try:
-        written = write_report(analysis, out, formats, plots=not args.no_plots, command=command.strip())
+        written = write_report(analysis, out, formats, plots=not args.no_plots, command=command)
     except OSError as exc:
         err.print(f"[red]error:[/red] cannot write the report to {out}: {exc}", highlight=False)
         return 2

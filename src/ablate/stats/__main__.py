@@ -182,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.study is not None or any(is_table(p) for p in args.sweep_dirs):  # runs of any trainer, as a table
         from ablate.external.cli import report_table
 
-        return report_table(args, argv, metrics)
+        shown = [relative_path(a) for a in (argv if argv is not None else sys.argv[1:])]
+        return report_table(args, "python -m ablate.stats " + " ".join(shlex.quote(a) for a in shown), metrics)
 
     from rich.console import Console
 
