@@ -194,3 +194,27 @@ def test_curves_with_steps_and_curve_metrics(tmp_path):
     assert by.loc["final", "estimate"] == pytest.approx(0.08)  # a plain name is the last logged value
     curves = pd.read_csv(tmp_path / "report" / "curves.csv.gz")
     assert set(curves["step"]) == {0, 1, 2, 3, 4} and set(curves["condition"]) == {"algo=dapo", "algo=grpo"}
+
+
+def test_per_prompt_table_for_the_describing_tests(tmp_path):
+    rng = np.random.default_rng(3)
+    rows = []
+    for s in range(6):
+        for algo, p in (("grpo", 0.3), ("dapo", 0.7)):
+            rows += [{"algo": algo, "seed": s, "id": f"q{j}", "n": 4, "n_correct": int(rng.binomial(4, p))}
+                     for j in range(20)]
+    rows.append({"algo": "dapo", "seed": 0, "id": "q99", "n": 4, "n_correct": 5})  # more correct than samples
+    rows.append({"algo": "dapo", "seed": 42, "id": "q0", "n": 4, "n_correct": 1})  # a run RUNS lacks
+    prompts = tmp_path / "prompts.csv"
+    pd.DataFrame(rows).to_csv(prompts, index=False)
+    study = {**STUDY, "metrics": ["pass@1", "accuracy"], "claims": [
+        {**STUDY["claims"][0], "id": "pass1", "metric": "pass@1", "effect": 0.1}]}
+    rc, claims = report(tmp_path, *write(tmp_path, table(0.05), study), "--prompts", str(prompts))
+    assert rc == 0
+    row = claims.iloc[0]
+    assert row["verdict"] == "replicated" and row["estimate"] == pytest.approx(0.4, abs=0.08)
+    cmp = pd.read_csv(tmp_path / "report" / "comparisons.csv")
+    assert len(cmp) and (cmp["n_shared_prompts"] == 20).all()  # the paired prompt test describes the models
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "prompts.csv row 242: n_correct is not a whole number in [0, n]; not used" in md
+    assert "prompts.csv row 243: no such run in the runs table; not used" in md

@@ -26,7 +26,7 @@ def report_table(args, command: str, metrics: list[str] | None) -> int:
     conditions = [c.strip() for c in args.conditions.split(",") if c.strip()] if args.conditions else None
     out = args.out or Path("stats") / runs.stem
     try:
-        tr, _ = read_runs(runs, args.study, conditions)
+        tr, _ = read_runs(runs, args.study, conditions, args.prompts)
         settings = Settings(resamples=args.resamples, confidence=args.confidence, alpha=args.alpha, seed=args.seed,
                             metrics=metrics, baseline=args.baseline, reach=args.reach, smooth=args.smooth,
                             effect=args.effect, power=False, names=args.name, registration=args.registration,

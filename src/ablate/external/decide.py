@@ -22,7 +22,7 @@ from ablate.stats.engine import ClaimsResult, claim_metrics, evaluate, reach_thr
 from ablate.stats.reach import reach_metric
 from ablate.stats.registration import find_registration, parse_time, read_registration
 from ablate.stats.standing import decide, fingerprint_problems, first_start
-from ablate.stats.values import CURVE_REGIME, VALUE_COLUMNS, curve_value, is_curve_metric, reach_values
+from ablate.stats.values import CURVE_REGIME, VALUE_COLUMNS, curve_value, eval_values, is_curve_metric, reach_values
 
 REFUSED = "refused"
 
@@ -43,8 +43,12 @@ def tidy_values(tr: TidyRuns, labels: dict, metrics, regimes) -> pd.DataFrame:
                 rows.append({**base, "regime": CURVE_REGIME, "metric": metric,
                              "value": curve_value(run.metrics, metric)})
                 continue
-            value = tr.values.get(run.rel, {}).get(metric, math.nan)
-            rows += [{**base, "regime": regime, "metric": metric, "value": value} for regime in regimes]
+            value = tr.values.get(run.rel, {}).get(metric)
+            for regime in regimes:
+                ev = run.evals.get(regime)  # a metric of the per-prompt table (pass@1, ...), as ablate computes it
+                from_prompts = eval_values(ev.prompts, [metric]).get(metric) if value is None and ev and ev.usable else None
+                rows.append({**base, "regime": regime, "metric": metric,
+                             "value": value if value is not None else from_prompts if from_prompts is not None else math.nan})
     return pd.DataFrame(rows, columns=VALUE_COLUMNS)
 
 

@@ -19,6 +19,7 @@ import yaml
 from ablate.external.decide import decide_table
 from ablate.external.tidy import TidyError, TidyRuns, read_table, tidy_runs
 from ablate.stats.analysis import Analysis
+from ablate.stats.blocks import available_metrics
 from ablate.stats.compare import compare
 from ablate.stats.conditions import group_conditions, label_sweep
 from ablate.stats.curves import training_curves
@@ -26,9 +27,8 @@ from ablate.stats.engine import components
 from ablate.stats.intervals import t_interval
 from ablate.stats.mechanisms import Mechanisms
 from ablate.stats.reach import reach_metric
-from ablate.stats.robust import ROBUST_COLUMNS
 from ablate.stats.settings import Settings
-from ablate.stats.summary import SUMMARY_COLUMNS, Summary
+from ablate.stats.summary import SUMMARY_COLUMNS, summarize
 from ablate.stats.values import _CURVE
 
 RUNS_REGIME = "runs"  # summary.csv's regime of the table's run-level metrics
@@ -70,6 +70,7 @@ def _metric_columns(metric: str) -> list[str]:
 def claim_problems(tr: TidyRuns, block: dict, labels: dict, source: str) -> list[str]:
     """One line per claim (or precondition) naming a condition or a metric the table lacks."""
     have = set(labels.values())
+    per_prompt = set(prompt_metric_names(tr))
     lines = []
     for claim in block.get("claims") or []:
         if not isinstance(claim, dict):
@@ -85,17 +86,30 @@ def claim_problems(tr: TidyRuns, block: dict, labels: dict, source: str) -> list
         for metric in [claim.get("metric"), *[g.get("metric") for g in gates]]:
             if not isinstance(metric, str):
                 continue
-            lacking = [c for c in _metric_columns(metric) if c not in tr.metric_columns]
+            lacking = [c for c in _metric_columns(metric) if c not in tr.metric_columns and c not in per_prompt]
             if lacking:
                 lines.append(f"claim {cid}: metric {metric!r} reads {', '.join(lacking)}, which {source} lacks as a "
                              f"numeric column (metrics: {', '.join(tr.metric_columns) or 'none'})")
     return lines
 
 
-def read_runs(runs: Path, study_path: Path, conditions: list[str] | None = None) -> tuple[TidyRuns, dict]:
-    """(the table's runs, the study block), or TidyError naming every problem that stops the report."""
+def prompt_metric_names(tr: TidyRuns) -> list[str]:
+    """The metrics the runs' per-prompt counts give (pass@1, ...; none without a per-prompt table)."""
+    runs = [r for r in tr.sweep.runs if r.evals]
+    regimes = sorted({name for r in runs for name in r.evals})
+    return available_metrics({(): runs}, regimes) if runs else []
+
+
+def read_runs(runs: Path, study_path: Path, conditions: list[str] | None = None,
+              prompts: Path | None = None) -> tuple[TidyRuns, dict]:
+    """(the table's runs, the study block), or TidyError naming every problem that stops the report.
+    `prompts`: the optional per-prompt table (ablate.external.prompts)."""
     block = load_study(study_path)
     tr = tidy_runs(read_table(runs), block, runs, conditions)
+    if prompts is not None:
+        from ablate.external.prompts import attach_prompts
+
+        attach_prompts(tr, Path(prompts))
     problems: list[str] = []
     _, _, _, labels, _ = label_sweep(tr.sweep, (), False, problems)
     lines = claim_problems(tr, block, labels, Path(runs).name)
@@ -138,17 +152,22 @@ def analyze_table(tr: TidyRuns, settings: Settings) -> Analysis:
     conditions = group_conditions(tr.sweep, settings)
     study = conditions.study
     wanted = list(settings.metrics) if settings.metrics else list(study.metrics) if study and study.metrics else []
-    metrics = tuple(m for m in wanted if m in tr.metric_columns) or tuple(tr.metric_columns[:1]) or ("pass@1",)
+    have = [*tr.metric_columns, *prompt_metric_names(tr)]
+    metrics = tuple(m for m in wanted if m in have) or tuple(have[:1]) or ("pass@1",)
     problems = [*conditions.problems, *tr.problems]
     problems += [f"study {study.name if study else ''}: metric {m} is no column of the table; not described"
-                 for m in wanted if m not in tr.metric_columns]
-    conditions = dataclasses.replace(
-        conditions, settings=dataclasses.replace(conditions.settings, metrics=metrics),
-        regimes=[*conditions.regimes, RUNS_REGIME], problems=problems)
-    table = run_level_summary(tr, conditions.labels, list(conditions.labels), settings.confidence)
-    summary = Summary(groups={}, table=table, robust=pd.DataFrame(columns=ROBUST_COLUMNS), profiles=None, baselines={}, problems=[])
+                 for m in wanted if m not in have]
+    conditions = dataclasses.replace(conditions, settings=dataclasses.replace(conditions.settings, metrics=metrics),
+                                     problems=problems)
+    prompt_summary = summarize(conditions)  # the regimes of the per-prompt table, if any (else empty)
+    conditions = dataclasses.replace(conditions, regimes=[*conditions.regimes, RUNS_REGIME])
+    table = pd.concat([prompt_summary.table,
+                       run_level_summary(tr, conditions.labels, list(conditions.labels), settings.confidence)],
+                      ignore_index=True)
+    summary = dataclasses.replace(prompt_summary, table=table)
     comparisons = compare(conditions, summary)
-    comparisons.notes.append(NO_PROMPTS)
+    if not prompt_summary.groups:
+        comparisons.notes.append(NO_PROMPTS)
     claims = None
     if study is not None and study.declared.claims:
         s = conditions.settings

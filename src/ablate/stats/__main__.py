@@ -130,6 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "lines: condition columns, seed, metrics) and STUDY.yaml its study block (docs/any_runs.md)")
     p.add_argument("--conditions", metavar="COL[,COL]",
                    help="with --study: the table's condition columns (default: those the study names)")
+    p.add_argument("--prompts", type=Path, metavar="PROMPTS",
+                   help="with --study: each run's per-prompt results (condition columns, seed, id, n, n_correct), for "
+                        "the describing tests")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
     p.add_argument("--quiet", action="store_true", help="print only the report path")
     return p
