@@ -64,6 +64,7 @@ def test_planted_effect_is_replicated_and_null_is_not(tmp_path, name):
     assert dapo["n_seeds"] == 6 and dapo["ci_low"] < dapo["value"] < dapo["ci_high"]
     md = (tmp_path / "report" / "report.md").read_text()
     assert "dapo_beats_grpo" in md and "exploratory" in md  # no registration: every verdict exploratory
+    assert "python -m ablate.studies.register --study STUDY.yaml" in md
     rc, claims = report(tmp_path, *write(tmp_path, table(0.0, rng_seed=1), name=name))
     assert rc == 0 and claims.iloc[0]["verdict"] != "replicated"
 

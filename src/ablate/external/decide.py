@@ -77,6 +77,8 @@ def decide_table(tr: TidyRuns, study, labels: dict, effect: float, registration:
     reg = read_registration(path) if path is not None else None
     started = first_start(r.status for r in tr.sweep.runs)
     result = decide(study.block, reg, started, lambda declared: table_claims(tr, declared, labels, effect))
+    result.note = result.note.replace("python -m ablate.studies.register experiment=<study>",
+                                      "python -m ablate.studies.register --study STUDY.yaml")
     result.problems += fingerprint_problems(tr.sweep.runs, reg)
     refuse_aliased(result, tr, labels)
     return result
