@@ -10,6 +10,7 @@ number; comparisons over prompts need per-prompt data and are left out (a note s
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import numpy as np
@@ -29,8 +30,9 @@ from ablate.stats.mechanisms import Mechanisms
 from ablate.stats.reach import reach_metric
 from ablate.stats.settings import Settings
 from ablate.stats.summary import SUMMARY_COLUMNS, summarize
-from ablate.stats.values import _CURVE
+from ablate.stats.values import AGGREGATES
 
+_CURVE = re.compile(rf"^(?:{'|'.join(AGGREGATES)}):(.+?)(?:@-?\d*:-?\d*)?$")  # AGG:COLUMN[@START:END]
 RUNS_REGIME = "runs"  # summary.csv's regime of the table's run-level metrics
 NO_PROMPTS = ("The table has run-level metrics only: each condition is described by its seeds' mean and t-interval "
               "(regime `runs`); the claims table decides. Comparisons over prompts need per-prompt results.")
@@ -63,7 +65,7 @@ def _metric_columns(metric: str) -> list[str]:
     for part in components(metric):
         target = reach_metric(part)
         curve = _CURVE.match(part)
-        out.append(target.column if target is not None else curve.group(2) if curve else part)
+        out.append(target.column if target is not None else curve.group(1) if curve else part)
     return out
 
 
