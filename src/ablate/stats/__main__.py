@@ -125,6 +125,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only keep the runs under --out (runs.jsonl.gz, prompts.csv.gz): the seeds of a look run "
                         "over several sessions, held unanalysed until the look is complete, then pooled like a "
                         "report (name each part <study>_look<N>_<first seed> so the parts are one look)")
+    p.add_argument("--study", type=Path, metavar="STUDY.yaml",
+                   help="runs trained with any trainer: SWEEP_DIR is then one table of runs (CSV, Parquet or JSON "
+                        "lines: condition columns, seed, metrics) and STUDY.yaml its study block (docs/any_runs.md)")
+    p.add_argument("--conditions", metavar="COL[,COL]",
+                   help="with --study: the table's condition columns (default: those the study names)")
+    p.add_argument("--prompts", type=Path, metavar="PROMPTS",
+                   help="with --study: each run's per-prompt results (condition columns, seed, id, n, n_correct), for "
+                        "the describing tests")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG figures")
     p.add_argument("--quiet", action="store_true", help="print only the report path")
     return p
@@ -172,6 +180,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     _check_args(parser, args)
     metrics = [m.strip() for item in args.metric for m in item.split(",") if m.strip()] if args.metric else None
+    from ablate.external.tidy import is_table
+
+    if args.study is not None or any(is_table(p) for p in args.sweep_dirs):  # runs of any trainer, as a table
+        from ablate.external.cli import report_table
+
+        shown = [relative_path(a) for a in (argv if argv is not None else sys.argv[1:])]
+        return report_table(args, "python -m ablate.stats " + " ".join(shlex.quote(a) for a in shown), metrics)
 
     from rich.console import Console
 

@@ -190,7 +190,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--registration", type=Path, metavar="PATH",
                    help="the study's registration.yaml (or its directory); default: beside a committed report, "
                         "else docs/findings/<study>/")
+    p.add_argument("--study", type=Path, metavar="STUDY.yaml",
+                   help="runs trained with any trainer: SWEEP_DIR is one table of runs (python -m ablate.stats RUNS "
+                        "--study reads it) and this its study block; prints which seeds of which conditions to train "
+                        "next in your trainer (docs/any_runs.md)")
+    p.add_argument("--conditions", metavar="COL[,COL]", help="with --study: the table's condition columns")
     args = p.parse_args(argv)
+    if args.study is not None:
+        if len(args.sweep_dirs) != 1:
+            p.error("--study reads exactly one table of runs")
+        from ablate.external.plan import main_external
+
+        return main_external(args.sweep_dirs[0], args.study, args.registration, args.conditions)
     try:
         cmds = commands(args.sweep_dirs, args.registration)
     except StatsInputError as exc:

@@ -35,12 +35,17 @@ def compose_study(overrides: list[str]) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m ablate.studies.register", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("overrides", nargs="+", metavar="KEY=VALUE", help="Hydra overrides, e.g. experiment=curriculum_study")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="Hydra overrides, e.g. experiment=curriculum_study")
+    p.add_argument("--study", type=Path, metavar="STUDY.yaml",
+                   help="register an external study's block (runs trained with any trainer, docs/any_runs.md) "
+                        "instead of composing a preset; default --out: beside STUDY.yaml")
     p.add_argument("--out", type=Path, metavar="DIR", help="directory of registration.yaml "
                                                             "(default docs/findings/<study.name>/)")
     p.add_argument("--amend", action="store_true",
                    help="the registration exists: record the preset's changes as an amendment (the original stays)")
     args = p.parse_args(argv)
+    if (args.study is None) == (not args.overrides):
+        p.error("give either Hydra overrides (experiment=<study>) or --study STUDY.yaml")
     bad = [o for o in args.overrides if "=" not in o]
     if bad:
         p.error(f"{bad[0]!r} is not a Hydra override KEY=VALUE (e.g. experiment=curriculum_study)")
@@ -52,10 +57,22 @@ def main(argv: list[str] | None = None) -> int:
     from ablate.stats.registration import FILE, register
     from ablate.stats.runs import StatsInputError
 
+    from ablate.external.tidy import TidyError
+
     try:
-        block = compose_study(args.overrides)
-        path = (args.out or Path("docs/findings") / str(block.get("name") or "unnamed_study")) / FILE
+        if args.study is not None:
+            from ablate.external.report import load_study
+
+            block = load_study(args.study)
+            path = (args.out or args.study.parent) / FILE
+        else:
+            block = compose_study(args.overrides)
+            path = (args.out or Path("docs/findings") / str(block.get("name") or "unnamed_study")) / FILE
         reg = register(path, block, amend=args.amend, commit=git_sha())
+    except TidyError as exc:
+        for line in exc.lines:
+            print(f"error: {line}", file=sys.stderr)
+        return 2
     except (ConfigError, StatsInputError, HydraException) as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2

@@ -1,0 +1,136 @@
+"""An external study's claims, decided by ablate.stats' own engine on the table's runs.
+
+The per-run values table (ablate.stats.values.VALUE_COLUMNS) is built from the tidy runs: a plain metric
+is the run's value in the table (its last logged value with `step`), `AGG:COLUMN[@START:END]` and
+`reach:COLUMN>=VALUE` read the run's curve as they read an ablate run's metrics.csv. Then the same
+registration standing (ablate.stats.standing.decide) and claims engine (ablate.stats.engine.evaluate) as
+`python -m ablate.stats` on run directories. Last, a verdict whose two arms ran on different machines,
+torch versions, or in separate time spans (every run of one arm started before any run of the other) is
+refused: the arm is aliased with where or when it ran, so no verdict can say which one made the difference.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from pathlib import Path
+
+import pandas as pd
+
+from ablate.external.tidy import TidyRuns
+from ablate.stats.engine import ClaimsResult, claim_metrics, evaluate, reach_thresholds
+from ablate.stats.reach import reach_metric
+from ablate.stats.registration import find_registration, parse_time, read_registration
+from ablate.stats.standing import decide, fingerprint_problems, first_start
+from ablate.stats.values import CURVE_REGIME, VALUE_COLUMNS, curve_value, eval_values, is_curve_metric, reach_values
+
+REFUSED = "refused"
+
+
+def claim_regimes(declared) -> list[str]:
+    """The eval regimes the claims read a plain metric in (a table has none: its values serve each)."""
+    return sorted({r for c in declared.claims for r in (c.regime, c.baseline_regime) if r})
+
+
+def tidy_values(tr: TidyRuns, labels: dict, metrics, regimes) -> pd.DataFrame:
+    """The tidy table of `metrics` for every run: plain metrics once per regime, curve metrics under `train`."""
+    rows = []
+    for run in tr.sweep.runs:
+        base = {"run": run.rel, "batch": tr.batches.get(run.rel, 0), "condition": labels.get(run.condition, run.label),
+                "seed": run.seed}
+        for metric in metrics:
+            if is_curve_metric(metric):
+                rows.append({**base, "regime": CURVE_REGIME, "metric": metric,
+                             "value": curve_value(run.metrics, metric)})
+                continue
+            value = tr.values.get(run.rel, {}).get(metric)
+            for regime in regimes:
+                ev = run.evals.get(regime)  # a metric of the per-prompt table (pass@1, ...), as ablate computes it
+                from_prompts = eval_values(ev.prompts, [metric]).get(metric) if value is None and ev and ev.usable else None
+                rows.append({**base, "regime": regime, "metric": metric,
+                             "value": value if value is not None else from_prompts if from_prompts is not None else math.nan})
+    return pd.DataFrame(rows, columns=VALUE_COLUMNS)
+
+
+def table_claims(tr: TidyRuns, declared, labels: dict, effect: float) -> ClaimsResult:
+    """`declared` decided on the table's runs (ablate.stats.engine.sweep_claims' steps, from the table)."""
+    table = tidy_values(tr, labels, claim_metrics(declared), claim_regimes(declared))
+    thresholds = reach_thresholds(declared, table)
+    done: set[str] = set()
+    for c in declared.claims:
+        parsed = reach_metric(c.metric)
+        if parsed is None or c.metric in done:
+            continue
+        done.add(c.metric)
+        thr = thresholds.get(c.metric, math.nan) if parsed[2] == "baseline" else float(parsed[2])
+        reached = reach_values(tr.sweep, labels, c.metric, thr)
+        reached["batch"] = reached["run"].map(tr.batches).fillna(0).astype(int)
+        table = pd.concat([table, reached], ignore_index=True)
+    return evaluate(declared, table, effect)
+
+
+def decide_table(tr: TidyRuns, study, labels: dict, effect: float, registration: Path | None = None,
+                 report_dir: Path | None = None) -> ClaimsResult:
+    """The study's claims on the table, under its registration if one is found (as ablate.stats decides),
+    with the verdicts whose arms are aliased with a machine, a version or a time span refused."""
+    path = find_registration(study.name, registration, report_dir)
+    reg = read_registration(path) if path is not None else None
+    started = first_start(r.status for r in tr.sweep.runs)
+    result = decide(study.block, reg, started, lambda declared: table_claims(tr, declared, labels, effect))
+    result.note = result.note.replace("python -m ablate.studies.register experiment=<study>",
+                                      "python -m ablate.studies.register --study STUDY.yaml")
+    result.problems += fingerprint_problems(tr.sweep.runs, reg)
+    refuse_aliased(result, tr, labels)
+    return result
+
+
+def _starts(tr: TidyRuns, runs) -> list[datetime]:
+    return [t for t in (parse_time(tr.blocks[r.rel].get("started_at")) for r in runs) if t is not None]
+
+
+def aliasing(tr: TidyRuns, arm, other) -> str | None:
+    """Why two arms' runs (lists of Run) cannot be compared, or None: no machine, torch version or time
+    span shared (each reads only where every run of both arms names it)."""
+    for key, what in (("machine", "machine"), ("torch_version", "torch version")):
+        a = {tr.blocks[r.rel].get(key) for r in arm}
+        b = {tr.blocks[r.rel].get(key) for r in other}
+        if None not in a | b and a.isdisjoint(b):
+            return f"the arms ran on different {what}s ({', '.join(sorted(a))} vs {', '.join(sorted(b))})"
+    ta, tb = _starts(tr, arm), _starts(tr, other)
+    if len(ta) == len(arm) and len(tb) == len(other) and ta and tb and (max(ta) < min(tb) or max(tb) < min(ta)):
+        first, second = (ta, tb) if max(ta) < min(tb) else (tb, ta)
+        return (f"the arms ran in separate time spans (one's runs all started by {max(first).isoformat()}, the "
+                f"other's from {min(second).isoformat()}): interleave them (every arm's seed s before any arm's "
+                f"seed s+1)")
+    return None
+
+
+def refuse_aliased(result: ClaimsResult, tr: TidyRuns, labels: dict) -> None:
+    """Two-sample verdicts whose arms `aliasing` separates become `not testable`, the reason saying why;
+    one problem line each."""
+    by_label: dict[str, list] = {}
+    for run in tr.sweep.runs:
+        by_label.setdefault(labels.get(run.condition, run.label), []).append(run)
+    t = result.table
+    for i in t.index:
+        arm, other = by_label.get(t.at[i, "condition"]), by_label.get(t.at[i, "baseline"])
+        if not arm or not other or t.at[i, "verdict"] == "not testable":
+            continue
+        why = aliasing(tr, arm, other)
+        if why is None:
+            continue
+        was = t.at[i, "verdict"]
+        t.at[i, "verdict"] = "not testable"
+        t.at[i, "reason"] = f"{REFUSED} ({was} otherwise): {why}"
+        result.problems.append(f"claim {t.at[i, 'id']}: {REFUSED}, {why}")
+        looks = result.looks
+        looks.loc[looks["id"] == t.at[i, "id"], "verdict"] = "not testable"
+
+
+def arm_sizes(tr: TidyRuns, labels: dict) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for run in tr.sweep.runs:
+        label = labels.get(run.condition, run.label)
+        out[label] = out.get(label, 0) + 1
+    return out
+

@@ -1,0 +1,151 @@
+"""Issue 60: readers of what trainers write, each to the tidy table `python -m ablate.stats RUNS` reads.
+TensorBoard files here are written by torch.utils.tensorboard.SummaryWriter (TRL's and verl's writer);
+TRL's own trainer_state.json and event files are in test_external_trl.py."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from ablate.external.convert import compile_pattern, identify, main as convert_main
+
+pytest.importorskip("tensorboard", reason="the tensorboard extra (pip install ablate-rl[tensorboard])")
+
+
+def write_events(run_dir, values: dict[str, list[float]]):
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(run_dir))
+    for tag, series in values.items():
+        for step, v in enumerate(series):
+            writer.add_scalar(tag, v, step)
+    writer.close()
+
+
+def convert(capsys, *argv) -> tuple[int, list[str]]:
+    rc = convert_main([str(a) for a in argv])
+    return rc, capsys.readouterr().out.splitlines()
+
+
+def test_pattern_spans_directories_and_file_stems():
+    p = compile_pattern("lr{lr}/seed{seed}")
+    assert identify(__import__("pathlib").Path("x/lr1e-3/seed4/runs/events.out"), p) == (3, {"lr": "1e-3", "seed": "4"})
+    p = compile_pattern("{algo}_s{seed}")
+    assert identify(__import__("pathlib").Path("dapo_s2.json"), p) == (1, {"algo": "dapo", "seed": "2"})
+    with pytest.raises(ValueError, match="no \\{seed\\}"):
+        compile_pattern("{algo}")
+
+
+def test_tensorboard_runs_and_a_damaged_event_file(tmp_path, capsys):
+    for algo, base in (("grpo", 0.1), ("dapo", 0.3)):
+        for seed in range(2):
+            write_events(tmp_path / "logs" / f"{algo}_s{seed}" / "tb", {"reward": [base, base + 0.1 * (seed + 1)],
+                                                                         "val/acc": [base / 2, base]})
+    broken = tmp_path / "logs" / "dapo_s1" / "tb" / "events.out.tfevents.0.broken"
+    good = next((tmp_path / "logs" / "dapo_s0" / "tb").glob("events.out.tfevents.*")).read_bytes()
+    broken.write_bytes(good[:30] + b"\xff" * 40)  # a header, then garbage where the records were
+    (tmp_path / "logs" / "stray").mkdir()
+    write_events(tmp_path / "logs" / "stray", {"reward": [1.0]})
+    out = tmp_path / "runs.csv"
+    rc, lines = convert(capsys, "tensorboard", tmp_path / "logs", "--pattern", "{algo}_s{seed}", "--out", out)
+    assert rc == 0
+    assert lines[0] == "found 4 run(s), 2 metric(s): reward, val/acc"
+    assert any("logs/dapo_s1: algo=dapo, seed=1; 2 step(s)" in line for line in lines)
+    problems = [line for line in lines if line.startswith("problem:")]
+    assert any("logs/dapo_s1: event file events.out.tfevents.0.broken is damaged or cut off after 0 record(s)" in p
+               for p in problems)
+    assert any("stray" in p and "matches no directory" in p for p in problems)
+    table = pd.read_csv(out)
+    # a file cut inside its last record: the records before it are read, the loss is named
+    from ablate.external.readers import read_tensorboard
+
+    cut = tmp_path / "cut" / "events.out.tfevents.1.cut"
+    cut.parent.mkdir()
+    cut.write_bytes(good[:-5])
+    found: list[str] = []
+    frame = read_tensorboard([cut], found, "cut")
+    assert frame["reward"].tolist() == pytest.approx([0.3, 0.4]) and frame["val/acc"].tolist()[:1] == pytest.approx([0.15])
+    assert len(found) == 1 and "is damaged or cut off after" in found[0] and "readable scalar(s) used" in found[0]
+    last = table[(table["algo"] == "dapo") & (table["seed"] == 1) & (table["step"] == 1)].iloc[0]
+    assert last["reward"] == pytest.approx(0.5) and last["val/acc"] == pytest.approx(0.3)
+    assert table["started_at"].notna().all()
+
+
+def test_verl_console_and_json_lines(tmp_path, capsys):
+    def console_line(data: dict, step: int) -> str:  # verl's LocalLogger: concat_dict_to_str
+        return " - ".join([f"step:{step}"] + [f"{k}:{v:.3f}" for k, v in data.items()])
+
+    for algo in ("grpo", "dapo"):
+        for seed in range(2):
+            run = tmp_path / f"{algo}_s{seed}"
+            run.mkdir()
+            lines = ["(TaskRunner pid=1) Training Progress: 0%"]
+            lines += [f"(TaskRunner pid=1) {console_line({'critic/score/mean': 0.1 * step + seed, 'actor/entropy': 1.5}, step)}"
+                      for step in (1, 2)]
+            (run / "train.log").write_text("\n".join(lines) + "\n")
+    (tmp_path / "dapo_s1" / "metrics.log").write_text(
+        json.dumps({"step": 3, "data": {"critic/score/mean": 9.0}}) + "\n{not json\n")
+    out = tmp_path / "runs.csv"
+    rc, lines = convert(capsys, "verl", tmp_path, "--pattern", "{algo}_s{seed}", "--out", out)
+    assert rc == 0 and lines[0].startswith("found 4 run(s), 2 metric(s)")
+    assert any("metrics.log line 2 unreadable" in line for line in lines)
+    table = pd.read_csv(out)
+    run = table[(table["algo"] == "dapo") & (table["seed"] == 1)].sort_values("step")
+    assert run["step"].tolist() == [1, 2, 3] and run["critic/score/mean"].tolist() == pytest.approx([1.1, 1.2, 9.0])
+
+
+def test_wandb_runs_table_export(tmp_path, capsys):
+    export = tmp_path / "wandb_export.csv"
+    pd.DataFrame({
+        "Name": ["dapo_s0", "dapo_s1", "grpo_s0", "grpo_s1", "grpo_s2"],
+        "State": ["finished", "finished", "finished", "finished", "crashed"],
+        "Created": ["2025-01-01T00:00:00Z"] * 5, "Runtime": [100, 101, 99, 98, 3],
+        "eval/accuracy": [0.6, 0.62, 0.5, 0.51, 0.1]}).to_csv(export, index=False)
+    out = tmp_path / "runs.csv"
+    rc, lines = convert(capsys, "wandb-csv", export, "--pattern", "{algo}_s{seed}", "--out", out)
+    assert rc == 0
+    assert any("grpo_s2): state 'crashed', not finished; left out" in line for line in lines)
+    table = pd.read_csv(out)
+    assert sorted(table["run"]) == ["dapo_s0", "dapo_s1", "grpo_s0", "grpo_s1"]
+    assert {"algo", "seed", "started_at", "eval/accuracy"} <= set(table.columns)
+
+
+def test_wandb_line_plot_export(tmp_path, capsys):
+    export = tmp_path / "panel.csv"
+    pd.DataFrame({"Step": [0, 1], "dapo_s0 - train/reward": [0.1, 0.4], "dapo_s0 - train/reward__MIN": [0, 0],
+                  "grpo_s0 - train/reward": [0.1, 0.2]}).to_csv(export, index=False)
+    out = tmp_path / "runs.csv"
+    rc, _ = convert(capsys, "wandb-csv", export, "--pattern", "{algo}_s{seed}", "--out", out)
+    table = pd.read_csv(out).sort_values(["algo", "step"])
+    assert rc == 0 and table["train/reward"].tolist() == pytest.approx([0.1, 0.4, 0.1, 0.2])
+    assert "train/reward__MIN" not in table.columns
+
+
+def test_wandb_offline_dirs_by_their_config(tmp_path, capsys):
+    for i, (algo, seed) in enumerate([("dapo", 0), ("grpo", 0)]):
+        files = tmp_path / "wandb" / f"offline-run-2025010{i}_000000-abc{i}" / "files"
+        files.mkdir(parents=True)
+        (files / "config.yaml").write_text(f"_wandb:\n  value: {{}}\nalgo:\n  value: {algo}\nseed:\n  value: {seed}\n")
+        (files / "wandb-summary.json").write_text(json.dumps({"eval/acc": 0.5 + i, "_step": 9, "_runtime": 3.0}))
+    out = tmp_path / "runs.csv"
+    rc, lines = convert(capsys, "wandb", tmp_path / "wandb", "--conditions", "algo", "--out", out)
+    table = pd.read_csv(out)
+    assert rc == 0 and sorted(table["algo"]) == ["dapo", "grpo"] and list(table.filter(like="_step").columns) == []
+
+
+def test_json_summaries_and_a_map(tmp_path, capsys):
+    (tmp_path / "res").mkdir()
+    for name, acc in (("a.json", 0.5), ("b.json", 0.6)):
+        (tmp_path / "res" / name).write_text(json.dumps({"eval": {"acc": acc}, "label": "x"}))
+    (tmp_path / "res" / "c.json").write_text("{broken")
+    mapping = tmp_path / "map.csv"
+    mapping.write_text("path,algo,seed\nres/a.json,grpo,0\nres/b.json,dapo,0\nres/c.json,dapo,1\nres/d.json,grpo,1\n")
+    out = tmp_path / "runs.csv"
+    rc, lines = convert(capsys, "summary", tmp_path / "res", "--map", mapping, "--out", out)
+    assert rc == 0
+    problems = [line for line in lines if line.startswith("problem:")]
+    assert any("c.json unreadable" in p for p in problems) and any("res/d.json holds no" in p for p in problems)
+    table = pd.read_csv(out)
+    assert table.set_index("algo")["eval/acc"].to_dict() == {"grpo": 0.5, "dapo": 0.6}
