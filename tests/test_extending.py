@@ -308,8 +308,8 @@ def test_a_registered_task_trains_and_is_evaluated_through_the_seam(tmp_path, mo
 
     metrics = pd.read_csv(tmp_path / "run" / "metrics.csv")
     assert "val/by_digits/2/pass@1" in metrics.columns  # validation on the task's val split, by its level
-    from ablate.stats.blocks import prompt_metrics
-    from ablate.stats.load import load_run
+    from ablate.stats.read.load import load_run
+    from ablate.stats.values.blocks import prompt_metrics
 
     hydra = tmp_path / "run" / ".hydra"  # what a launch from the command line leaves (Hydra's files)
     hydra.mkdir()

@@ -145,7 +145,7 @@ def test_a_signal_marks_the_run_interrupted(tmp_path):
 def test_stats_lists_a_stopped_run_as_interrupted(tmp_path):
     from stats_fixtures import write_sweep
 
-    from ablate.stats.load import load_run
+    from ablate.stats.read.load import load_run
 
     root = write_sweep(tmp_path / "sweep", {"none": 0.3}, seeds=(0, 1), n_prompts=20)
     status = read_status(root / "1")

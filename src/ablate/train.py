@@ -51,7 +51,7 @@ def study_fingerprint(cfg: DictConfig) -> str | None:
         return None
     from omegaconf import OmegaConf
 
-    from ablate.stats.registration import fingerprint
+    from ablate.stats.claims.registration import fingerprint
 
     return fingerprint(OmegaConf.to_container(cfg.study, resolve=True))
 
