@@ -160,7 +160,7 @@ def sft_top(tmp_path):
 
     (tmp_path / "stage").mkdir()
     (tmp_path / "stage" / "sft_top_test.yaml").write_text(
-        "defaults:\n  - sft_top_test_schema\n  - _self_\nname: sft_top_test\nlayers: 2\n")
+        "defaults:\n  - /schema_stage_sft_top_test_schema@_here_\n  - _self_\nname: sft_top_test\nlayers: 2\n")
     register(Stage("sft_top_test", fit_sft_top, check=check_sft_top, schema=SFTTopConfig))
     yield [f"hydra.searchpath=[file://{tmp_path}]", "stage=sft_top_test"]
     STAGES.pop("sft_top_test")
