@@ -126,13 +126,13 @@ def _prepared_and_complete(cfg: DictConfig, rd: RunDir, regimes: Sequence[str]) 
     already finished: completed, its model exported and every regime evaluated."""
     from ablate.rundir.atomic import model_exported, remove_orphans
     from ablate.rundir.record import record_config
-    from ablate.rundir.status import read_status
+    from ablate.rundir.status import State, read_status
 
     if global_rank() == 0:
         record_config(cfg, rd)  # what this directory holds, out of Hydra's reach (ablate.rundir.record)
         for folder in rd.writable_dirs((REGIME_NO_TOOL, REGIME_TOOL)):
             remove_orphans(folder)  # temporary files of a killed attempt
-    done = (read_status(rd) or {}).get("state") == "completed"
+    done = (read_status(rd) or {}).get("state") == State.COMPLETED
     return done and cfg.resume == "auto" and model_exported(rd.model_dir) and all(rd.evaluated(r) for r in regimes)
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import yaml
 
 from ablate.rundir import RunDir
-from ablate.rundir.status import interrupted
+from ablate.rundir.status import State, interrupted
 from ablate.stats.read import validate
 from ablate.stats.read.runs import RegimeEval, Run, StatsInputError, Sweep, find_run_dirs, normalise_override, \
     split_overrides, task_level
@@ -188,7 +188,7 @@ def load_run(path: Path, root: Path | None = None) -> Run:
         evals[name] = regime
         issues.extend(regime.issues)
     metrics = load_metrics_csv(rd.metrics_file, issues, "metrics.csv")
-    if state == "completed" and not rd.metrics_file.exists():
+    if state == State.COMPLETED and not rd.metrics_file.exists():
         issues.append("metrics.csv: missing from a completed run; training curves skipped")
 
     run = Run(path, rel, overrides or (), condition, seed, state, status, evals, metrics, issues,
@@ -234,19 +234,19 @@ def _outcome(run: Run, overrides_read: bool, has_eval_dir: bool) -> tuple[str, s
     status, state = run.status or {}, run.state
     if not overrides_read:
         return "missing", "unreadable .hydra/overrides.yaml"
-    if state == "failed":
+    if state == State.FAILED:
         err = status.get("error")
         return "failed", "failed" + (f": {short(Exception(str(err)), 200)}" if err else " (no error recorded)")
-    if state == "interrupted":  # stopped by a signal, or found killed by the next attempt: resumable
+    if state == State.INTERRUPTED:  # stopped by a signal, or found killed by the next attempt: resumable
         takeover = status.get("takeover") or {}
         return "failed", takeover.get("reason") or f"interrupted: {status.get('error') or 'stopped'}"
-    if state == "running" and _interrupted(status):
-        run.state = "interrupted"  # killed: its process is gone or its heartbeat stopped
+    if state == State.RUNNING and _interrupted(status):
+        run.state = State.INTERRUPTED.value  # killed: its process is gone or its heartbeat stopped
         return "failed", _interrupted(status)
-    if state == "running":
+    if state == State.RUNNING:
         started = status.get("started_at")
         return "running", "still running" + (f" (started {started})" if started else "")
-    if state not in ("completed", "unknown"):
+    if state not in (State.COMPLETED, "unknown"):
         return "failed", f"unrecognised state {state!r} in status.json"
     if not has_eval_dir:
         return "missing", "no eval/ directory"

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from ablate.rundir.metrics_csv import VAL
 from ablate.stats.render.formatting import pct, slug, twins
 
 if TYPE_CHECKING:
@@ -271,7 +272,7 @@ def curve_order(curves: pd.DataFrame, metrics: list[str], wanted: list[str] = ()
         if (m in wanted and np.isfinite(means).any()) or moves(means, m):
             shown.append(m)
     # sorted, not list.sort: the key reads shown's order, which list.sort empties while it runs
-    return same_curves(curves, sorted(shown, key=lambda m: (m not in wanted, not m.startswith("val/"), shown.index(m))))
+    return same_curves(curves, sorted(shown, key=lambda m: (m not in wanted, not m.startswith(VAL), shown.index(m))))
 
 
 def same_curves(curves: pd.DataFrame, metrics: list[str]) -> dict[str, list[str]]:
@@ -289,8 +290,8 @@ def _curve_figures(curves: pd.DataFrame, wanted: list[str], c: Canvas) -> list[t
     panels = curve_order(curves, list(dict.fromkeys(curves["metric"])), wanted)
     titles = {m: " = ".join([m, *same]) for m, same in panels.items()}
     metrics = list(panels)
-    held_out = [m for m in metrics if m.startswith("val/")]
-    training = [m for m in metrics if not m.startswith("val/")]
+    held_out = [m for m in metrics if m.startswith(VAL)]
+    training = [m for m in metrics if not m.startswith(VAL)]
     figures = []
     if held_out:
         figures.append(_curve_figure(curves, held_out[:CURVES_PER_FIGURE], "val_curves",
@@ -323,7 +324,7 @@ def _curve_figure(curves: pd.DataFrame, chunk: list[str], name: str, title: str,
         low_limit, high_limit = band_limits(metric)
         for label in [label for label in c.order if label in set(sub["condition"])]:
             r = sub[sub["condition"] == label]
-            sparse = metric.startswith("val/")
+            sparse = metric.startswith(VAL)
             line, = ax.plot(r["step"], r["mean"], lw=1.2, label=label, marker="o" if sparse else None, ms=3)
             ax.fill_between(r["step"], r["ci_low"].clip(low_limit, high_limit), r["ci_high"].clip(low_limit, high_limit),
                             color=line.get_color(), alpha=0.2, lw=0)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 import pandas as pd
 
+from ablate.rundir.metrics_csv import VAL
 from ablate.stats.read.runs import machines
 from ablate.stats.render.claims import claims_markdown
 from ablate.stats.render.console import run_warnings
@@ -228,7 +229,7 @@ def _reach_section(reach: pd.DataFrame, smooth: int, confidence: float) -> list[
     if len(reach):
         out.append("\n## Steps to reach a threshold\n")
         cond = reach[reach["level"] == "condition"]
-        if cond["metric"].str.startswith("val/").any():
+        if cond["metric"].str.startswith(VAL).any():
             out.append("Training steps until the metric first reaches the threshold: held-out `val/` metrics as "
                        "evaluated every `eval.every` steps (not smoothed), other columns as a running mean of "
                        f"{smooth} logged values; the restricted mean over every seed (one that never reaches it counts "

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from ablate.rundir.metrics_csv import TRAIN, VAL
 from ablate.stats.maths.intervals import nanmean, t_interval
 from ablate.stats.values.reach import final_mean, first_reach, parse_reach
 
@@ -45,8 +46,8 @@ def training_curves(c: Conditions) -> Curves:
 
 def curve_columns(usable: dict) -> list[str]:
     cols = {c for runs in usable.values() for r in runs if r.metrics is not None for c in r.metrics.columns}
-    return sorted(cols, key=lambda c: (not c.startswith("val/"), c != VAL_REACH_METRIC, c != DEFAULT_REACH_METRIC,
-                                       not c.startswith("train/"), c))
+    return sorted(cols, key=lambda c: (not c.startswith(VAL), c != VAL_REACH_METRIC, c != DEFAULT_REACH_METRIC,
+                                       not c.startswith(TRAIN), c))
 
 
 def curves_table(usable: dict, labels: dict, s: Settings) -> pd.DataFrame:
@@ -84,7 +85,7 @@ def reach_window(metric: str, s: Settings) -> int:
     batch's training reward), and a window of W evaluations every N steps spans W*N steps, which
     would delay every reached step by about (W-1)*N/2 steps: a bias as large as the effects the
     study looks for. The threshold (the baseline's final value) is then unsmoothed too."""
-    return 1 if metric.startswith("val/") else s.smooth
+    return 1 if metric.startswith(VAL) else s.smooth
 
 
 def _reach_rows(runs, label, metric, op, thr, window, source, caveat, s) -> list[dict]:
@@ -133,7 +134,7 @@ def reach_table(usable: dict, labels: dict, baseline_for: dict, s: Settings, not
             specs.append((metric, ">=", thr, f"{whose} final {metric} (mean of its seeds' {how})", members))
     rows = []
     for metric, op, thr, source, members in specs:
-        caveat = TRAIN_CAVEAT if metric.startswith("train/") else ""
+        caveat = TRAIN_CAVEAT if metric.startswith(TRAIN) else ""
         found = [_reach_rows(usable[cond], labels[cond], metric, op, thr, reach_window(metric, s), source, caveat, s)
                  for cond in members]
         rows += [row for part in found for row in part]
