@@ -221,7 +221,7 @@ def test_a_half_written_export_is_redone(tmp_path):
     next attempt trains on from its checkpoint and exports again instead of failing forever."""
     from test_train import compose_cfg
 
-    from ablate.train import run
+    from ablate.run import run
 
     run_dir = tmp_path / "run"
     run(compose_cfg(), run_dir)

@@ -218,7 +218,7 @@ def test_the_documented_stage_trains_end_to_end(sft_top, tmp_path, monkeypatch):
     block frozen, the top one trained."""
     from transformers import AutoModelForCausalLM
 
-    from ablate.train import run
+    from ablate.run import run
     from ablate.upstream import upstream_model
 
     monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
@@ -289,7 +289,7 @@ class Increment:
 def test_a_registered_task_trains_and_is_evaluated_through_the_seam(tmp_path, monkeypatch):
     """A task is its class in the registry: the config check, SFT, evaluation and the run directory read it there."""
     from ablate.tasks import TASKS
-    from ablate.train import run
+    from ablate.run import run
 
     monkeypatch.setitem(TASKS, Increment.name, Increment)
     monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))

@@ -180,7 +180,7 @@ def test_a_stop_between_a_checkpoint_and_its_metrics_row_loses_no_row(tmp_path, 
 
     from ablate.config import CONF_DIR
     from ablate.stopping import stop_on_signals, stop_signal
-    from ablate.train import run
+    from ablate.run import run
 
     def compose_cfg():  # RLOO: its resume is exact (an SFT resume starts its epoch's batches over)
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):

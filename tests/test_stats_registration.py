@@ -165,7 +165,7 @@ def test_a_run_records_the_fingerprint_the_registration_holds():
 
     from ablate.config import CONF_DIR
     from ablate.studies.register import compose_study
-    from ablate.train import study_fingerprint
+    from ablate.run import study_fingerprint
 
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=["experiment=oracle_tool_study"])

@@ -195,7 +195,6 @@ def main(argv: list[str] | None = None) -> int:
                       "(a run is a directory containing .hydra/overrides.yaml)", highlight=False)
             return 1
 
-        from ablate.stats.render.report import print_summary, write_report
         from ablate.stats.stages.analysis import analyze
         from ablate.stats.stages.settings import Settings
 
@@ -210,7 +209,15 @@ def main(argv: list[str] | None = None) -> int:
         err.print(f"[red]error:[/red] {exc}", highlight=False)
         return 2
 
-    out = args.out or Path("stats") / sweep.name
+    return _report(args, argv, analysis, sweep.name, out_console, err)
+
+
+def _report(args, argv: list[str] | None, analysis, name: str, out_console, err) -> int:
+    """Write the analysis's report under --out (or stats/<sweep>) and print its summary (its path alone with
+    --quiet); 1 when no run could be compared, 2 when the report cannot be written."""
+    from ablate.stats.render.report import print_summary, write_report
+
+    out = args.out or Path("stats") / name
     formats = {"md", "json"} if args.format == "both" else {args.format}
     shown = [relative_path(a) for a in (argv if argv is not None else sys.argv[1:])]
     command = "python -m ablate.stats " + " ".join(shlex.quote(a) for a in shown)

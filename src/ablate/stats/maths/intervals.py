@@ -326,6 +326,16 @@ def paired_test(x, y, x_den=None, y_den=None, *, confidence: float = 0.95, n_res
     with np.errstate(divide="ignore", invalid="ignore"):
         observed = float(xn.sum() / xd.sum() - yn.sum() / yd.sum())
 
+    null, exact = _swap_null(xn, yn, xd, yd, n_resamples, rng)
+    p = _permutation_p(null[np.isfinite(null)], observed, exact) if np.isfinite(observed) else np.nan
+    low, high, method = _paired_interval(xn, yn, xd, yd, confidence, n_resamples, rng)
+    return PairedResult(observed, low, high, p, n, method)
+
+
+def _swap_null(xn, yn, xd, yd, n_resamples: int, rng: np.random.Generator) -> tuple[np.ndarray, bool]:
+    """paired_test's permutation null: the statistic with each prompt's values swapped between the
+    conditions or not, every pattern when 2**P <= n_resamples (exact), else n_resamples random ones."""
+    n = xn.size
     deltas = np.stack([yn - xn, yd - xd], axis=1)
     sx_n, sx_d, sy_n, sy_d = xn.sum(), xd.sum(), yn.sum(), yd.sum()
 
@@ -339,39 +349,34 @@ def paired_test(x, y, x_den=None, y_den=None, *, confidence: float = 0.95, n_res
     exact = n <= 20 and 2 ** n <= n_resamples
     if exact:
         codes = np.arange(2 ** n, dtype=np.int64)[:, None]
-        flips = ((codes >> np.arange(n)[None, :]) & 1).astype(np.float64)
-        null = swapped(flips)
-    else:
-        parts = []
-        step = _batch_for(n)
-        for start in range(0, n_resamples, step):
-            rows = min(step, n_resamples - start)
-            flips = rng.integers(0, 2, size=(rows, n), dtype=np.int8).astype(np.float64)
-            parts.append(swapped(flips))
-        null = np.concatenate(parts)
-    if np.isfinite(observed):
-        p = _permutation_p(null[np.isfinite(null)], observed, exact)
-    else:
-        p = np.nan
+        return swapped(((codes >> np.arange(n)[None, :]) & 1).astype(np.float64)), True
+    parts = []
+    step = _batch_for(n)
+    for start in range(0, n_resamples, step):
+        rows = min(step, n_resamples - start)
+        flips = rng.integers(0, 2, size=(rows, n), dtype=np.int8).astype(np.float64)
+        parts.append(swapped(flips))
+    return np.concatenate(parts), False
 
-    if n >= 2:
-        num = np.stack([xn, yn], axis=1)
-        den = np.stack([xd, yd], axis=1)
 
-        def diff_statistic(idx, axis=-1):
-            w = _counts_from_indices(np.asarray(idx), n)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                r = (w @ num) / (w @ den)
-            return (r[:, 0] - r[:, 1]).reshape(np.shape(idx)[:-1])
+def _paired_interval(xn, yn, xd, yd, confidence: float, n_resamples: int,
+                     rng: np.random.Generator) -> tuple[float, float, str]:
+    """paired_test's interval: a paired bootstrap of prompts (BCa, percentile fallback); NaN below 2 prompts."""
+    n = xn.size
+    if n < 2:
+        return np.nan, np.nan, "n/a"
+    num = np.stack([xn, yn], axis=1)
+    den = np.stack([xd, yd], axis=1)
 
-        low, high, methods, _ = _run_scipy_bootstrap((np.arange(n),), diff_statistic, confidence=confidence,
-                                                     n_resamples=n_resamples, rng=rng, batch=_batch_for(n), method="BCa")
-        low, high, method = float(low[0]), float(high[0]), str(methods[0])
-    else:
-        low = high = np.nan
-        method = "n/a"
-    return PairedResult(observed, low, high, p, n, method)
+    def diff_statistic(idx, axis=-1):
+        w = _counts_from_indices(np.asarray(idx), n)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = (w @ num) / (w @ den)
+        return (r[:, 0] - r[:, 1]).reshape(np.shape(idx)[:-1])
 
+    low, high, methods, _ = _run_scipy_bootstrap((np.arange(n),), diff_statistic, confidence=confidence,
+                                                 n_resamples=n_resamples, rng=rng, batch=_batch_for(n), method="BCa")
+    return float(low[0]), float(high[0]), str(methods[0])
 
 def seed_test(x, y) -> SeedTest:
     """Welch's t-test across seeds (scipy.stats.ttest_ind, equal_var=False)."""
