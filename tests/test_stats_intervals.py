@@ -426,7 +426,7 @@ def test_performance_profile_is_the_fraction_of_runs_above_tau():
 def test_seed_test_with_one_constant_arm_is_quiet_and_stands_on_the_other_arm():
     import warnings
 
-    from ablate.stats.maths.intervals import seed_test
+    from ablate.stats.maths.paired import seed_test
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # scipy's precision-loss warning reached the report's console

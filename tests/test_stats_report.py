@@ -260,6 +260,7 @@ def test_curves_and_steps_to_reach(planted_analysis, planted):
 
 def test_figures_draw_what_the_analysis_computed_and_resample_nothing(planted_analysis, tmp_path, monkeypatch):
     import ablate.stats.maths.intervals as intervals
+    import ablate.stats.maths.paired as paired
     from ablate.stats.render.figures import make_figures
 
     a = planted_analysis
@@ -272,8 +273,9 @@ def test_figures_draw_what_the_analysis_computed_and_resample_nothing(planted_an
     def no_resampling(*args, **kwargs):
         raise AssertionError("a figure resampled")
 
-    for name in ("performance_profile", "rng_for", "iqm_ci", "ratio_bootstrap_ci", "paired_test", "t_interval"):
+    for name in ("performance_profile", "rng_for", "iqm_ci", "ratio_bootstrap_ci", "t_interval"):
         monkeypatch.setattr(intervals, name, no_resampling)
+    monkeypatch.setattr(paired, "paired_test", no_resampling)
     drawn = make_figures(tmp_path, a.conditions, a.summary, a.comparisons, a.curves, a.claims)
     names = [name for _, name in drawn]
     assert "profile_default.png" in names and (tmp_path / "profile_default.png").is_file()

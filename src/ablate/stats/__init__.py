@@ -10,10 +10,9 @@ CLI can reject a bad path before paying for scipy, pandas and matplotlib.
 import importlib
 
 _WHERE = {name: f"ablate.stats.{module}" for module, names in {
-    "maths.intervals": "BootstrapCI Interval PairedResult ProbabilityOfImprovement SeedTest "
-                       "hierarchical_bootstrap_distribution iqm iqm_ci paired_test percentile_interval "
-                       "performance_profile probability_of_improvement prompt_replicates ratio_bootstrap_ci "
-                       "seed_test t_interval wilson_interval",
+    "maths.intervals": "BootstrapCI Interval hierarchical_bootstrap_distribution iqm iqm_ci percentile_interval "
+                       "performance_profile prompt_replicates ratio_bootstrap_ci t_interval wilson_interval",
+    "maths.paired": "PairedResult ProbabilityOfImprovement SeedTest paired_test probability_of_improvement seed_test",
     "read.runs": "PromptTable RegimeEval Run StatsInputError Sweep find_run_dirs find_sweeps newest_sweep",
     "read.load": "load_run load_sweep",
     "stages.analysis": "Analysis analyze",

@@ -167,8 +167,9 @@ def naive_looks(sweep: Sweep, s: Setting) -> dict:
 def old_procedure(sweep: Sweep, rng: np.random.Generator, resamples: int, confidence: float = 0.95) -> dict:
     """What ablate.stats decided by before the engine: the hierarchical-bootstrap difference interval
     (seeds, then prompts, independently per arm) and the paired prompt permutation test (seeds averaged,
-    conditions swapped within prompts: intervals.paired_test's p-value, without its BCa interval)."""
-    from ablate.stats.maths.intervals import _permutation_p, hierarchical_bootstrap_distribution, percentile_interval
+    conditions swapped within prompts: paired.paired_test's p-value, without its BCa interval)."""
+    from ablate.stats.maths.intervals import hierarchical_bootstrap_distribution, percentile_interval
+    from ablate.stats.maths.paired import _permutation_p
 
     arms = {arm: [r.evals[REGIME_NO_TOOL].prompts.cols["n_correct"] / N_SAMPLES for r in sweep.runs
                   if r.condition == (f"arm={arm}",)] for arm in "ab"}

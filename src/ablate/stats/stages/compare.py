@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 import pandas as pd
 
-from ablate.stats.maths.intervals import paired_test, probability_of_improvement, rng_for, seed_test
+from ablate.stats.maths.intervals import rng_for
 from ablate.stats.maths.multiplicity import holm_adjusted
+from ablate.stats.maths.paired import paired_test, probability_of_improvement, seed_test
 from ablate.stats.maths.power import POWER, mdd, pooled_sd, power_line, seeds_needed
 from ablate.stats.maths.verdicts import welch
 from ablate.stats.read.runs import condition_label
