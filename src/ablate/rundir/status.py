@@ -67,6 +67,8 @@ class Status:
     init_sha256: str | None = None  # of its weights (a random init has none)
     study_sha256: str | None = None  # the study block's fingerprint
     threads: int | None = None
+    world_size: int | None = None  # the data-parallel processes over all nodes (written by ablate.fit)
+    effective_batch: int | None = None  # world_size x the stage's per-device batch
     device: str | None = None
     model_dir: str | None = None
     parameters: int | None = None
