@@ -39,11 +39,11 @@ def compose(overrides: Sequence[str] = ()):
 
 def run_ablate(overrides: Sequence[str], run_dir: Path, callbacks: Sequence[object] = (),
                base: Sequence[str] = RLOO_BASE) -> list[dict[str, float]]:
-    """Train one run in this process (`ablate.train.run`, with Lightning `callbacks`; by default the RL
+    """Train one run in this process (`ablate.run.run`, with Lightning `callbacks`; by default the RL
     stage as the comparisons run it, `base`) and return its metrics.csv rows."""
     import logging
 
-    from ablate.train import run
+    from ablate.run import run
 
     for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
         logging.getLogger(name).setLevel(logging.ERROR)

@@ -33,7 +33,7 @@ def run_one(curriculum: str, seed: int, steps: int, out: Path, extra: list[str])
     from hydra import compose, initialize_config_dir
 
     from ablate.config import CONF_DIR
-    from ablate.train import run
+    from ablate.run import run
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=[f"curriculum={curriculum}", f"seed={seed}",

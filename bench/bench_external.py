@@ -36,7 +36,7 @@ def calibration(replications: int) -> None:
     print(f"planted tables, 6 vs 6 seeds, sd 0.05, {replications} replications each (one-sided level 0.025)")
     print("| test | planted effect | replicated | not replicated | inconclusive | rate [95% Wilson] |")
     print("|---|---|---|---|---|---|")
-    from ablate.stats.intervals import wilson_interval
+    from ablate.stats.maths.intervals import wilson_interval
 
     for test in ("welch", "randomization"):
         for effect in (0.0, 0.05, 0.1):
@@ -49,8 +49,8 @@ def calibration(replications: int) -> None:
 def speed(runs: int, metrics: int) -> None:
     from ablate.external.report import analyze_table, read_runs
     from ablate.stats.__main__ import main as stats_main
-    from ablate.stats.report import write_report
-    from ablate.stats.settings import Settings
+    from ablate.stats.render.report import write_report
+    from ablate.stats.stages.settings import Settings
 
     seeds = runs // 2
     table = planted_table(0.05, seeds, np.random.default_rng(0), n_metrics=metrics)

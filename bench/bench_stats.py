@@ -26,10 +26,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from stats_fixtures import write_sweep  # noqa: E402
 
-from ablate.stats.analysis import analyze  # noqa: E402
-from ablate.stats.load import load_sweep  # noqa: E402
-from ablate.stats.report import write_report  # noqa: E402
-from ablate.stats.settings import Settings  # noqa: E402
+from ablate.stats.read.load import load_sweep  # noqa: E402
+from ablate.stats.render.report import write_report  # noqa: E402
+from ablate.stats.stages.analysis import analyze  # noqa: E402
+from ablate.stats.stages.settings import Settings  # noqa: E402
 
 
 def run_once(tmp: Path, n_conditions: int, n_seeds: int, n_prompts: int, resamples: int, regimes) -> dict:

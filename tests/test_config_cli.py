@@ -155,3 +155,21 @@ def test_final_evaluation_regimes_default_to_the_runs_tool_and_can_be_chosen():
     for bad in ("[]", "[tools]", "[no_tool,no_tool]"):
         assert "eval.regimes=" in refused("tool=on", f"eval.regimes={bad}") and "eval.regimes=[tool]" in refused(
             "tool=on", f"eval.regimes={bad}")
+
+
+def test_no_schema_is_shown_as_an_option(tmp_path):
+    """The schemas are stored apart from the groups' options (ablate.config.schemas.schema_config): neither
+    --help nor Hydra's "Available options" after a typo lists one as a choice."""
+    from hydra.errors import MissingConfigException
+
+    result = subprocess.run([sys.executable, "-m", "ablate.train", "--help"], capture_output=True, text=True,
+                            cwd=tmp_path)
+    groups = result.stdout.split("== Configuration groups ==")[1].split("== Config ==")[0]
+    assert result.returncode == 0 and "curriculum: dots, frontier," in groups
+    assert "stage: dpo, ipo, rloo, sft" in groups
+    assert "schema" not in groups, groups
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        with pytest.raises(MissingConfigException) as typo:
+            compose("config", overrides=["stage=rlo"])
+    options = str(typo.value).split("Available options in 'stage':")[1].split("Config search path")[0]
+    assert options.split() == ["dpo", "ipo", "rloo", "sft"], options

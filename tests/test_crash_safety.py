@@ -133,7 +133,7 @@ def test_stats_lists_killed_and_incomplete_runs(tmp_path):
     import numpy as np
     from stats_fixtures import write_sweep
 
-    from ablate.stats.load import load_sweep
+    from ablate.stats.read.load import load_sweep
 
     root = write_sweep(tmp_path / "sweep", {"none": 0.3, "static": 0.5}, seeds=(0, 1, 2), n_prompts=60)
     killed = root / "1"
@@ -158,7 +158,7 @@ def test_stats_lists_killed_and_incomplete_runs(tmp_path):
 def test_test_size_from_the_config_bounds_coverage(tmp_path):
     from stats_fixtures import write_sweep
 
-    from ablate.stats.load import load_sweep
+    from ablate.stats.read.load import load_sweep
 
     root = write_sweep(tmp_path / "sweep", {"none": 0.3}, seeds=(0,), n_prompts=20)
     config = root / "0" / ".hydra" / "config.yaml"
@@ -221,7 +221,7 @@ def test_a_half_written_export_is_redone(tmp_path):
     next attempt trains on from its checkpoint and exports again instead of failing forever."""
     from test_train import compose_cfg
 
-    from ablate.train import run
+    from ablate.run import run
 
     run_dir = tmp_path / "run"
     run(compose_cfg(), run_dir)

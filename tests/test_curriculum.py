@@ -400,7 +400,7 @@ def test_dots_with_a_tiny_tau_still_fills_the_batch():
 
 
 def test_static_curriculum_orders_preference_pairs():
-    from ablate.lit.pairs import order_pairs
+    from ablate.pairs import order_pairs
     from ablate.checks import ConfigError, check_config
     from ablate.stages import pair_stages
 

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from ablate.stats.__main__ import main as stats_main
-from ablate.stats.load import load_sweep
+from ablate.stats.read.load import load_sweep
 from stats_fixtures import write_sweep
 
 FINDINGS = Path(__file__).resolve().parents[1] / "docs" / "findings" / "curriculum_ladder_study_rerun"

@@ -160,7 +160,7 @@ def sft_top(tmp_path):
 
     (tmp_path / "stage").mkdir()
     (tmp_path / "stage" / "sft_top_test.yaml").write_text(
-        "defaults:\n  - sft_top_test_schema\n  - _self_\nname: sft_top_test\nlayers: 2\n")
+        "defaults:\n  - /schema_stage_sft_top_test_schema@_here_\n  - _self_\nname: sft_top_test\nlayers: 2\n")
     register(Stage("sft_top_test", fit_sft_top, check=check_sft_top, schema=SFTTopConfig))
     yield [f"hydra.searchpath=[file://{tmp_path}]", "stage=sft_top_test"]
     STAGES.pop("sft_top_test")
@@ -218,7 +218,7 @@ def test_the_documented_stage_trains_end_to_end(sft_top, tmp_path, monkeypatch):
     block frozen, the top one trained."""
     from transformers import AutoModelForCausalLM
 
-    from ablate.train import run
+    from ablate.run import run
     from ablate.upstream import upstream_model
 
     monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
@@ -289,7 +289,7 @@ class Increment:
 def test_a_registered_task_trains_and_is_evaluated_through_the_seam(tmp_path, monkeypatch):
     """A task is its class in the registry: the config check, SFT, evaluation and the run directory read it there."""
     from ablate.tasks import TASKS
-    from ablate.train import run
+    from ablate.run import run
 
     monkeypatch.setitem(TASKS, Increment.name, Increment)
     monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
@@ -308,8 +308,8 @@ def test_a_registered_task_trains_and_is_evaluated_through_the_seam(tmp_path, mo
 
     metrics = pd.read_csv(tmp_path / "run" / "metrics.csv")
     assert "val/by_digits/2/pass@1" in metrics.columns  # validation on the task's val split, by its level
-    from ablate.stats.blocks import prompt_metrics
-    from ablate.stats.load import load_run
+    from ablate.stats.read.load import load_run
+    from ablate.stats.values.blocks import prompt_metrics
 
     hydra = tmp_path / "run" / ".hydra"  # what a launch from the command line leaves (Hydra's files)
     hydra.mkdir()

@@ -132,8 +132,8 @@ def test_committed_comparisons_intervals_are_welch_and_any_bootstrap_is_labelled
     import numpy as np
     import pandas as pd
 
+    from ablate.stats.maths.verdicts import welch
     from ablate.studies.prose import REPLACED, _text
-    from ablate.stats.verdicts import welch
 
     files = sorted((ROOT / "docs" / "findings").glob("**/comparisons.csv"))
     assert len(files) >= 10

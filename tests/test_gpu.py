@@ -54,7 +54,7 @@ def where_it_ran():
 
 
 def train(name: str, run_dir: Path, *extra: str) -> pd.DataFrame:
-    from ablate.train import run
+    from ablate.run import run
 
     where = where_it_ran()
     run(cfg_of(name, *extra), run_dir, callbacks=[where])

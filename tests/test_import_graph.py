@@ -102,3 +102,30 @@ def test_the_learners_know_no_task_or_tool():
         assert tasks <= {"ablate.tasks.base"}, f"{name} imports {sorted(tasks)}"
         text = path.read_text().lower()
         assert "calc" not in text and "operand" not in text, name
+
+
+STATS_ROOMS = ("maths", "read", "values", "claims", "stages", "render")  # from the ground up
+
+
+def test_the_stats_rooms_stand_on_their_floors():
+    """ablate.stats is its pipeline in rooms (docs/stats.md): read -> values -> claims -> stages -> render, the
+    pure maths beside read on the ground. A room imports only its own and the rooms below it, so no import runs
+    back up a floor and no circle can form between rooms; maths imports nothing of ablate outside itself."""
+    found = modules()
+    floor = {room: i for i, room in enumerate(STATS_ROOMS)}
+
+    def room_of(name: str) -> str | None:
+        parts = name.split(".")
+        return parts[2] if len(parts) > 2 and parts[:2] == ["ablate", "stats"] and parts[2] in floor else None
+
+    rooms = {name: room_of(name) for name in found if room_of(name)}
+    assert set(rooms.values()) == set(STATS_ROOMS)
+    assert {n for n in found if n.startswith("ablate.stats.")} - set(rooms) == {"ablate.stats.__main__"}
+    for name, room in sorted(rooms.items()):
+        imported = imports_of(name, found[name], set(found))
+        above = {t for t in imported if t == "ablate.stats" or (room_of(t) or room) != room
+                 and floor.get(room_of(t), -1) >= floor[room]}
+        assert not above, f"{name} ({room}/) imports {sorted(above)}: a room imports only the rooms below it"
+        if room == "maths":
+            outside = {t for t in imported if room_of(t) != "maths"}
+            assert not outside, f"{name} imports {sorted(outside)}: the maths imports nothing of ablate"

@@ -41,7 +41,7 @@ def test_tensorboard_and_mlflow_files_appear_next_to_the_csv(tmp_path, monkeypat
     from mlflow.tracking import MlflowClient
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from ablate.train import run
+    from ablate.run import run
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     run_dir = tmp_path / "run"

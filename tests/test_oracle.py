@@ -348,7 +348,7 @@ def test_oracle_sft_run_evaluates_in_both_regimes(tmp_path):
 
     from hydra import compose, initialize_config_dir
 
-    from ablate.train import run
+    from ablate.run import run
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=["experiment=smoke", "stage.trace=oracle", "tool=oracle",
@@ -367,7 +367,7 @@ def test_a_chosen_final_regime_is_the_only_one_evaluated(tmp_path):
 
     from hydra import compose, initialize_config_dir
 
-    from ablate.train import run
+    from ablate.run import run
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=["experiment=smoke", "stage.trace=oracle", "tool=oracle",

@@ -10,7 +10,7 @@ import torch
 
 from ablate.config import typed
 from ablate.lit.dpo import PreferenceModule, collate_pairs, encode_pair, reference_logprobs
-from ablate.lit.pairs import Pair, check_stages, load_pairs, max_distance_pairs, order_pairs, quotas, sampled_pairs, save_pairs
+from ablate.pairs import Pair, check_stages, load_pairs, max_distance_pairs, order_pairs, quotas, sampled_pairs, save_pairs
 from ablate.objectives import IGNORE
 from ablate.stages.preference import PreferenceStageConfig
 from ablate.tasks.countdown import Problem, Step, Verdict, generate, judge

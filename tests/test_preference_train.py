@@ -14,7 +14,7 @@ from hydra import compose, initialize_config_dir
 from ablate.config import CONF_DIR
 from ablate.checks import ConfigError, check_config
 from ablate.stages import starting_model_config
-from ablate.train import run
+from ablate.run import run
 from ablate.upstream import is_shipped, upstream_config, upstream_key
 from crash import run_crashing_at_step
 

@@ -79,7 +79,7 @@ def test_the_rloo_recipe_is_the_shipped_stage_and_the_command_line_beats_a_recip
 
 
 def test_every_recipe_trains_two_steps(tmp_path):
-    from ablate.train import run
+    from ablate.run import run
 
     for name in RECIPES:
         out = tmp_path / name

@@ -223,7 +223,7 @@ def test_pad_rollouts_aligns_masks_with_next_token_targets():
     ["stage.ppo_epochs=2", "stage.ppo_mini_batches=2", "stage.is_level=token"],
 ], ids=["uniform", "dots+replay", "dynamic", "updates"])
 def test_rloo_smoke_run_and_resume_continue_exactly(tmp_path, monkeypatch, variant):
-    from ablate.train import run
+    from ablate.run import run
 
     def cfg():
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):

@@ -145,7 +145,7 @@ def test_a_signal_marks_the_run_interrupted(tmp_path):
 def test_stats_lists_a_stopped_run_as_interrupted(tmp_path):
     from stats_fixtures import write_sweep
 
-    from ablate.stats.load import load_run
+    from ablate.stats.read.load import load_run
 
     root = write_sweep(tmp_path / "sweep", {"none": 0.3}, seeds=(0, 1), n_prompts=20)
     status = read_status(root / "1")
@@ -180,7 +180,7 @@ def test_a_stop_between_a_checkpoint_and_its_metrics_row_loses_no_row(tmp_path, 
 
     from ablate.config import CONF_DIR
     from ablate.stopping import stop_on_signals, stop_signal
-    from ablate.train import run
+    from ablate.run import run
 
     def compose_cfg():  # RLOO: its resume is exact (an SFT resume starts its epoch's batches over)
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):

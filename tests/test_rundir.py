@@ -73,7 +73,7 @@ def test_what_training_writes_is_where_run_dir_says(tmp_path):
 def test_a_resumed_run_is_complete_only_with_its_status_model_and_every_regime(tmp_path):
     from omegaconf import OmegaConf
 
-    from ablate.train import _prepared_and_complete
+    from ablate.run import _prepared_and_complete
 
     run = RunDir(tmp_path)
     cfg = OmegaConf.create({"resume": "auto", "seed": 0})

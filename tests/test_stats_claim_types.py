@@ -8,9 +8,10 @@ import math
 import pandas as pd
 import pytest
 
-from ablate.stats.claim_types import CLAIM_TYPES, ClaimType, Decision, label, one_signed, register
-from ablate.stats.claims import check_study_block, parse_declared
-from ablate.stats.engine import evaluate
+from ablate.stats.claims.claim_types import CLAIM_TYPES, ClaimType, Decision, label, one_signed, register
+from ablate.stats.claims.declared import parse_declared
+from ablate.stats.claims.engine import evaluate
+from ablate.stats.claims.study import check_study_block
 
 
 def _claim(**kw) -> dict:

@@ -10,13 +10,14 @@ import pandas as pd
 import pytest
 import scipy.stats
 
-from ablate.stats.claims import check_study_block, parse_declared
-from ablate.stats.engine import evaluate, look_history
-from ablate.stats.sequential import nominal_levels, spent, z_bounds
-from ablate.stats.claim_types import verdict
-from ablate.stats.reach import restricted_reach
-from ablate.stats.values import curve_value, summary_values
-from ablate.stats.verdicts import rate, welch
+from ablate.stats.claims.claim_types import verdict
+from ablate.stats.claims.declared import parse_declared
+from ablate.stats.claims.engine import evaluate, look_history
+from ablate.stats.claims.study import check_study_block
+from ablate.stats.maths.sequential import nominal_levels, spent, z_bounds
+from ablate.stats.maths.verdicts import rate, welch
+from ablate.stats.values.reach import restricted_reach
+from ablate.stats.values.table import curve_value, summary_values
 
 # --------------------------------------------------------------------------------------------- boundaries
 
@@ -202,8 +203,8 @@ def test_difference_metrics_and_cross_regime_baselines():
 
 
 def test_a_look_is_planned_when_the_arms_that_gained_seeds_sit_at_planned_counts():
-    from ablate.stats.claims import Plan
-    from ablate.stats.engine import _planned
+    from ablate.stats.claims.declared import Plan
+    from ablate.stats.claims.engine import _planned
 
     plan = Plan((5, 10, 20), "pocock", declared=True)
     assert _planned((5, 5), None, plan)
@@ -309,9 +310,9 @@ def test_next_look_asks_for_the_registered_plan_not_the_presets(tmp_path):
     """The preset's plan says 3/6; the study was registered with 3/9 before its runs: the next look is 9."""
     import copy
 
+    from ablate.stats.claims.registration import register
     from ablate.studies.calibrate import Setting, _difficulty, plant, write_planted
     from ablate.studies.next_look import commands
-    from ablate.stats.registration import register
 
     sweep = plant(Setting(6, 6, "large", 0.0, (3, 6)), np.random.default_rng(5), _difficulty())
     sweep.runs = [r for r in sweep.runs if r.path.parent.name == "look0"]
@@ -345,8 +346,8 @@ def test_the_calibration_table_in_stats_md_is_rendered_from_the_saved_runs():
 def test_two_claims_on_one_reach_metric_each_count_every_seed_once():
     from pathlib import Path
 
-    from ablate.stats.engine import sweep_claims
-    from ablate.stats.runs import Run, Sweep
+    from ablate.stats.claims.engine import sweep_claims
+    from ablate.stats.read.runs import Run, Sweep
 
     block = {"plan": {"looks": [3]}, "claims": [
         {"id": f"{c}_faster", "claim": f"{c} reaches it sooner", "metric": "reach:val/pass@1>=baseline",
@@ -381,8 +382,8 @@ def test_a_claim_whose_precondition_reads_its_own_metric_counts_every_seed_once(
     listed twice and every run's value entered the table twice (n 6 for 3 seeds, intervals too narrow)."""
     from pathlib import Path
 
-    from ablate.stats.engine import sweep_claims
-    from ablate.stats.runs import Run, Sweep
+    from ablate.stats.claims.engine import sweep_claims
+    from ablate.stats.read.runs import Run, Sweep
 
     block = {"plan": {"looks": [3]}, "claims": [
         {"id": "b_lower", "claim": "B forgets", "metric": "final:val/pass@1", "condition": "B", "baseline": "C",
@@ -402,7 +403,7 @@ def test_a_claim_whose_precondition_reads_its_own_metric_counts_every_seed_once(
 
 
 def test_an_inconclusive_claim_says_how_many_whole_seeds_would_decide_it():
-    from ablate.stats.render_claims import claims_markdown
+    from ablate.stats.render.claims import claims_markdown
 
     declared = parse_declared({**CLAIMS, "claims": CLAIMS["claims"][:1]}, [])
     a = [0.30, 0.33, 0.27]
@@ -420,7 +421,7 @@ def test_an_inconclusive_claim_says_how_many_whole_seeds_would_decide_it():
 def test_the_directories_of_one_look_are_one_batch():
     """next_look writes a look whose arms need different seed ranges into one directory per range
     (`_look4_10`, `_look4_11`); counted as two batches they made a look nobody took (20 vs 11)."""
-    from ablate.stats.values import look_of
+    from ablate.stats.values.table import look_of
 
     assert look_of("curriculum_study_look4_10") == "curriculum_study_look4" == look_of("curriculum_study_look4")
     assert look_of("curriculum_study_seeds5_10") == "curriculum_study_seeds5_10"  # not a look's part
@@ -436,9 +437,9 @@ def test_the_directories_of_one_look_are_one_batch():
 
 
 def test_run_directories_of_one_look_share_a_batch(tmp_path):
+    from ablate.stats.read.load import load_sweep
+    from ablate.stats.values.table import run_batches
     from ablate.studies.calibrate import Setting, _difficulty, plant, write_planted
-    from ablate.stats.load import load_sweep
-    from ablate.stats.values import run_batches
 
     sweep = plant(Setting(6, 6, "large", 0.0, (3, 6)), np.random.default_rng(5), _difficulty())
     dirs = write_planted(sweep, tmp_path)
@@ -459,8 +460,8 @@ def test_a_reach_bar_is_frozen_at_the_first_look_so_a_pooled_report_keeps_look_1
     (estimate -513 where look 1's own report said -444): the bar is now the first look's baseline mean."""
     from pathlib import Path
 
-    from ablate.stats.engine import sweep_claims
-    from ablate.stats.runs import Run, Sweep
+    from ablate.stats.claims.engine import sweep_claims
+    from ablate.stats.read.runs import Run, Sweep
 
     block = {"plan": {"looks": [3, 6]}, "claims": [
         {"id": "b_faster", "claim": "B reaches it sooner", "metric": "reach:val/pass@1>=baseline",
@@ -488,7 +489,7 @@ def test_a_reach_bar_is_frozen_at_the_first_look_so_a_pooled_report_keeps_look_1
 
 
 def test_a_declared_futility_rule_stops_a_claim_no_plan_look_could_decide():
-    from ablate.stats.render_claims import claims_markdown
+    from ablate.stats.render.claims import claims_markdown
 
     one = {**CLAIMS, "claims": CLAIMS["claims"][:1]}
     a, b = [0.30, 0.33, 0.27], [0.31, 0.35, 0.28]  # needs about 20 seeds per arm
@@ -509,7 +510,7 @@ def test_a_declared_futility_rule_stops_a_claim_no_plan_look_could_decide():
 
 
 def test_a_claim_the_spread_guard_will_keep_refusing_gets_no_seeds_needed_and_no_next_look():
-    from ablate.stats.render_claims import claims_markdown
+    from ablate.stats.render.claims import claims_markdown
 
     one = {**CLAIMS, "test": "randomization", "plan": {"looks": [6, 12], "spending": "pocock"},
            "claims": CLAIMS["claims"][:1]}

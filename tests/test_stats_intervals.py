@@ -16,7 +16,6 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.proportion import proportion_confint
 
 from ablate.metrics import pass_at_k
-from ablate.stats.multiplicity import holm_adjusted
 from ablate.stats import (
     hierarchical_bootstrap_distribution,
     paired_test,
@@ -27,6 +26,7 @@ from ablate.stats import (
     t_interval,
     wilson_interval,
 )
+from ablate.stats.maths.multiplicity import holm_adjusted
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # works whether or not tests/ is a package
 from stats_fixtures import brute_pass_at_k  # noqa: E402
@@ -182,7 +182,7 @@ def test_adjusted_p_values_decide_as_the_claims_graph_does():
     """The comparisons table's adjusted p-values and the claims' sequentially rejective test are one
     procedure: at every alpha, rejected by the graph exactly where the adjusted p-value is <= alpha
     (Holm, gatekeeping, and Bretz 2009's two-dose graph, whose H3 and H4 start with no weight)."""
-    from ablate.stats.multiplicity import adjusted_p_values, gatekeeping, graphical_test, holm
+    from ablate.stats.maths.multiplicity import adjusted_p_values, gatekeeping, graphical_test, holm
 
     bretz = (np.array([0.5, 0.5, 0, 0]), np.array([[0, 0.5, 0.5, 0], [0.5, 0, 0, 0.5], [0, 1, 0, 0], [1, 0, 0, 0.0]]))
     # by hand (tests/test_stats_level.py): H2 at 0.005 / (1/2), H1 at 0.01 / (3/4), H3 at 0.015 / (1/2);
@@ -248,7 +248,7 @@ def test_ratio_bootstrap_many_metrics_with_a_degenerate_column():
 
 
 def hierarchical_ci(groups, n_resamples, rng):
-    """What the report computes (ablate.stats.analysis): the percentile interval of the distribution."""
+    """What the report computes (ablate.stats.stages.analysis): the percentile interval of the distribution."""
     dist = hierarchical_bootstrap_distribution(groups, n_resamples=n_resamples, rng=rng)[:, 0]
     return percentile_interval(dist, 0.95)
 
@@ -426,7 +426,7 @@ def test_performance_profile_is_the_fraction_of_runs_above_tau():
 def test_seed_test_with_one_constant_arm_is_quiet_and_stands_on_the_other_arm():
     import warnings
 
-    from ablate.stats.intervals import seed_test
+    from ablate.stats.maths.paired import seed_test
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # scipy's precision-loss warning reached the report's console

@@ -11,11 +11,12 @@ import pandas as pd
 import pytest
 import scipy.stats
 
-from ablate.stats.claims import check_study_block, parse_declared
-from ablate.stats.engine import evaluate
-from ablate.stats.level import floor_p, guard, randomization_p, seeds_to_decide, spread_ratio
-from ablate.stats.multiplicity import gatekeeping, graphical_test, holm, update
-from ablate.stats.values import VALUE_COLUMNS
+from ablate.stats.claims.declared import parse_declared
+from ablate.stats.claims.engine import evaluate
+from ablate.stats.claims.study import check_study_block
+from ablate.stats.maths.level import floor_p, guard, randomization_p, seeds_to_decide, spread_ratio
+from ablate.stats.maths.multiplicity import gatekeeping, graphical_test, holm, update
+from ablate.stats.values.table import VALUE_COLUMNS
 
 # --------------------------------------------------------------------------------------------- randomization
 
@@ -136,7 +137,7 @@ def test_gatekeeping_passes_the_primarys_alpha_to_the_secondary_and_the_default_
     assert stopped.loc["secondary", "verdict"] == "inconclusive"
     # the procedure is the reason, not the seed plan (which had alpha for this look)
     assert stopped.loc["secondary", "reason"].startswith("gatekeeping: no alpha passed to it")
-    from ablate.stats.engine import NO_ALPHA, _multiplicity_reason
+    from ablate.stats.claims.engine import NO_ALPHA, _multiplicity_reason
 
     assert _multiplicity_reason(f"{NO_ALPHA} (no seed-to-seed variation)", "graph", 0.0) == \
         "no seed-to-seed variation; graph: no alpha passed to it (the claims before it were not replicated)"
@@ -164,9 +165,9 @@ def test_the_harness_fast_path_is_the_engines_decision():
 
 
 def test_the_planted_curve_summaries_are_the_reports():
+    from ablate.stats.values.reach import restricted_reach
+    from ablate.stats.values.table import curve_value
     from ablate.studies.calibrate_level import STEPS, _curves, curve_summary
-    from ablate.stats.reach import restricted_reach
-    from ablate.stats.values import curve_value
 
     curves = _curves(np.random.default_rng(1), (6,))
     for row, slope, auc, reach in zip(curves, curve_summary(curves, "slope"), curve_summary(curves, "auc"),
@@ -227,9 +228,9 @@ def test_re_runs_share_the_claims_error_budget():
 def test_keeps_gain_and_bounded_claims_are_guarded_by_their_own_randomization_tests():
     """Under test: randomization a keeps_gain claim (non-inferiority at a share of the gain) and a bounded
     claim (two one-sided tests at its bounds) are decided, not refused by a missing test."""
-    from ablate.stats.claims import parse_declared
-    from ablate.stats.engine import evaluate
-    from ablate.stats.values import VALUE_COLUMNS
+    from ablate.stats.claims.declared import parse_declared
+    from ablate.stats.claims.engine import evaluate
+    from ablate.stats.values.table import VALUE_COLUMNS
 
     spread = np.array([-0.005, -0.003, -0.001, 0.001, 0.003, 0.005])
     arms = {"y": 0.30 + spread, "x": 0.40 + spread[::-1], "z": 0.40 + np.roll(spread, 2), "w": 0.325 + np.roll(spread, 3)}
@@ -250,7 +251,7 @@ def test_keeps_gain_and_bounded_claims_are_guarded_by_their_own_randomization_te
 
 
 def test_spread_settled_places_a_ratio_over_the_guard_only_when_its_f_bound_does():
-    from ablate.stats.level import SPREAD_MAX, spread_settled
+    from ablate.stats.maths.level import SPREAD_MAX, spread_settled
 
     z = np.array([-1.2, -0.4, 0.1, 0.5, 1.0, -0.3, 0.8, -0.9, 0.2, 0.0])
     z = (z - z.mean()) / z.std(ddof=1)

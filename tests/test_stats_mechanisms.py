@@ -10,7 +10,7 @@ import pytest
 
 
 def test_changes_is_the_share_of_consecutive_points_that_differ():
-    from ablate.stats.values import curve_value
+    from ablate.stats.values.table import curve_value
 
     frame = pd.DataFrame({"level": [0, 0, 1, 1, 2, 1, 1]}, index=pd.Index(range(7), name="step"))
     assert curve_value(frame, "changes:level") == pytest.approx(3 / 6)
@@ -19,7 +19,7 @@ def test_changes_is_the_share_of_consecutive_points_that_differ():
 
 
 def test_a_bad_mechanism_is_refused_at_declaration():
-    from ablate.stats.claims import check_study_block
+    from ablate.stats.claims.study import check_study_block
 
     block = {"plan": {"looks": [3]}, "claims": [], "mechanisms": {"lvl": "median:curriculum/level"}}
     (problem,) = check_study_block(block)
@@ -28,7 +28,7 @@ def test_a_bad_mechanism_is_refused_at_declaration():
 
 
 def test_mechanisms_do_not_change_the_registered_fingerprint():
-    from ablate.stats.registration import fingerprint
+    from ablate.stats.claims.registration import fingerprint
 
     block = {"plan": {"looks": [3]}, "claims": [{"id": "a"}]}
     assert fingerprint({**block, "mechanisms": {"x": "final:val/pass@1"}}) == fingerprint(block)
@@ -103,8 +103,8 @@ def test_declared_mechanisms_reproduce_the_retired_scripts_columns(report, n_col
     import yaml
 
     from ablate.config import CONF_DIR
-    from ablate.stats.load import load_sweep
-    from ablate.stats.values import curve_value
+    from ablate.stats.read.load import load_sweep
+    from ablate.stats.values.table import curve_value
 
     path = Path(__file__).resolve().parent.parent / "docs" / "findings" / report
     study = report.split("/")[0].removesuffix("_rerun")

@@ -1,4 +1,4 @@
-"""`type: success_rate`: a recover / collapse claim decided on how many seeds recover (stats/rates.py)."""
+"""`type: success_rate`: a recover / collapse claim decided on how many seeds recover (stats/maths/rates.py)."""
 
 import numpy as np
 import pandas as pd
@@ -6,10 +6,11 @@ import pytest
 import scipy.stats
 from statsmodels.stats.proportion import confint_proportions_2indep
 
-from ablate.stats import level, rates
-from ablate.stats.claims import check_study_block, parse_declared
-from ablate.stats.engine import evaluate
-from ablate.stats.values import VALUE_COLUMNS
+from ablate.stats.claims.declared import parse_declared
+from ablate.stats.claims.engine import evaluate
+from ablate.stats.claims.study import check_study_block
+from ablate.stats.maths import level, rates
+from ablate.stats.values.table import VALUE_COLUMNS
 
 
 def _study(alpha=0.05, looks=(5, 10, 20), test="welch", **claim):

@@ -1,4 +1,4 @@
-"""Steps to reach has one definition (ablate.stats.reach): a claim's `reach:` metric and the report's
+"""Steps to reach has one definition (ablate.stats.values.reach): a claim's `reach:` metric and the report's
 reach table (`--reach`, the baseline's final value) parse one grammar and measure one way."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ablate.stats.curves import reach_table
-from ablate.stats.reach import Target, first_reach, parse_reach, reach_metric
-from ablate.stats.runs import StatsInputError
-from ablate.stats.settings import Settings
-from ablate.stats.values import is_curve_metric, reach_values
+from ablate.stats.read.runs import StatsInputError
+from ablate.stats.stages.curves import reach_table
+from ablate.stats.stages.settings import Settings
+from ablate.stats.values.reach import Target, first_reach, parse_reach, reach_metric
+from ablate.stats.values.table import is_curve_metric, reach_values
 
 
 def _frame(values, steps=None, clock=None) -> pd.DataFrame:

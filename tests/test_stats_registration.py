@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from ablate.stats.engine import evaluate
-from ablate.stats.registration import FILE, fingerprint, read_registration, register
-from ablate.stats.runs import StatsInputError
-from ablate.stats.standing import ADDED, AMENDED, CONFIRMATORY, EXPLORATORY, REMOVED, decide
+from ablate.stats.claims.engine import evaluate
+from ablate.stats.claims.registration import FILE, fingerprint, read_registration, register
+from ablate.stats.claims.standing import ADDED, AMENDED, CONFIRMATORY, EXPLORATORY, REMOVED, decide
+from ablate.stats.read.runs import StatsInputError
 
 BLOCK = {"name": "toy_study", "alpha": 0.05, "plan": {"looks": [5], "spending": "pocock"}, "claims": [
     {"id": "kept", "claim": "B keeps A's level", "metric": "pass@1", "condition": "B", "baseline": "A",
@@ -103,14 +103,14 @@ def test_an_amendment_made_before_the_first_run_binds(tmp_path):
 def test_no_registration_is_exploratory_and_says_so():
     result = _decide(BLOCK, None)
     assert set(result.table["standing"]) == {EXPLORATORY} and "No registration" in result.note
-    from ablate.stats.render_claims import claims_tables
+    from ablate.stats.render.claims import claims_tables
 
     text = "\n".join(claims_tables(result))
     assert "**Exploratory**" in text and "**Confirmatory**" not in text
 
 
 def test_confirmatory_and_amended_claims_render_apart(tmp_path):
-    from ablate.stats.render_claims import claims_tables
+    from ablate.stats.render.claims import claims_tables
 
     reg = read_registration(_registered(tmp_path))
     current = copy.deepcopy(BLOCK)
@@ -165,7 +165,7 @@ def test_a_run_records_the_fingerprint_the_registration_holds():
 
     from ablate.config import CONF_DIR
     from ablate.studies.register import compose_study
-    from ablate.train import study_fingerprint
+    from ablate.run import study_fingerprint
 
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=["experiment=oracle_tool_study"])
@@ -175,7 +175,7 @@ def test_a_run_records_the_fingerprint_the_registration_holds():
 
 
 def test_an_amendment_names_a_changed_test_or_multiplicity_and_not_a_mechanism():
-    from ablate.stats.block_diff import block_changes
+    from ablate.stats.claims.block_diff import block_changes
 
     before = {"plan": {"looks": [5]}, "claims": [], "multiplicity": "gatekeeping", "mechanisms": {"a": "final:x"}}
     after = {**before, "multiplicity": {"weights": {"c": 1.0}}, "test": "randomization", "mechanisms": {}}

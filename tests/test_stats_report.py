@@ -17,7 +17,7 @@ import yaml
 
 from ablate.stats import Settings, analyze, choose_baseline, load_sweep, newest_sweep
 from ablate.stats.__main__ import main
-from ablate.stats.runs import StatsInputError
+from ablate.stats.read.runs import StatsInputError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # works whether or not tests/ is a package
 from stats_fixtures import RunSpec, make_prompts, write_run, write_sweep  # noqa: E402
@@ -230,7 +230,7 @@ def test_analysis_is_reproducible(planted):
 
 
 def test_headline_columns_equal_in_every_run_share_one_column(planted_analysis):
-    from ablate.stats.render_markdown import headline_metrics, render_markdown, same_columns
+    from ablate.stats.render.markdown import headline_metrics, render_markdown, same_columns
 
     a = planted_analysis
     table = a.summary.table
@@ -259,8 +259,9 @@ def test_curves_and_steps_to_reach(planted_analysis, planted):
 
 
 def test_figures_draw_what_the_analysis_computed_and_resample_nothing(planted_analysis, tmp_path, monkeypatch):
-    import ablate.stats.intervals as intervals
-    from ablate.stats.figures import make_figures
+    import ablate.stats.maths.intervals as intervals
+    import ablate.stats.maths.paired as paired
+    from ablate.stats.render.figures import make_figures
 
     a = planted_analysis
     profiles = a.summary.profiles[a.summary.profiles["metric"] == "pass@1"]
@@ -272,15 +273,16 @@ def test_figures_draw_what_the_analysis_computed_and_resample_nothing(planted_an
     def no_resampling(*args, **kwargs):
         raise AssertionError("a figure resampled")
 
-    for name in ("performance_profile", "rng_for", "iqm_ci", "ratio_bootstrap_ci", "paired_test", "t_interval"):
+    for name in ("performance_profile", "rng_for", "iqm_ci", "ratio_bootstrap_ci", "t_interval"):
         monkeypatch.setattr(intervals, name, no_resampling)
+    monkeypatch.setattr(paired, "paired_test", no_resampling)
     drawn = make_figures(tmp_path, a.conditions, a.summary, a.comparisons, a.curves, a.claims)
     names = [name for _, name in drawn]
     assert "profile_default.png" in names and (tmp_path / "profile_default.png").is_file()
 
 
 def test_curve_panels_that_do_not_move_are_dropped_unless_a_claim_reads_them_and_twins_share_one():
-    from ablate.stats.figures import claimed_columns, curve_order
+    from ablate.stats.render.figures import claimed_columns, curve_order
 
     steps = np.arange(10)
     series = {"train/loss": 2.0 - 0.1 * steps,                     # moves: kept
@@ -373,7 +375,7 @@ def test_never_started_jobs_of_a_study_grid(tmp_path):
 
 
 def test_hydra_escaped_overrides_match_multirun_yaml():
-    from ablate.stats.runs import normalise_override
+    from ablate.stats.read.runs import normalise_override
 
     # A job's overrides.yaml says `builtin\:tiny-sft` where multirun.yaml says `builtin:tiny-sft`.
     assert normalise_override(r"model_dir=builtin\:tiny-sft") == normalise_override("model_dir=builtin:tiny-sft")
@@ -444,7 +446,7 @@ def test_an_interrupted_write_leaves_the_previous_file_whole(planted_analysis, t
     """Each file of the report (findings and a later `ablate.stats` read them) is written atomically: a
     write that dies half-way leaves the previous file as it was and nothing half-written under its name."""
     from ablate.rundir import atomic
-    from ablate.stats.report import write_report
+    from ablate.stats.render.report import write_report
 
     out = tmp_path / "report"
     names = sorted(write_report(planted_analysis, out, formats=("md", "json"), plots=False))

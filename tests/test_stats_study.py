@@ -17,10 +17,10 @@ import yaml
 
 from ablate.stats import Settings, analyze, load_sweep
 from ablate.stats.__main__ import main
-from ablate.stats.curves import TRAIN_CAVEAT
-from ablate.stats.power import mdd, pooled_sd, power_line, seeds_needed, standard_mdd
-from ablate.stats.runs import StatsInputError
-from ablate.stats.study import lookup, matches, parse_study, same
+from ablate.stats.claims.study import lookup, matches, parse_study, same
+from ablate.stats.maths.power import mdd, pooled_sd, power_line, seeds_needed, standard_mdd
+from ablate.stats.read.runs import StatsInputError
+from ablate.stats.stages.curves import TRAIN_CAVEAT
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # works whether or not tests/ is a package
 from stats_fixtures import (  # noqa: E402

@@ -77,7 +77,7 @@ def compose_cfg(*overrides):
 
 def test_interrupted_run_resumes_from_its_checkpoint(tmp_path, monkeypatch):
     from ablate.lit.sft import SFTModule
-    from ablate.train import run
+    from ablate.run import run
 
     run_dir = tmp_path / "run"
     original = SFTModule.training_step

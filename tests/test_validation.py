@@ -52,7 +52,7 @@ def compose_rloo(*overrides):
 @pytest.mark.slow
 def test_val_rows_every_n_steps_survive_a_crash_between_evaluations(tmp_path, monkeypatch):
     from ablate.lit.rloo import RLOOModule
-    from ablate.train import run
+    from ablate.run import run
 
     straight = tmp_path / "straight"
     run(compose_rloo("checkpoint.keep_evaluated=true"), straight)

@@ -281,7 +281,7 @@ def test_rloo_with_vllm_resumes_exactly(tmp_path, monkeypatch):
 
     from ablate.config import CONF_DIR
     from ablate.lit.rloo import RLOOModule
-    from ablate.train import run
+    from ablate.run import run
 
     def cfg():
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):

@@ -103,7 +103,7 @@ def check_study(cfg: DictConfig) -> None:
     must fail now, before any compute, not after hours of training."""
     if cfg.get("study") is None:
         return
-    from ablate.stats.claims import check_study_block
+    from ablate.stats.claims.study import check_study_block
 
     problems = check_study_block(OmegaConf.to_container(cfg.study, resolve=True))
     require(not problems, "study (the preset's claims and seed plan): " + "; ".join(problems)

@@ -27,6 +27,7 @@ import lightning as L
 
 from ablate.config import typed
 from ablate.config.schemas import EvalConfig
+from ablate.rundir.metrics_csv import TIME, VAL
 from ablate.seeds import seed_of
 from ablate.tasks import Task
 
@@ -43,11 +44,11 @@ def val_metrics(summary: Mapping[str, Any]) -> dict[str, float]:
         out[f"{prefix}no_answer_rate"] = 1.0 - float(b["coverage"])
         return out
 
-    metrics = block(summary, "val/")
+    metrics = block(summary, VAL)
     for name, levels in summary.items():  # the report level's block (ablate.eval.summarize), if the task has one
         if name.startswith("by_") and isinstance(levels, dict):
             for n, b in levels.items():
-                metrics.update(block(b, f"val/{name}/{n}/"))
+                metrics.update(block(b, f"{VAL}{name}/{n}/"))
     return metrics
 
 
@@ -71,8 +72,8 @@ class ValidationCallback(L.Callback):
 
     def columns(self) -> list[str]:
         levels = sorted({self.task.level(p) for p in self.problems} - {None})
-        blocks = ["val/"] + [f"val/{self.task.level_block}/{n}/" for n in levels]
-        return [f"{b}{key}" for b in blocks for key in VAL_KEYS] + ["time/val_s"]
+        blocks = [VAL] + [f"{VAL}{self.task.level_block}/{n}/" for n in levels]
+        return [f"{b}{key}" for b in blocks for key in VAL_KEYS] + [f"{TIME}val_s"]
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx) -> None:
         from ablate.eval import evaluate
@@ -91,10 +92,10 @@ class ValidationCallback(L.Callback):
                               progress=False)
         model.train(was_training)
         metrics = val_metrics(summary)
-        metrics["time/val_s"] = time.monotonic() - clock
+        metrics[f"{TIME}val_s"] = time.monotonic() - clock
         pl_module.log_dict(metrics, on_step=True, on_epoch=False)
         log.info("val @ %d updates%s: pass@1 %.3f, no answer %.3f (%.1f s)", updates,
-                 " (with the tool)" if self.tool is not None else "", metrics["val/pass@1"],
-                 metrics["val/no_answer_rate"], metrics["time/val_s"])
+                 " (with the tool)" if self.tool is not None else "", metrics[f"{VAL}pass@1"],
+                 metrics[f"{VAL}no_answer_rate"], metrics[f"{TIME}val_s"])
         if self.keep_checkpoints is not None:  # every rank calls it; Lightning writes once
             trainer.save_checkpoint(str(self.keep_checkpoints / f"val-step={updates}.ckpt"))

@@ -1,4 +1,5 @@
-"""`python -m ablate.train`: compose the config, validate it, train one stage, evaluate, write the run dir.
+"""`python -m ablate.train`: compose the config, validate it, own the run directory, and run one stage there
+(ablate.run: train, evaluate, write the run dir); the exit codes and a sweep's job handling live here.
 
     python -m ablate.train                                   # SFT of the tiny default, then evaluation
     python -m ablate.train experiment=smoke                  # the whole path in seconds
@@ -6,8 +7,8 @@
     python -m ablate.train hydra.run.dir=outputs/x           # re-running the same dir resumes it
 
 Run directory (`ablate.rundir.RunDir`): `.hydra/` (config, overrides), `status.json`, `metrics.csv`, `checkpoints/`,
-`model/` (`save_pretrained` export), `eval/<regime>/{summary.json,samples.jsonl}`. Checks: `ablate.checks`;
-the stages and their wiring: `ablate.stages`; Lightning's fit: `ablate.fit`; the device: `ablate.device`.
+`model/` (`save_pretrained` export), `eval/<regime>/{summary.json,samples.jsonl}`. The run: `ablate.run`; checks:
+`ablate.checks`; the stages and their wiring: `ablate.stages`; Lightning's fit: `ablate.fit`.
 """
 
 from __future__ import annotations
@@ -16,125 +17,18 @@ import logging
 import errno
 import os
 import sys
-import time
 from pathlib import Path
-from typing import Any, Sequence
 
 import hydra
 from omegaconf import DictConfig
 
 import ablate.parts  # noqa: F401 - every part's schema, before Hydra composes
-from ablate.config import CONF_DIR, torch_threads
+from ablate.config import CONF_DIR
 from ablate.checks import ConfigError, check_config
-from ablate.fit import global_rank, launch_rank, record_data_parallel
-from ablate.rundir import RunDir
-from ablate.stages import REGIME_NO_TOOL, REGIME_TOOL, final_regimes, fit_stage, starting_model_config
+from ablate.fit import launch_rank
+from ablate.run import run
 
 log = logging.getLogger("ablate.train")
-
-
-def run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any] = ()) -> Path:
-    """One run, end to end; returns the run directory. `callbacks`: Lightning callbacks for this stage's fit.
-    Raises RunOwned when another live process owns `run_dir` (ablate.rundir.ownership; the entry point has
-    taken it already, an upstream run takes it here)."""
-    import contextlib
-
-    from ablate.rundir.ownership import owned
-
-    with owned(run_dir) if global_rank() == 0 else contextlib.nullcontext():
-        return _run(cfg, run_dir, callbacks)
-
-
-def study_fingerprint(cfg: DictConfig) -> str | None:
-    """The sha256 of the study block this run runs under: ablate.stats checks it against the registration."""
-    if cfg.get("study") is None:
-        return None
-    from omegaconf import OmegaConf
-
-    from ablate.stats.registration import fingerprint
-
-    return fingerprint(OmegaConf.to_container(cfg.study, resolve=True))
-
-
-def _run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any]) -> Path:
-    import lightning as L
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    from ablate.device import device
-    from ablate.eval import evaluate, format_summary, write_eval
-    from ablate.models import load_model, load_tokenizer, parameter_count, weights_sha256
-    from ablate.rollout.tools import build_tool
-    from ablate.rundir.atomic import export_model, model_exported
-    from ablate.rundir.status import RunStatus
-    from ablate.tasks import build_task
-
-    check_config(cfg)
-    rd = RunDir(run_dir)
-    model_dir = rd.model_dir
-    regimes = final_regimes(cfg)
-    if _prepared_and_complete(cfg, rd, regimes):
-        print(f"run already completed, nothing to do: {run_dir}")
-        return run_dir
-
-    worker = global_rank() > 0  # a DDP worker trains; rank 0 writes the run directory and evaluates
-    with RunStatus(rd, writer=not worker).running(stage=cfg.stage.name) as status:
-        torch.set_num_threads(torch_threads(cfg.trainer.num_threads))
-        status.update(threads=torch.get_num_threads(), study_sha256=study_fingerprint(cfg))
-        clock = time.monotonic()
-        start = starting_model_config(cfg, run)  # may train an upstream stage: before seeding, which it would disturb
-        status.timing("upstream_s", time.monotonic() - clock)
-        L.seed_everything(int(cfg.seed), workers=True, verbose=False)
-        clock = time.monotonic()
-        task = build_task(cfg)  # task.name's registered task, scoring with the reward config
-        splits = task.splits(pool_size=int(cfg.stage.pool_size),
-                             val_size=int(cfg.eval.val_size) if cfg.eval.get("every") else 0)
-        status.timing("data_s", time.monotonic() - clock)
-        tokenizer = load_tokenizer(start)
-        if model_exported(model_dir) and cfg.resume == "auto":
-            log.info("stage already exported to %s; loading it", model_dir)
-            model = AutoModelForCausalLM.from_pretrained(str(model_dir))
-        else:
-            model = load_model(start, tokenizer)
-            init = start.get("name_or_path")
-            status.update(parameters=parameter_count(model), train_problems=len(splits.train),
-                          test_problems=len(splits.test), init=init,
-                          init_sha256=weights_sha256(model) if init else None)  # a random init has none
-            clock = time.monotonic()
-            fit_stage(cfg, model, tokenizer, splits, task, run_dir, status,
-                      [*callbacks, record_data_parallel(status, cfg.stage)])
-            status.timing("train_s", time.monotonic() - clock)
-            if worker:
-                return run_dir
-            export_model(model, tokenizer, model_dir)  # all or nothing: a kill never leaves half a model/
-        model.to(device(cfg.trainer))
-        for regime in regimes:
-            if cfg.resume == "auto" and rd.evaluated(regime):
-                continue
-            clock = time.monotonic()
-            tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if regime == REGIME_TOOL else None
-            summary, rows = evaluate(model, tokenizer, splits.test[:cfg.eval.get("limit")], cfg.model.template, task,
-                                     cfg.eval, int(cfg.seed), tool, tool_cfg=cfg.tool)
-            write_eval(run_dir, regime, summary, rows)
-            status.timing(f"eval_{regime}_s", time.monotonic() - clock)
-            print(f"eval [{regime}]: {format_summary(summary)}")
-    print(f"run directory: {run_dir}")
-    return run_dir
-
-
-def _prepared_and_complete(cfg: DictConfig, rd: RunDir, regimes: Sequence[str]) -> bool:
-    """Record the config and clear a killed attempt's temporary files (rank 0); True when a resumed run
-    already finished: completed, its model exported and every regime evaluated."""
-    from ablate.rundir.atomic import model_exported, remove_orphans
-    from ablate.rundir.record import record_config
-    from ablate.rundir.status import read_status
-
-    if global_rank() == 0:
-        record_config(cfg, rd)  # what this directory holds, out of Hydra's reach (ablate.rundir.record)
-        for folder in rd.writable_dirs((REGIME_NO_TOOL, REGIME_TOOL)):
-            remove_orphans(folder)  # temporary files of a killed attempt
-    done = (read_status(rd) or {}).get("state") == "completed"
-    return done and cfg.resume == "auto" and model_exported(rd.model_dir) and all(rd.evaluated(r) for r in regimes)
 
 
 # CONF_DIR, not "conf": in a clone that did not follow the src/ablate/conf link it is the top-level tree

@@ -116,9 +116,9 @@ def is_shipped(cfg: DictConfig, name: str) -> bool:
 
 def _finished(run: RunDir) -> bool:
     from ablate.rundir.atomic import model_exported
-    from ablate.rundir.status import read_status
+    from ablate.rundir.status import State, read_status
 
-    return (read_status(run) or {}).get("state") == "completed" and model_exported(run.model_dir)
+    return (read_status(run) or {}).get("state") == State.COMPLETED and model_exported(run.model_dir)
 
 
 def wait_for_lock(lock, message: str) -> None:

@@ -2,9 +2,10 @@
 
 Each part's schema is a dataclass beside the part (a sampler's in its module, an engine's with its builder,
 a stage's with the stage, a task's with the task), decorated with `@config_schema(group, name)`, which stores
-it in Hydra's ConfigStore as `<group>/<name>`; the group's yaml lists `<name>` first in its `defaults`, so a
-value of the wrong type or a key the schema lacks fails at composition, with Hydra's own message naming the
-key. The part's registry entry carries the class (`Stage.schema`, `Sampler.schema`, `EngineEntry.schema`,
+it in Hydra's ConfigStore at the root as `schema_<group>_<name>` (no group's option, so `--help` and Hydra's
+"Available options" list only the real options); the group's yaml lists `/schema_<group>_<name>@_here_` first
+in its `defaults`, so a value of the wrong type or a key the schema lacks fails at composition, with Hydra's own
+message naming the key. The part's registry entry carries the class (`Stage.schema`, `Sampler.schema`, `EngineEntry.schema`,
 `Task.schema`), and the part reads its config as an instance of it (`typed`). `ablate.parts` imports every
 part, so everything that composes a run config imports it first. Range checks stay with each part.
 
@@ -24,15 +25,24 @@ from omegaconf import DictConfig, OmegaConf
 
 T = TypeVar("T")
 
+
+
+def schema_config(group: str, name: str) -> str:
+    """Where the schema `name` of `group` is stored: at the ConfigStore's root, beside config.yaml, so it is
+    no option of any group (`--help` and Hydra's "Available options" list the groups' options only)."""
+    return f"schema_{group}_{name}"
+
+
 # (group, name in the group, schema), in the order the parts stored them: what a `+key` override may add
 SCHEMAS: list[tuple[str, str, type]] = []
 
 
 def config_schema(group: str, name: str) -> Callable[[Type[T]], Type[T]]:
-    """Class decorator on a part's schema dataclass: store it as `<group>/<name>` (a yaml of `group` lists
-    `<name>` first in its `defaults`). Storing a name again replaces the schema (a test's re-registration)."""
+    """Class decorator on a part's schema dataclass: store it as `schema_<group>_<name>` (a yaml of `group`
+    lists `/schema_<group>_<name>@_here_` first in its `defaults`). Storing a name again replaces the schema
+    (a test's re-registration)."""
     def store(schema: Type[T]) -> Type[T]:
-        ConfigStore.instance().store(group=group, name=name, node=schema)
+        ConfigStore.instance().store(name=schema_config(group, name), node=schema)
         SCHEMAS[:] = [entry for entry in SCHEMAS if entry[:2] != (group, name)] + [(group, name, schema)]
         return schema
     return store

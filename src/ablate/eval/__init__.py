@@ -3,9 +3,9 @@
     python -m ablate.eval model_dir=outputs/.../model            # Hydra; any eval.* override works
     python -m ablate.eval model_dir=... eval.n=4 task.test_size=100   (the command: ablate.eval.__main__)
 
-Metrics (`summary.json`): pass@k (Chen et al.'s unbiased estimator) and pass^k (all k of k samples
-correct, C(c, k) / C(n, k)) for k in `eval.ks` up to n, exact pass@1 (fraction of correct samples),
-all also by the task's report level (Countdown: `by_operands/<n>/`, by operand count); coverage (samples with an answer), precision (correct among answered), the verdict breakdown, the mixed-outcome fraction
+Metrics (`summary.json`, its shape in ablate.rundir.summary): pass@k (Chen et al.'s unbiased estimator)
+and pass^k (all k of k samples correct, C(c, k) / C(n, k)) for k in `eval.ks` up to n, exact pass@1
+(fraction of correct samples), all also by the task's report level (Countdown: `by_operands/<n>/`, by operand count); coverage (samples with an answer), precision (correct among answered), the verdict breakdown, the mixed-outcome fraction
 (prompts with some but not all samples correct: where RLOO has signal), mean response length in
 tokens, and best-of-N (a prompt counts when the verifier finds a correct answer among its N
 samples: paper 004's test-time compute, which equals pass@N with the verifier as the selector).
@@ -34,6 +34,7 @@ from ablate.metrics import REGIME_TOOL, REGIMES, prompt_ratios
 from ablate.rollout import SamplingParams
 from ablate.rollout.tools import Tool, ToolPrompt
 from ablate.rundir import RunDir, RunDirLike
+from ablate.rundir import summary as summary_json
 from ablate.seeds import seed_of
 from ablate.tasks import CORRECT, NO_ANSWER, OPERANDS, Task
 
@@ -57,7 +58,7 @@ def summarize(rows: Sequence[Mapping[str, Any]], ks: Sequence[int], verdicts: Se
 
     def block(group: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         cols = {key: np.asarray([r[key] for r in group]) for key in keys}
-        out: dict[str, Any] = {"n_prompts": len(group)}
+        out: dict[str, Any] = {summary_json.N_PROMPTS: len(group)}
         for name, num, den, _, _ in prompt_ratios(cols, ks):
             # sums in row order (Python's sum), as summary.json has always been computed
             total = sum(den.tolist())
@@ -66,12 +67,12 @@ def summarize(rows: Sequence[Mapping[str, Any]], ks: Sequence[int], verdicts: Se
 
     summary = block(rows)
     tool_metrics = {name.split("/", 1)[1]: summary.pop(name) for name in list(summary) if name.startswith("tool/")}
-    summary["n_samples"] = rows[0]["n"]
+    summary[summary_json.N_SAMPLES] = rows[0]["n"]
     counts = Counter()
     for r in rows:
         counts.update(r["verdicts"])
     names = verdicts if verdicts is not None else list(dict.fromkeys(v for r in rows for v in r["verdicts"]))
-    summary["verdicts"] = {v: counts.get(v, 0) for v in names}
+    summary[summary_json.VERDICTS] = {v: counts.get(v, 0) for v in names}
     column, block_name = level
     by_level: dict[int, list] = defaultdict(list)
     for r in rows:
@@ -82,7 +83,7 @@ def summarize(rows: Sequence[Mapping[str, Any]], ks: Sequence[int], verdicts: Se
         summary[block_name] = {str(k): block(group) for k, group in sorted(by_level.items())}
     if tool:
         # a count of the tool's error answers, not a rate: stats carries it from summary.json
-        summary["tool"] = {**tool_metrics, "tool_errors": sum(r["tool_errors"] for r in rows)}
+        summary[summary_json.TOOL] = {**tool_metrics, summary_json.TOOL_ERRORS: sum(r["tool_errors"] for r in rows)}
     return summary
 
 
@@ -137,7 +138,7 @@ def write_eval(run_dir: RunDirLike, regime: str, summary: Mapping[str, Any], row
     out.mkdir(parents=True, exist_ok=True)
     # Each file whole or absent (temp file + rename); summary.json last: its presence marks a finished evaluation.
     write_jsonl(run.samples_file(regime), rows)
-    write_json(run.summary_file(regime), {"regime": regime, **summary})
+    write_json(run.summary_file(regime), {summary_json.REGIME: regime, **summary})
     return out
 
 

@@ -52,7 +52,7 @@ def main(cfg: DictConfig) -> None:
         cfg.model.name_or_path = str(model_dir)
         tokenizer = load_tokenizer(cfg.model)
         model = load_model(cfg.model, tokenizer)
-        # on the GPU where there is one, as a training run's final evaluation (ablate.train.run)
+        # on the GPU where there is one, as a training run's final evaluation (ablate.run)
         device = ablate.device.device(cfg.trainer)
         model.to(device)
         status.update(device=device)

@@ -13,9 +13,9 @@ def report_table(args, command: str, metrics: list[str] | None) -> int:
 
     from ablate.external.report import analyze_table, read_runs
     from ablate.external.tidy import TidyError
-    from ablate.stats.report import print_summary, write_report
-    from ablate.stats.runs import StatsInputError
-    from ablate.stats.settings import Settings
+    from ablate.stats.render.report import print_summary, write_report
+    from ablate.stats.read.runs import StatsInputError
+    from ablate.stats.stages.settings import Settings
 
     err = Console(stderr=True, soft_wrap=True)
     if len(args.sweep_dirs) != 1 or args.study is None:

@@ -3,7 +3,7 @@
 The per-run values table (ablate.stats.values.VALUE_COLUMNS) is built from the tidy runs: a plain metric
 is the run's value in the table (its last logged value with `step`), `AGG:COLUMN[@START:END]` and
 `reach:COLUMN>=VALUE` read the run's curve as they read an ablate run's metrics.csv. Then the same
-registration standing (ablate.stats.standing.decide) and claims engine (ablate.stats.engine.evaluate) as
+registration standing (ablate.stats.claims.standing.decide) and claims engine (ablate.stats.claims.engine.evaluate) as
 `python -m ablate.stats` on run directories. Last, a verdict whose two arms ran on different machines,
 torch versions, or in separate time spans (every run of one arm started before any run of the other) is
 refused: the arm is aliased with where or when it ran, so no verdict can say which one made the difference.
@@ -18,11 +18,11 @@ from pathlib import Path
 import pandas as pd
 
 from ablate.external.tidy import TidyRuns
-from ablate.stats.engine import ClaimsResult, claim_metrics, evaluate, reach_thresholds
-from ablate.stats.reach import reach_metric
-from ablate.stats.registration import find_registration, parse_time, read_registration
-from ablate.stats.standing import decide, fingerprint_problems, first_start
-from ablate.stats.values import CURVE_REGIME, VALUE_COLUMNS, curve_value, eval_values, is_curve_metric, reach_values
+from ablate.stats.claims.engine import ClaimsResult, claim_metrics, evaluate, reach_thresholds
+from ablate.stats.values.reach import reach_metric
+from ablate.stats.claims.registration import find_registration, parse_time, read_registration
+from ablate.stats.claims.standing import decide, fingerprint_problems, first_start
+from ablate.stats.values.table import CURVE_REGIME, VALUE_COLUMNS, curve_value, eval_values, is_curve_metric, reach_values
 
 REFUSED = "refused"
 
@@ -53,7 +53,7 @@ def tidy_values(tr: TidyRuns, labels: dict, metrics, regimes) -> pd.DataFrame:
 
 
 def table_claims(tr: TidyRuns, declared, labels: dict, effect: float) -> ClaimsResult:
-    """`declared` decided on the table's runs (ablate.stats.engine.sweep_claims' steps, from the table)."""
+    """`declared` decided on the table's runs (ablate.stats.claims.engine.sweep_claims' steps, from the table)."""
     table = tidy_values(tr, labels, claim_metrics(declared), claim_regimes(declared))
     thresholds = reach_thresholds(declared, table)
     done: set[str] = set()

@@ -16,7 +16,7 @@ def next_seeds(runs: Path, study_path: Path, registration: Path | None = None,
     """(one line per condition to train: its condition, the seeds, why; the next look's number)."""
     from ablate.external.decide import decide_table
     from ablate.external.report import read_runs
-    from ablate.stats.conditions import label_sweep
+    from ablate.stats.stages.conditions import label_sweep
 
     tr, _ = read_runs(runs, study_path, conditions)
     study, _, _, labels, _ = label_sweep(tr.sweep, (), False, [])
@@ -61,7 +61,7 @@ def _seeds(tr, cond) -> list[int]:
 
 def main_external(runs: Path, study_path: Path, registration: Path | None, conditions: str | None) -> int:
     from ablate.external.tidy import TidyError
-    from ablate.stats.runs import StatsInputError
+    from ablate.stats.read.runs import StatsInputError
 
     cols = [c.strip() for c in conditions.split(",") if c.strip()] if conditions else None
     try:

@@ -16,7 +16,7 @@ import pandas as pd
 
 from ablate.external.tidy import MAX_LINES, TidyError, TidyRuns, _text, read_table
 from ablate.metrics import REGIME_NO_TOOL
-from ablate.stats.runs import PromptTable, RegimeEval
+from ablate.stats.read.runs import PromptTable, RegimeEval
 
 
 def _bad_rows(frame: pd.DataFrame) -> pd.Series:

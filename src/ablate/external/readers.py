@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ablate.stats.samples import short
+from ablate.stats.read.samples import short
 
 MAX_FILE = 512 << 20  # a log far larger than this is damage, not a log
 

@@ -1,6 +1,6 @@
 """`python -m ablate.stats RUNS.csv --study STUDY.yaml`: the report of an external study.
 
-The table's runs go through ablate.stats' own stages (ablate.stats.analysis): conditions, labels, baselines
+The table's runs go through ablate.stats' own stages (ablate.stats.stages.analysis): conditions, labels, baselines
 and the machines check (`group_conditions`), training curves and steps to reach (`training_curves`), the
 claims (ablate.external.decide: the same engine and registration standing), and the same writer
 (`write_report`). The table's metrics have no prompts, so their summary is a t-interval over seeds per
@@ -19,18 +19,18 @@ import yaml
 
 from ablate.external.decide import decide_table
 from ablate.external.tidy import TidyError, TidyRuns, read_table, tidy_runs
-from ablate.stats.analysis import Analysis
-from ablate.stats.blocks import available_metrics
-from ablate.stats.compare import compare
-from ablate.stats.conditions import group_conditions, label_sweep
-from ablate.stats.curves import training_curves
-from ablate.stats.engine import components
-from ablate.stats.intervals import t_interval
-from ablate.stats.mechanisms import Mechanisms
-from ablate.stats.reach import reach_metric
-from ablate.stats.settings import Settings
-from ablate.stats.summary import SUMMARY_COLUMNS, summarize
-from ablate.stats.values import AGGREGATES
+from ablate.stats.stages.analysis import Analysis
+from ablate.stats.values.blocks import available_metrics
+from ablate.stats.stages.compare import compare
+from ablate.stats.stages.conditions import group_conditions, label_sweep
+from ablate.stats.stages.curves import training_curves
+from ablate.stats.claims.engine import components
+from ablate.stats.maths.intervals import t_interval
+from ablate.stats.stages.mechanisms import Mechanisms
+from ablate.stats.values.reach import reach_metric
+from ablate.stats.stages.settings import Settings
+from ablate.stats.stages.summary import SUMMARY_COLUMNS, summarize
+from ablate.stats.values.table import AGGREGATES
 
 _CURVE = re.compile(rf"^(?:{'|'.join(AGGREGATES)}):(.+?)(?:@-?\d*:-?\d*)?$")  # AGG:COLUMN[@START:END]
 RUNS_REGIME = "runs"  # summary.csv's regime of the table's run-level metrics
@@ -41,7 +41,7 @@ NO_PROMPTS = ("The table has run-level metrics only: each condition is described
 def load_study(path: Path) -> dict:
     """The `study:` block of STUDY.yaml (a preset's block, or a file holding `study:`), checked as a preset's
     is at start-up: every problem one line (TidyError)."""
-    from ablate.stats.claims import check_study_block
+    from ablate.stats.claims.study import check_study_block
 
     try:
         raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))

@@ -8,7 +8,7 @@ a plain metric name then means the run's last logged value), `look` (which look 
 belongs to, 1 first), `run` (its name in messages), and where it ran: `machine`, `torch_version`,
 `started_at` (ISO time; a verdict whose arms these separate is refused, ablate.external.decide).
 
-What comes out is the same `Run`/`Sweep` that ablate's run directories load into (ablate.stats.runs): a
+What comes out is the same `Run`/`Sweep` that ablate's run directories load into (ablate.stats.read.runs): a
 run's condition is its condition columns as overrides (`algo=dapo`), its config holds them (dotted names
 nest, so a study's `baselines: {family: {}, baseline: {algo: grpo}}` matches as for a preset) and the study
 block, its status the state and start time, `metrics` the curve by step. Every problem in the table is one
@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ablate.stats.runs import Run, StatsInputError, Sweep, split_overrides
-from ablate.stats.samples import short
+from ablate.stats.read.runs import Run, StatsInputError, Sweep, split_overrides
+from ablate.stats.read.samples import short
 
 TABLE_SUFFIXES = {".csv": "csv", ".tsv": "csv", ".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl",
                   ".ndjson": "jsonl", ".json": "jsonl"}
@@ -176,7 +176,7 @@ def _row_no(index) -> int:
 
 def _nested(conds: dict[str, str]) -> dict:
     """{'trainer.lr': '1e-3', 'algo': 'dapo'} -> {'trainer': {'lr': '1e-3'}, 'algo': 'dapo'}: how a study's
-    dotted baseline and name keys find them (ablate.stats.study.lookup)."""
+    dotted baseline and name keys find them (ablate.stats.claims.study.lookup)."""
     out: dict = {}
     for key, value in conds.items():
         node = out

@@ -3,7 +3,7 @@
 The reference is the starting model. Its sequence log-probs are computed once per pair, before
 training (`reference_logprobs`), and kept with the pairs; no reference model is held during
 training, so every epoch reuses the same numbers and memory holds one model. One training step
-takes the next `batch_size` pairs of a fixed schedule (`ablate.lit.pairs.order_pairs`), indexed by
+takes the next `batch_size` pairs of a fixed schedule (`ablate.pairs.order_pairs`), indexed by
 the global step, so a resumed run continues the same order. With DDP each rank takes its own
 `batch_size` pairs of that order per step (the effective batch is batch_size x ranks, as for SFT).
 """
@@ -18,7 +18,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ablate.lit import CompilableLearner
-from ablate.lit.pairs import Pair
+from ablate.pairs import Pair
 from ablate.lit.sft import warmup_cosine
 from ablate.lit.sft_data import tool_output_mask
 from ablate.models import encode_prompt
@@ -83,7 +83,7 @@ class PreferenceModule(CompilableLearner, L.LightningModule):
     def __init__(self, model: PreTrainedModel, encoded: Sequence[Mapping[str, Any]], reference: torch.Tensor,
                  order: Callable[[int], Sequence[int]], stage: Any,
                  pad_id: int):
-        """`order(length)` gives the training order of pair indices (ablate.lit.pairs.order_pairs); `stage`:
+        """`order(length)` gives the training order of pair indices (ablate.pairs.order_pairs); `stage`:
         the preference stage's config as its schema's instance (`ablate.config.typed(PreferenceStageConfig,
         cfg.stage)`, ablate.stages.preference)."""
         super().__init__()

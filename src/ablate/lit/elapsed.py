@@ -6,6 +6,8 @@ import time
 
 import lightning as L
 
+from ablate.rundir.metrics_csv import TIME
+
 
 class ElapsedTime(L.Callback):
     """Logs `time/elapsed_s` (training wall seconds) and `time/cpu_s` (the process's CPU seconds, all its
@@ -30,8 +32,8 @@ class ElapsedTime(L.Callback):
         self.started, self.cpu_started = time.monotonic(), time.process_time()
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx) -> None:
-        pl_module.log("time/elapsed_s", self.elapsed(), on_step=True, on_epoch=False)
-        pl_module.log("time/cpu_s", self.cpu(), on_step=True, on_epoch=False)
+        pl_module.log(f"{TIME}elapsed_s", self.elapsed(), on_step=True, on_epoch=False)
+        pl_module.log(f"{TIME}cpu_s", self.cpu(), on_step=True, on_epoch=False)
 
     def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict) -> None:
         checkpoint["elapsed_s"], checkpoint["cpu_s"] = self.elapsed(), self.cpu()

@@ -13,6 +13,7 @@ import torch
 
 from ablate.padding import attention_mask, right_pad
 from ablate.rollout import Rollouts
+from ablate.rundir.metrics_csv import TIME
 from ablate.tasks import CORRECT
 
 
@@ -86,7 +87,7 @@ class PhaseTimer:
             self.seconds[phase] = self.seconds.get(phase, 0.0) + time.monotonic() - start
 
     def metrics(self) -> dict[str, float]:
-        return {f"time/{phase}_s": seconds for phase, seconds in self.seconds.items()}
+        return {f"{TIME}{phase}_s": seconds for phase, seconds in self.seconds.items()}
 
 
 @dataclasses.dataclass

@@ -1,10 +1,18 @@
-"""`metrics.csv` across a resume: Lightning's CSVLogger deletes an existing file when it starts, so a
-resumed fit moves it aside first (`stash_metrics`) and puts the earlier rows back after (`merge_metrics`)."""
+"""`metrics.csv`: one row per step, its columns in families declared here (the writers that log a family
+and the readers that pick one name it from here), and the file across a resume: Lightning's CSVLogger
+deletes an existing file when it starts, so a resumed fit moves it aside first (`stash_metrics`) and puts
+the earlier rows back after (`merge_metrics`)."""
 
 from __future__ import annotations
 
 from ablate.rundir import atomic
 from ablate.rundir.layout import RunDir, RunDirLike
+
+TRAIN = "train/"  # the learner's and the reward's numbers of each step
+CURRICULUM = "curriculum/"  # the sampler's state (ablate.curriculum)
+TIME = "time/"  # seconds and throughput: `time/<phase>_s`, `time/elapsed_s`, ...
+VAL = "val/"  # the held-out validation subset during training (eval.every)
+FAMILIES = (TRAIN, CURRICULUM, TIME, VAL)
 
 
 def stash_metrics(run_dir: RunDirLike) -> None:

@@ -30,7 +30,7 @@ from typing import Any, Iterator
 
 from ablate.rundir import atomic
 from ablate.rundir.layout import RunDir, RunDirLike
-from ablate.rundir.status import STALE_S, interrupted, read_status
+from ablate.rundir.status import STALE_S, State, interrupted, read_status
 
 log = logging.getLogger("ablate.ownership")
 
@@ -116,7 +116,7 @@ def _stale_reason(status: dict[str, Any], locked: bool) -> str | None:
 def _take_over(run: RunDir, status: dict[str, Any], reason: str) -> None:
     """Mark the stale attempt interrupted, saying who took the directory over and why."""
     log.warning("%s: taking over from a gone process (%s)", run.root, reason)
-    status.update(state="interrupted", finished_at=status.get("heartbeat_at") or status.get("started_at"),
+    status.update(state=State.INTERRUPTED, finished_at=status.get("heartbeat_at") or status.get("started_at"),
                   takeover={"at": _now(), "host": socket.gethostname(), "pid": os.getpid(), "reason": reason})
     atomic.write_json(run.status_file, status)
 
@@ -138,7 +138,7 @@ def claim(run_dir: RunDirLike, sweep_pid: int | None = None) -> _Claim:
     claimed = _Claim(run, fd)
     try:
         status = read_status(run) or {}
-        if status.get("state") == "running":
+        if status.get("state") == State.RUNNING:
             reason = _stale_reason(status, locked)
             if reason is None:
                 raise RunOwned(owner_message(run.root, status))

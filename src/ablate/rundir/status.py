@@ -17,13 +17,71 @@ import subprocess
 import threading
 import time
 import traceback
+from dataclasses import dataclass, fields
 from datetime import datetime, timezone
+from enum import StrEnum
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, get_type_hints
 
 from ablate.rundir import atomic
+from ablate.rundir.checks import COUNT, NONNEGATIVE, bad_number, finite, show
 from ablate.rundir.layout import RunDir, RunDirLike
+
+
+class State(StrEnum):
+    """A run's `state`: running -> completed | failed | interrupted (written as its text)."""
+
+    COMPLETED = "completed"
+    RUNNING = "running"
+    INTERRUPTED = "interrupted"
+    FAILED = "failed"
+
+
+@dataclass
+class Status:
+    """status.json's keys, each with its type: what a writer may record (`RunStatus.update` refuses any
+    other key) and what a reader checks (`check_status`: text, a whole count >= 0 (int), seconds or another
+    number >= 0 (float), a list, an object). A new key is a field here and the line that writes it."""
+
+    # the attempt, kept by RunStatus
+    state: State = State.RUNNING
+    started_at: str | None = None
+    finished_at: str | None = None
+    heartbeat_at: str | None = None
+    duration_s: float | None = None
+    total_duration_s: float | None = None
+    attempts: int | None = None
+    host: str | None = None
+    pid: int | None = None
+    error: str | None = None
+    git_sha: str | None = None
+    versions: dict | None = None
+    timings: dict | None = None
+    timings_total: dict | None = None
+    history: list | None = None  # the earlier attempts, each with _ATTEMPT_KEYS
+    takeover: dict | None = None  # who found the attempt stale, when and why (ablate.rundir.ownership)
+    # what the stage records
+    stage: str | None = None
+    init: str | None = None  # the starting model's name or path
+    init_sha256: str | None = None  # of its weights (a random init has none)
+    study_sha256: str | None = None  # the study block's fingerprint
+    threads: int | None = None
+    world_size: int | None = None  # the data-parallel processes over all nodes (written by ablate.fit)
+    effective_batch: int | None = None  # world_size x the stage's per-device batch
+    device: str | None = None
+    model_dir: str | None = None
+    parameters: int | None = None
+    train_problems: int | None = None
+    test_problems: int | None = None
+    pairs: int | None = None
+    pair_kinds: dict | None = None
+    pair_operands: dict | None = None
+    warnings: list | None = None
+
+
+KEYS = tuple(f.name for f in fields(Status))
+_TYPES = {name: hint for name, hint in get_type_hints(Status).items() if name != "state"}
 
 PACKAGES = ("ablate", "torch", "transformers", "lightning", "hydra-core", "datasets", "vllm")
 # Recorded under the import name; looked up under the distribution's (the package index's `ablate` is
@@ -102,7 +160,7 @@ _ATTEMPT_KEYS = ("state", "started_at", "finished_at", "heartbeat_at", "duration
 def interrupted(status: dict[str, Any], now: float | None = None, host: str | None = None) -> str | None:
     """Why a status that says `running` is not running any more, or None when it may be: its process
     is gone (same host, pid not alive), or its heartbeat is older than STALE_S."""
-    if status.get("state") != "running":
+    if status.get("state") != State.RUNNING:
         return None
     host = socket.gethostname() if host is None else host
     pid = status.get("pid")
@@ -155,12 +213,13 @@ class RunStatus:
             last = {key: previous.get(key) for key in _ATTEMPT_KEYS}
             if previous.get("takeover"):  # who found it stale, when and why (ablate.rundir.ownership)
                 last["takeover"] = previous["takeover"]
-            if last["state"] == "running":  # killed: it never wrote an end
-                last["state"] = "interrupted"
+            if last["state"] == State.RUNNING:  # killed: it never wrote an end
+                last["state"] = State.INTERRUPTED
                 last["finished_at"] = previous.get("heartbeat_at") or previous.get("started_at")
             history.append(last)
         now = _now()
-        self.data = {"state": "running", "started_at": now, "finished_at": None, "heartbeat_at": now,
+        _declared(extra)
+        self.data = {"state": State.RUNNING, "started_at": now, "finished_at": None, "heartbeat_at": now,
                      "duration_s": None, "attempts": _attempts(previous) + 1, "git_sha": git_sha(),
                      "versions": versions(), "host": socket.gethostname(), "pid": os.getpid(), "error": None,
                      "timings": {}, "history": history,
@@ -175,7 +234,7 @@ class RunStatus:
     def _beat(self) -> None:
         while not self._stop.wait(self._heartbeat_s):
             with self._lock:
-                if self.data.get("state") != "running":
+                if self.data.get("state") != State.RUNNING:
                     return
                 self.data["heartbeat_at"] = _now()
                 try:
@@ -202,11 +261,12 @@ class RunStatus:
             self._write()
 
     def update(self, **fields: Any) -> None:
+        _declared(fields)
         with self._lock:
             self.data.update(fields)
             self._write()
 
-    def _finish(self, state: str, error: str | None) -> None:
+    def _finish(self, state: State, error: str | None) -> None:
         self._stop.set()
         with self._lock:
             self.data.update(state=state, finished_at=_now(), heartbeat_at=_now(),
@@ -215,7 +275,7 @@ class RunStatus:
             self._write()
 
     def complete(self) -> None:
-        self._finish("completed", None)
+        self._finish(State.COMPLETED, None)
 
     @contextlib.contextmanager
     def running(self, **extra: Any) -> Iterator["RunStatus"]:
@@ -232,13 +292,56 @@ class RunStatus:
         except BaseException as exc:
             signum = stop_signal(exc)
             if signum:  # stopped on purpose (SIGTERM, Ctrl-C): resumable, not a failure
-                self._finish("interrupted", f"stopped by {signal.Signals(signum).name}")
+                self._finish(State.INTERRUPTED, f"stopped by {signal.Signals(signum).name}")
             else:
                 self.fail(exc)
             raise
-        if self.data.get("state") == "running":
+        if self.data.get("state") == State.RUNNING:
             self.complete()
 
     def fail(self, exc: BaseException) -> None:
         detail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-3:])
-        self._finish("failed", f"{type(exc).__name__}: {exc}\n{detail}")
+        self._finish(State.FAILED, f"{type(exc).__name__}: {exc}\n{detail}")
+
+
+def _declared(fields: dict[str, Any]) -> None:
+    unknown = sorted(set(fields) - set(KEYS))
+    if unknown:
+        raise KeyError(f"status.json has no key {', '.join(unknown)}: declare it in ablate.rundir.status.Status")
+
+
+def _kind(hint: Any) -> type:
+    """The one type a key's hint names besides None (`int | None` -> int)."""
+    return next(a for a in getattr(hint, "__args__", (hint,)) if a is not type(None))
+
+
+def check_status(status: Any, issues: list[str]) -> dict | None:
+    """status.json as far as a reader can trust it: an object, `state` one of State (text), no NaN or
+    infinity, every declared key of its type (a key that is not is named in `issues` and read as absent)."""
+    if status is None:
+        return None
+    if not isinstance(status, dict):
+        issues.append(f"status.json: a JSON {type(status).__name__}, not an object; not used (state unknown)")
+        return None
+    found: list[str] = []
+    status = finite(status, "", found)
+    if found:
+        issues.append(f"status.json: {'; '.join(found[:4])}; read as absent (null)")
+    state = status.get("state")
+    if not isinstance(state, str) or state not in tuple(State):
+        issues.append(f"status.json: state {show(state)} is not one of {', '.join(State)}; the run is not "
+                      "counted as completed")
+    for key, hint in _TYPES.items():
+        if status.get(key) is not None and (why := _bad_value(status[key], _kind(hint))):
+            issues.append(f"status.json: {key} is {why}; ignored")
+            status = {**status, key: None}
+    return status
+
+
+_NOT = {str: "not text", list: "not a list", dict: "not an object"}
+
+
+def _bad_value(value: Any, kind: type) -> str | None:
+    if kind in (int, float):
+        return bad_number(value, COUNT if kind is int else NONNEGATIVE)
+    return None if isinstance(value, kind) else f"{show(value)}, {_NOT[kind]}"

@@ -93,12 +93,12 @@ def preference_stages() -> tuple[str, ...]:
 
 
 def build_pairs(cfg: DictConfig, model, tokenizer, train_problems, task) -> list:
-    """The preference pairs `stage.pairs` describes (ablate.lit.pairs), from the first
+    """The preference pairs `stage.pairs` describes (ablate.pairs), from the first
     `stage.pairs.n_prompts` training problems; `sampled` samples from `model` (the starting policy) and
     scores with the task, `solver` asks the task's solver (`Task.solver_pairs`)."""
     import torch
 
-    from ablate.lit.pairs import load_pairs, sampled_pairs
+    from ablate.pairs import load_pairs, sampled_pairs
     from ablate.models import encode_prompt, prompt_text
     from ablate.rollout import SamplingParams
     from ablate.rollout.hf import HFEngine
@@ -137,7 +137,7 @@ def pairs_and_reference(cfg: DictConfig, model, tokenizer, train_problems, task,
     import torch
 
     from ablate.lit.dpo import encode_pair, reference_logprobs
-    from ablate.lit.pairs import load_pairs, save_pairs
+    from ablate.pairs import load_pairs, save_pairs
 
     s = cfg.stage
     pairs_file = RunDir(run_dir).pairs_file
@@ -179,7 +179,7 @@ def fit_preference(cfg: DictConfig, model, tokenizer, splits, task, run_dir: Pat
     from torch.utils.data import DataLoader
 
     from ablate.lit.dpo import PreferenceModule
-    from ablate.lit.pairs import order_pairs
+    from ablate.pairs import order_pairs
 
     s = cfg.stage
     pairs, encoded, reference = pairs_and_reference(cfg, model, tokenizer, splits.train, task, run_dir, status)
@@ -208,7 +208,7 @@ def pair_stages(curriculum: dict, problems, task) -> list[dict]:
 def check_preference(cfg: DictConfig) -> None:
     """`stage=dpo|ipo` config and its pairs: ConfigError naming the key and the fix."""
     from ablate.config import ConfigError, require
-    from ablate.lit.pairs import ORDERS, SOURCES, check_stages
+    from ablate.pairs import ORDERS, SOURCES, check_stages
     from ablate.tasks import task_class
 
     s, p = cfg.stage, cfg.stage.pairs

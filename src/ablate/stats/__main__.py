@@ -162,8 +162,8 @@ def _check_args(parser: argparse.ArgumentParser, args) -> None:
 
 def _hold(sweep, settings, out: Path) -> int:
     """--hold: the runs' archive only, no analysis (a look's verdicts wait for all of its seeds)."""
-    from ablate.stats.conditions import group_conditions
-    from ablate.stats.report import write_archive
+    from ablate.stats.render.report import write_archive
+    from ablate.stats.stages.conditions import group_conditions
 
     written = write_archive(sweep, group_conditions(sweep, settings).labels, out)
     done = sum(r.ok for r in sweep.runs)
@@ -190,8 +190,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from rich.console import Console
 
-    from ablate.stats.load import load_sweep
-    from ablate.stats.runs import StatsInputError, newest_sweep
+    from ablate.stats.read.load import load_sweep
+    from ablate.stats.read.runs import StatsInputError, newest_sweep
 
     # a pipe or log file gets a wide table rather than rich's 80-column default
     out_console = Console() if sys.stdout.isatty() else Console(width=160)
@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.baseline is not None and not args.baseline.strip():
             raise StatsInputError("--baseline is empty")
-        from ablate.stats.reach import parse_reach
+        from ablate.stats.values.reach import parse_reach
 
         for spec in args.reach:  # a bad --reach fails before any run is read
             parse_reach(spec)
@@ -210,9 +210,8 @@ def main(argv: list[str] | None = None) -> int:
                       "(a run is a directory containing .hydra/overrides.yaml)", highlight=False)
             return 1
 
-        from ablate.stats.analysis import analyze
-        from ablate.stats.report import print_summary, write_report
-        from ablate.stats.settings import Settings
+        from ablate.stats.stages.analysis import analyze
+        from ablate.stats.stages.settings import Settings
 
         settings = Settings(resamples=args.resamples, confidence=args.confidence, alpha=args.alpha,
                             seed=args.seed, metrics=metrics, baseline=args.baseline, reach=args.reach,
@@ -225,7 +224,15 @@ def main(argv: list[str] | None = None) -> int:
         err.print(f"[red]error:[/red] {exc}", highlight=False)
         return 2
 
-    out = args.out or Path("stats") / sweep.name
+    return _report(args, argv, analysis, sweep.name, out_console, err)
+
+
+def _report(args, argv: list[str] | None, analysis, name: str, out_console, err) -> int:
+    """Write the analysis's report under --out (or stats/<sweep>) and print its summary (its path alone with
+    --quiet); 1 when no run could be compared, 2 when the report cannot be written."""
+    from ablate.stats.render.report import print_summary, write_report
+
+    out = args.out or Path("stats") / name
     formats = {"md", "json"} if args.format == "both" else {args.format}
     shown = [relative_path(a) for a in (argv if argv is not None else sys.argv[1:])]
     command = "python -m ablate.stats " + " ".join(shlex.quote(a) for a in shown)

@@ -1,7 +1,7 @@
 """`python -m ablate.studies.calibrate`: the error rates of the verdict engine, measured.
 
 Plants sweeps of run directories with a known truth and runs the claims engine on each, the code
-path `python -m ablate.stats` runs from a loaded sweep (`engine.claims_of`): the sweeps are built in
+path `python -m ablate.stats` runs from a loaded sweep (`analysis.claims_of`): the sweeps are built in
 memory as the loader builds them, and `--on-disk K` also writes the first K of each setting as run
 directories (the run-directory contract) and checks the CLI's claims.csv gives the same verdicts.
 
@@ -32,7 +32,7 @@ import scipy.special
 
 from ablate.metrics import REGIME_NO_TOOL
 from ablate.rundir import RunDir
-from ablate.stats.runs import PromptTable, RegimeEval, Run, Sweep
+from ablate.stats.read.runs import PromptTable, RegimeEval, Run, Sweep
 
 VARIANCE = {"small": (0.02, 0.5), "large": (0.15, 0.5)}
 N_PROMPTS, N_SAMPLES, BASE = 500, 16, 0.35
@@ -119,8 +119,8 @@ def write_planted(sweep: Sweep, root: Path) -> list[Path]:
     own summarize/write_eval), one sweep directory per look under `root`; returns those directories."""
     import yaml
 
-    from ablate.rundir.atomic import write_json, write_text
     from ablate.eval import summarize, write_eval
+    from ablate.rundir.atomic import write_json, write_text
 
     dirs = []
     for run in sweep.runs:
@@ -142,7 +142,7 @@ def write_planted(sweep: Sweep, root: Path) -> list[Path]:
 
 
 def decide(sweep: Sweep) -> dict:
-    from ablate.stats.engine import claims_of
+    from ablate.stats.stages.analysis import claims_of
 
     row = claims_of(sweep).table.iloc[0]
     return {"verdict": row["verdict"], "low": row["ci_low"], "high": row["ci_high"], "n": row["n"],
@@ -167,8 +167,9 @@ def naive_looks(sweep: Sweep, s: Setting) -> dict:
 def old_procedure(sweep: Sweep, rng: np.random.Generator, resamples: int, confidence: float = 0.95) -> dict:
     """What ablate.stats decided by before the engine: the hierarchical-bootstrap difference interval
     (seeds, then prompts, independently per arm) and the paired prompt permutation test (seeds averaged,
-    conditions swapped within prompts: intervals.paired_test's p-value, without its BCa interval)."""
-    from ablate.stats.intervals import _permutation_p, hierarchical_bootstrap_distribution, percentile_interval
+    conditions swapped within prompts: paired.paired_test's p-value, without its BCa interval)."""
+    from ablate.stats.maths.intervals import hierarchical_bootstrap_distribution, percentile_interval
+    from ablate.stats.maths.paired import _permutation_p
 
     arms = {arm: [r.evals[REGIME_NO_TOOL].prompts.cols["n_correct"] / N_SAMPLES for r in sweep.runs
                   if r.condition == (f"arm={arm}",)] for arm in "ab"}
@@ -216,7 +217,7 @@ def run_setting(s: Setting, sweeps: int, seed: int = 0, old: int = 0, resamples:
 
 def fixed_seeds_for(power: float, sd: float, effect: float, alpha: float = 0.05) -> float:
     """Seeds per arm a fixed Welch design needs for `power` at `effect` (normal seed values of SD sd)."""
-    from ablate.stats.power import seeds_needed
+    from ablate.stats.maths.power import seeds_needed
 
     return seeds_needed(sd, effect, alpha, power=min(max(power, 0.05), 0.99))
 

@@ -1,6 +1,6 @@
 """`python -m ablate.studies.calibrate_level`: the false-positive rate where the studies decide.
 
-calibrate.py plants whole sweeps (per-prompt counts) and runs `engine.claims_of` on each: exact, but a
+calibrate.py plants whole sweeps (per-prompt counts) and runs `analysis.claims_of` on each: exact, but a
 few ms a sweep. The studies decide at per-claim levels of 0.001-0.008, where knowing a rate to +-30%
 (95%) takes N = (1.96 / 0.3)^2 (1 - alpha) / alpha sweeps: 42,642 at 0.001, 14,186 at 0.003, 5,293 at
 0.008 (`sweeps_for`). So this harness plants the per-seed values table (what `sweep_values` makes of a
@@ -33,8 +33,8 @@ import numpy as np
 import pandas as pd
 import scipy.stats
 
-from ablate.stats.level import SPREAD_MAX, floor_p, randomization_p, spread_ratio
-from ablate.stats.sequential import nominal_levels
+from ablate.stats.maths.level import SPREAD_MAX, floor_p, randomization_p, spread_ratio
+from ablate.stats.maths.sequential import nominal_levels
 
 MU, SD = 0.35, 0.01
 REGIMES = ("sd ratio 1", "sd ratio 4", "sd ratio 12", "bimodal arm", "bimodal both", "zero-variance arm",
@@ -106,7 +106,7 @@ def kind_of(regime: str) -> str:
 
 def declared(kind: str, direction: str, alpha: float, looks, test: str):
     """The one-claim study the engine decides a planted sweep with (x beats y, effect ~0)."""
-    from ablate.stats.claims import parse_declared
+    from ablate.stats.claims.declared import parse_declared
 
     claim = {"id": "c", "claim": "x beats y", "metric": "pass@1", "condition": "x", "baseline": "y",
              "direction": direction, "effect": 1e-12, "type": kind}
@@ -170,7 +170,7 @@ def _rate_verdicts(s: int, n: int, a: float, looks: tuple, alpha: float) -> np.n
     """[n+1, n+1] int8: the engine's verdict at a look of n vs n seeds with k and j successes (1
     replicated, -1 not replicated, 0 open), from `engine.look_verdict` itself: a rate claim reads counts
     only, and its exact test is its own whatever the study's `test`."""
-    from ablate.stats.engine import look_verdict
+    from ablate.stats.claims.engine import look_verdict
 
     claim = declared("success_rate", "higher" if s > 0 else "lower", alpha, looks, "welch").claims[0]
     out = np.zeros((n + 1, n + 1), dtype=np.int8)
@@ -186,8 +186,8 @@ def entry_rejections(x: np.ndarray, y: np.ndarray, looks, alpha: float, test: st
                      kind: str = "superiority") -> np.ndarray:
     """The same decision through `engine.evaluate`, one sweep at a time, from a values table with one
     batch per look and two one-claim studies (higher, lower) at the claim's alpha."""
-    from ablate.stats.engine import evaluate
-    from ablate.stats.values import VALUE_COLUMNS
+    from ablate.stats.claims.engine import evaluate
+    from ablate.stats.values.table import VALUE_COLUMNS
 
     batch = [next(k for k, n in enumerate(looks) if j < n) for j in range(looks[-1])]
     studies = [declared(kind, direction, alpha, looks, test) for direction in ("higher", "lower")]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ablate.stats.formatting import fmt_ci
+from ablate.stats.render.formatting import fmt_ci
 
 SUBDIR = "confirmatory"
 COUNTED = ("confirmatory", "removed after registration")

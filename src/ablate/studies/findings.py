@@ -31,14 +31,14 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from ablate.stats.claims import parse_declared
+from ablate.stats.claims.declared import parse_declared
+from ablate.stats.claims.engine import evaluate
+from ablate.stats.render.claims import claims_markdown, claims_tables, plan_sentence
+from ablate.stats.render.formatting import fmt_ci
+from ablate.stats.stages.mechanisms import per_condition
+from ablate.stats.values.reach import reach_metric
+from ablate.stats.values.table import CURVE_REGIME, VALUE_COLUMNS, is_curve_metric, summary_values
 from ablate.studies.confirmatory import WAITS, arm_not_run, confirmatory_rows, side_by_side
-from ablate.stats.engine import evaluate
-from ablate.stats.formatting import fmt_ci
-from ablate.stats.mechanisms import per_condition
-from ablate.stats.render_claims import claims_markdown, claims_tables, plan_sentence
-from ablate.stats.reach import reach_metric
-from ablate.stats.values import CURVE_REGIME, VALUE_COLUMNS, is_curve_metric, summary_values
 
 BRIDGE = "committed.yaml"
 _BLOCK = re.compile(r"(<!-- (?P<kind>claims|mechanisms):(?P<study>[\w-]+) -->\n)(?P<body>.*?)(<!-- /(?P=kind) -->)", re.S)
@@ -52,7 +52,7 @@ def conf_dir() -> Path:
 
 def archived_curves(report_dir: Path, sweep: str | None = None) -> dict[str, pd.DataFrame]:
     """run -> its training curves (metrics.csv as the run wrote it), from the report's runs.jsonl.gz."""
-    from ablate.stats.archive import RUNS_FILE, _metrics_frame
+    from ablate.stats.read.archive import RUNS_FILE, _metrics_frame
 
     path = report_dir / RUNS_FILE
     if not path.is_file():
@@ -69,7 +69,7 @@ def archived_curves(report_dir: Path, sweep: str | None = None) -> dict[str, pd.
 def _declared_rows(report_dir: Path, bridge: dict, info: pd.DataFrame, sweep: str | None) -> tuple[list[dict], set]:
     """A bridged curve metric (`AGG:COLUMN@...`) computed as declared, from the runs' own curves where the
     report archived them: a claim renders from its declared metric, not from a mechanisms.csv stand-in."""
-    from ablate.stats.values import curve_value
+    from ablate.stats.values.table import curve_value
 
     wanted = [m for m in (bridge.get("metrics") or {}) if is_curve_metric(m) and reach_metric(m) is None]
     curves = archived_curves(report_dir, sweep) if wanted else {}
@@ -189,8 +189,8 @@ def run_statuses(study_dir: Path, bridge: dict) -> list[dict]:
 def study_claims(study_dir: Path, conf: Path | None = None):
     """The engine's ClaimsResult for one committed study directory, decided under its registration
     (registration.yaml beside the reports) when there is one, else every claim exploratory."""
-    from ablate.stats.registration import FILE, read_registration
-    from ablate.stats.standing import decide, first_start
+    from ablate.stats.claims.registration import FILE, read_registration
+    from ablate.stats.claims.standing import decide, first_start
 
     bridge = yaml.safe_load((study_dir / BRIDGE).read_text())
     preset = yaml.safe_load(((conf or conf_dir()) / "experiment" / f"{bridge['preset']}.yaml").read_text())
@@ -221,7 +221,7 @@ def report_with_claims(text: str, result) -> str:
 
 def claims_block(result, study: str | None = None) -> str:
     """The markdown tables findings.md embeds for a study (rendered, never typed: the same rows and
-    cells as report.md's, ablate.stats.render_claims), and its forest."""
+    cells as report.md's, ablate.stats.render.claims), and its forest."""
     picture = (f"\n![claims of {study}: estimate and deciding interval coloured by verdict, the paper's effect as ×, "
                f"margins shaded](findings/{study}/claims.png)\n" if study else "")
     return "\n".join(claims_tables(result)) + "\n" + plan_sentence(result) + "\n" + picture
@@ -257,7 +257,7 @@ def _cell(r: dict) -> str:
 
 def _deciding(table: pd.DataFrame) -> list[dict]:
     """The rows that decide (the registered version of a claim, not its later amendment)."""
-    from ablate.stats.standing import ADDED, AMENDED
+    from ablate.stats.claims.standing import ADDED, AMENDED
 
     return [r for r in table.to_dict("records") if r.get("standing") not in (AMENDED, ADDED)]
 
@@ -366,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if stale or missing or typed else 0
     from ablate.rundir.atomic import write_text
 
-    from ablate.stats.figures import claims_figure
+    from ablate.stats.render.figures import claims_figure
 
     for f, body in files.items():
         write_text(f, body)

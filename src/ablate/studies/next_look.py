@@ -64,10 +64,10 @@ def _grid(cond: tuple) -> dict[str, str]:
 
 def _decided(sweep, study, labels: dict, sweep_dirs: list[Path], registration: Path | None):
     """The claims, decided under the registration `ablate.stats` would use (labels: the sweep's)."""
-    from ablate.stats.archive import is_archive
-    from ablate.stats.conditions import usable_regimes
-    from ablate.stats.runs import StatsInputError
-    from ablate.stats.standing import sweep_decided
+    from ablate.stats.claims.standing import sweep_decided
+    from ablate.stats.read.archive import is_archive
+    from ablate.stats.read.runs import StatsInputError
+    from ablate.stats.stages.conditions import usable_regimes
 
     if study is None or not study.declared.claims:
         raise StatsInputError("the runs declare no claims (a study preset's study.claims): no plan to continue")
@@ -79,8 +79,8 @@ def _unfinished(sweep, looks: tuple[int, ...]) -> dict[tuple, tuple[str, int]]:
     """condition -> (its look's name, the seeds it must reach) for each arm stopped inside a look run over
     sessions: its latest seeds lie in a `<study>_look<k>_<first seed>` part (ablate.stats --hold) and
     their count is not one the plan looks at."""
-    from ablate.stats.archive import root_of
-    from ablate.stats.values import is_look_part, look_of
+    from ablate.stats.read.archive import root_of
+    from ablate.stats.values.table import is_look_part, look_of
 
     out = {}
     for cond in {r.condition for r in sweep.runs if r.ok}:
@@ -129,12 +129,12 @@ def _command(preset: dict, conds: list[tuple], a: int, b: int, sweep_dir: Path) 
 
 
 def commands(sweep_dirs: list[Path], registration: Path | None = None) -> list[list[str]]:
-    from ablate.stats.archive import is_archive
-    from ablate.stats.conditions import label_sweep
-    from ablate.stats.load import load_sweep
+    from ablate.stats.read.archive import is_archive
+    from ablate.stats.read.load import load_sweep
+    from ablate.stats.stages.conditions import label_sweep
 
     sweep = load_sweep(sweep_dirs)
-    # a committed report (ablate.stats.archive) continues into multirun/, named after its first sweep
+    # a committed report (ablate.stats.read.archive) continues into multirun/, named after its first sweep
     base = Path("multirun") / sweep.roots[0].name if is_archive(sweep_dirs[0]) else Path(sweep_dirs[0])
     study, _, _, labels, _ = label_sweep(sweep, (), False, [])
     if finish := _finish(sweep, study, base):  # a look held part way is finished before anything is decided
@@ -171,7 +171,7 @@ def _quote(v: str) -> str:
 def _preset(experiments: set[str], runs) -> dict:
     """The experiment override the conditions share and the sweeper params their sweep ran with
     (from a run's .hydra/hydra.yaml): the keys the next look's grids replace."""
-    from ablate.stats.runs import StatsInputError
+    from ablate.stats.read.runs import StatsInputError
 
     if len(experiments) > 1:
         raise StatsInputError(f"the conditions to continue come from {len(experiments)} presets "
@@ -181,7 +181,7 @@ def _preset(experiments: set[str], runs) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ablate.stats.runs import StatsInputError
+    from ablate.stats.read.runs import StatsInputError
 
     p = argparse.ArgumentParser(prog="python -m ablate.studies.next_look", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -51,7 +51,7 @@ def preconditions(cfg, claim_ids: list[str]) -> list[tuple]:
     """(precondition, [claim ids]) of the study's measured preconditions, one per distinct check."""
     from omegaconf import OmegaConf
 
-    from ablate.stats.claims import parse_declared
+    from ablate.stats.claims.declared import parse_declared
 
     problems: list[str] = []
     study = OmegaConf.to_container(cfg.study, resolve=True) if cfg.get("study") else None
@@ -116,11 +116,11 @@ def train(overrides: list[str], run_dir: Path) -> None:
 
 def measure(run_dirs: list[Path], pre: tuple) -> tuple[float, str, float]:
     """(value, status, wall seconds) of precondition `pre` on the probe's runs."""
-    from ablate.stats.conditions import label_sweep, usable_regimes
-    from ablate.stats.engine import components, condition_values
-    from ablate.stats.load import load_sweep
-    from ablate.stats.values import sweep_values
-    from ablate.stats.verdicts import compare
+    from ablate.stats.claims.engine import components, condition_values
+    from ablate.stats.maths.verdicts import compare
+    from ablate.stats.read.load import load_sweep
+    from ablate.stats.stages.conditions import label_sweep, usable_regimes
+    from ablate.stats.values.table import sweep_values
 
     check, metric, condition, regime, op, threshold = pre
     sweep = load_sweep(run_dirs)

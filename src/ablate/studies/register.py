@@ -54,8 +54,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from ablate.config import ConfigError
     from ablate.rundir.status import git_sha
-    from ablate.stats.registration import FILE, register
-    from ablate.stats.runs import StatsInputError
+    from ablate.stats.claims.registration import FILE, register
+    from ablate.stats.read.runs import StatsInputError
 
     from ablate.external.tidy import TidyError
 

@@ -19,7 +19,7 @@ from fractions import Fraction
 from typing import Mapping, Sequence
 
 from ablate import seeds
-from ablate.lit.pairs import Pair, quotas
+from ablate.pairs import Pair, quotas
 
 from .arith import format_number
 from .problem import Problem

@@ -1,0 +1,386 @@
+"""Claim types, each a small registered class: what it must declare, how its interval decides, and
+what the verdict label says the interval excluded. The engine, the parser and the renderers ask the
+registry (`CLAIM_TYPES[claim.kind]`), so a new type is one class here and nothing else:
+
+    @register
+    class AtLeast(ClaimType):
+        name = "at_least"
+        def decide(self, c, lo, hi): ...
+
+(tests/test_stats_claim_types.py adds one this way). `lo`, `hi` are the interval of d x difference,
+d the claimed direction (+1 higher, -1 lower), so every rule reads "higher is the claim".
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+import re
+from dataclasses import replace
+from types import SimpleNamespace
+from typing import Any, Mapping, NamedTuple
+
+import numpy as np
+
+from ablate.stats.maths import level, rates
+from ablate.stats.maths.verdicts import Estimate, welch
+
+CLAIM_TYPES: dict[str, "ClaimType"] = {}
+
+
+class Decision(NamedTuple):
+    verdict: str  # replicated / not replicated / inconclusive / descriptive
+    excluded: str  # what the interval excluded, for the label ("" when nothing decisive)
+    reason: str
+
+
+def register(cls):
+    """Class decorator: one instance of the type, under its `name`."""
+    CLAIM_TYPES[cls.name] = cls()
+    return cls
+
+
+def label(verdict: str, excluded: str) -> str:
+    """`replicated (excludes 0)`: the verdict and what its interval excluded."""
+    return f"{verdict} (excludes {excluded})" if excluded else verdict
+
+
+class ClaimType(abc.ABC):
+    name = ""
+    keys: tuple[str, ...] = ()  # the claim keys this type reads beyond the common ones
+    words = ""  # a regex: a claim sentence matching it must be of this type (checked at declaration)
+    in_family = True
+
+    def check(self, claim, raw: Mapping, problems: list[str]) -> None:
+        """Declaration-time problems of a claim of this type (one line each, naming the fix)."""
+
+    @abc.abstractmethod
+    def decide(self, claim, lo: float, hi: float) -> Decision:
+        """The verdict from the interval [lo, hi] of d x difference (every registered type says its rule)."""
+
+    def values(self, claim, v: np.ndarray) -> np.ndarray:
+        """The per-seed values the claim is about (default: the metric's own)."""
+        return v
+
+    def estimate(self, claim, xs: np.ndarray, ys: np.ndarray | None, confidence: float) -> Estimate:
+        """The difference and its interval at `confidence` (default: Welch's, or the one-sample t)."""
+        return welch(xs, ys, confidence, claim.null)
+
+    def exact_p(self, claim, xs: np.ndarray, ys: np.ndarray) -> float | None:
+        """The randomization p-value over seed labels for the claim's 'replicated' side (None: this type
+        has none, and `test: randomization` cannot decide it; the declaration check says so)."""
+        return None
+
+    @property
+    def has_exact_test(self) -> bool:
+        return type(self).exact_p is not ClaimType.exact_p
+
+    def guard(self, claim, verdict: str, reason: str, xs, ys, alpha: float, test: str) -> tuple[str, str]:
+        """A look's verdict once the study's `test` has had its say (randomization: level.guard)."""
+        if test != "randomization" or not self.in_family or ys is None or verdict != "replicated":
+            return verdict, reason
+        if not self.has_exact_test:
+            return "inconclusive", (f"{reason}; type {self.name} has no randomization test (declare "
+                                    "`test: welch`, or give the type an `exact_p`)")
+        return level.guard(verdict, reason, xs, ys, alpha, lambda: self.exact_p(claim, xs, ys))
+
+    def settled_spread(self, claim, xs, ys, test: str) -> float | None:
+        """The low end of the arms' SD ratio when the spread guard is expected to refuse them at any n
+        (level.spread_settled), else None: more seeds cannot decide the claim then."""
+        if test != "randomization" or not self.in_family or ys is None or not self.has_exact_test:
+            return None
+        return level.spread_settled(xs, ys)
+
+    def floor(self, claim, n: int, m: int, test: str) -> float:
+        """The smallest one-sided p the look's exact test can reach at n vs m seeds (0: no such test)."""
+        return level.floor_p(n, m) if test == "randomization" and claim.baseline is not None else 0.0
+
+    def target(self, claim) -> float:
+        """The effect the seeds-needed plan is for (NaN: the study's default)."""
+        return claim.margin
+
+    def claimed(self, claim) -> str:
+        """The 'claimed' cell of the tables."""
+        return self.name.replace("_", "-")
+
+    def prepare(self, claim, decided: Mapping[str, Mapping]) -> tuple[Any, str]:
+        """(the claim to decide, '' or why it is not testable) given the rows of the claims decided
+        before it (by id): a claim that `requires` another is not testable until that one replicated."""
+        need = getattr(claim, "requires", None)
+        if not need:
+            return claim, ""
+        row = decided.get(need)
+        if row is None or row.get("verdict") != "replicated":
+            return claim, f"requires {need}, which is {row.get('verdict') if row else 'not decided'}: not established"
+        return claim, ""
+
+
+@register
+class Superiority(ClaimType):
+    name = "superiority"
+
+    def check(self, claim, raw, problems):
+        if not (claim.bar > 0):
+            problems.append(f"claim {claim.id!r}: a superiority claim needs its smallest effect of interest: give "
+                            "`effect` (in the metric's units; the paper's effect stands in when `paper` is given)")
+        sign = one_signed(claim.metric)
+        if claim.baseline is None and sign and sign * claim.direction > 0 and sign * claim.null <= 0:
+            problems.append(f"claim {claim.id!r}: {claim.metric} is {'>=' if sign > 0 else '<='} 0 by construction, so "
+                            f"'{'higher' if claim.direction > 0 else 'lower'} than {claim.null:g}' cannot fail; compare "
+                            "it between conditions (a baseline), or against a value it could miss (`against`)")
+
+    def decide(self, claim, lo, hi):
+        bar = claim.bar
+        if lo > 0:
+            if hi < bar:
+                return Decision("not replicated", "0 and the effect of interest",
+                                f"a real effect, smaller than the effect of interest ({bar:.3g})")
+            return Decision("replicated", "0", "the interval excludes 0 on the claimed side")
+        if hi < 0:
+            return Decision("not replicated", "0 and the effect of interest", "significant in the other direction")
+        if hi < bar:
+            return Decision("not replicated", "the effect of interest",
+                            f"the interval excludes the effect of interest ({bar:.3g})")
+        return Decision("inconclusive", "", "the interval holds both 0 and the effect of interest")
+
+    def target(self, claim):
+        return claim.bar
+
+    def exact_p(self, claim, xs, ys):  # H0: d * diff <= 0
+        return level.randomization_p(xs, ys, claim.direction, 0.0)
+
+    def claimed(self, claim):
+        whose = "" if math.isfinite(claim.effect) else " (the paper's)"
+        return f"superiority, {'higher' if claim.direction > 0 else 'lower'}; effect of interest {claim.bar:.3g}{whose}"
+
+
+def needs_margin(kind: str, claim, problems: list[str]) -> None:
+    """A margin-type claim's declaration check: its positive `margin`, in the metric's units."""
+    if not math.isfinite(claim.margin):
+        article = "an" if kind[0] in "aeiou" else "a"
+        problems.append(f"claim {claim.id!r}: {article} {kind} claim needs a positive `margin` (in the metric's units)")
+
+
+@register
+class NonInferiority(ClaimType):
+    name = "non_inferiority"
+
+    def check(self, claim, raw, problems):
+        needs_margin(self.name, claim, problems)
+
+    def decide(self, claim, lo, hi):
+        m = claim.margin
+        if lo > -m:
+            return Decision("replicated", f"a loss of {m:.3g}", f"the interval excludes a loss of the margin ({m:.3g})")
+        if hi < -m:
+            return Decision("not replicated", f"a loss under {m:.3g}", f"worse by more than the margin ({m:.3g})")
+        return Decision("inconclusive", "", f"the interval holds a loss of the margin ({m:.3g})")
+
+    def exact_p(self, claim, xs, ys):  # H0: d * diff <= -margin (keeps_gain: its margin a share of the gain)
+        return level.randomization_p(xs, ys, claim.direction, -claim.margin)
+
+    def claimed(self, claim):
+        return f"non-inferiority, margin {claim.margin:.3g}"
+
+
+@register
+class KeepsGain(NonInferiority):
+    """Keeps most of a gain another claim established: non-inferiority with the margin a share of that
+    gain, the lower end of its interval (the gain the data guarantee), and not testable until it replicated."""
+
+    name = "keeps_gain"
+    keys = ("requires", "margin_share")
+    words = r"\bmost of\b"
+
+    def check(self, claim, raw, problems):
+        share = claim.margin_share
+        if not claim.requires or not (0 < share < 1):
+            problems.append(f"claim {claim.id!r}: a keeps_gain claim names the claim that establishes the gain "
+                            "(`requires: <claim id>`) and the share of it that may be lost (`margin_share`, in (0, 1))")
+
+    def prepare(self, claim, decided):
+        claim, blocked = super().prepare(claim, decided)
+        if blocked:
+            return claim, blocked
+        row = decided[claim.requires]
+        gain = row["ci_low"] if row["direction"] == "higher" else -row["ci_high"]
+        return replace(claim, margin=claim.margin_share * gain), ""
+
+    def claimed(self, claim):
+        m = f", margin {claim.margin:.3g}" if math.isfinite(claim.margin) else ""
+        return f"keeps-gain, loses < {claim.margin_share:.0%} of {claim.requires}'s gain{m}"
+
+
+@register
+class Equivalence(ClaimType):
+    name = "equivalence"
+
+    def check(self, claim, raw, problems):
+        needs_margin(self.name, claim, problems)
+
+    def decide(self, claim, lo, hi):
+        m = claim.margin
+        if -m < lo and hi < m:
+            return Decision("replicated", f"effects beyond ±{m:.3g}", f"the interval lies inside ±{m:.3g}")
+        if lo > m or hi < -m:
+            return Decision("not replicated", f"effects within ±{m:.3g}", f"the interval lies outside ±{m:.3g}")
+        return Decision("inconclusive", "", f"the interval crosses ±{m:.3g}")
+
+    def exact_p(self, claim, xs, ys):  # two one-sided tests at -margin and +margin (TOST)
+        return max(level.randomization_p(xs, ys, +1, -claim.margin), level.randomization_p(xs, ys, -1, -claim.margin))
+
+    def claimed(self, claim):
+        return f"equivalence, margin ±{claim.margin:.3g}"
+
+
+@register
+class Bounded(ClaimType):
+    """A small effect: the difference lies between two bounds (`bounds: [low, high]`, in the claimed
+    direction), e.g. 'adds little' = [0, the smallest effect of interest]."""
+
+    name = "bounded"
+    keys = ("bounds",)
+    words = r"\b(little|small|slight|slightly|modest)\b"
+
+    def check(self, claim, raw, problems):
+        b = claim.bounds
+        if b is None or not (b[0] < b[1]):
+            problems.append(f"claim {claim.id!r}: a bounded claim ('adds little') needs both bounds, "
+                            "`bounds: [low, high]` with low < high (in the metric's units, the claimed direction)")
+
+    def decide(self, claim, lo, hi):
+        a, b = claim.bounds
+        if a < lo and hi < b:
+            return Decision("replicated", f"effects outside [{a:.3g}, {b:.3g}]", f"the interval lies inside [{a:.3g}, {b:.3g}]")
+        if lo > b or hi < a:
+            return Decision("not replicated", f"effects within [{a:.3g}, {b:.3g}]",
+                            f"the interval lies outside [{a:.3g}, {b:.3g}]")
+        return Decision("inconclusive", "", f"the interval crosses a bound of [{a:.3g}, {b:.3g}]")
+
+    def target(self, claim):
+        return (claim.bounds[1] - claim.bounds[0]) / 2
+
+    def exact_p(self, claim, xs, ys):  # the larger of H0: d * diff <= low and H0: d * diff >= high
+        a, b = claim.bounds
+        return max(level.randomization_p(xs, ys, claim.direction, a), level.randomization_p(xs, ys, -claim.direction, -b))
+
+    def claimed(self, claim):
+        return f"bounded, in [{claim.bounds[0]:.3g}, {claim.bounds[1]:.3g}]"
+
+
+@register
+class Descriptive(ClaimType):
+    name = "descriptive"
+    in_family = False
+
+    def decide(self, claim, lo, hi):
+        return Decision("descriptive", "", "describes; outside the family, decides nothing")
+
+
+@register
+class SuccessRate(Superiority):
+    """More seeds of the condition than of the baseline meet `success:` (a recover / collapse outcome,
+    bimodal over seeds, where no test of means holds its level): the seeds' 0/1 outcomes, the rate
+    difference's Newcombe interval, and Fisher's exact test at the look's one-sided level (rates.py).
+    `effect` is in rate units (a share of seeds)."""
+
+    name = "success_rate"
+
+    def check(self, claim, raw, problems):
+        if claim.success is None or claim.baseline is None or not (0 < claim.bar <= 1):
+            problems.append(f"claim {claim.id!r}: a success_rate claim compares the share of seeds meeting "
+                            "`success: '>=threshold'` between its condition and a `baseline`, with its `effect` "
+                            "of interest a share of seeds in (0, 1]")
+
+    def values(self, claim, v):
+        return rates.meets(v, *claim.success)
+
+    def estimate(self, claim, xs, ys, confidence):
+        k, n, j, m = int(xs.sum()), xs.size, int(ys.sum()), ys.size
+        if n < 1 or m < 1:
+            return Estimate(math.nan, math.nan, math.nan, math.nan, math.nan, "no seeds")
+        lo, hi = rates.newcombe(k, n, j, m, confidence)
+        return Estimate(k / n - j / m, lo, hi, rates.two_sided_p(k, n, j, m), math.nan)
+
+    def guard(self, claim, verdict, reason, xs, ys, alpha, test):
+        if verdict != "replicated":
+            return verdict, reason
+        k, n, j, m = int(xs.sum()), xs.size, int(ys.sum()), ys.size
+        one_sided = alpha / 2.0
+        if level.floor_p(n, m) > one_sided:  # Fisher's smallest p is the randomization test's floor
+            return "inconclusive", (f"undecidable at {n} vs {m} seeds: the exact test's smallest p "
+                                    f"1/{math.comb(n + m, n)} exceeds the one-sided level {one_sided:.2g} "
+                                    f"(needs {level.seeds_to_decide(one_sided)} seeds per arm)")
+        p = rates.exact_p(k, n, j, m, claim.direction)
+        if p > one_sided:
+            return "inconclusive", (f"the rate interval decides, Fisher's exact test does not "
+                                    f"(p {p:.2g} > {one_sided:.2g})")
+        return verdict, f"{reason}; Fisher's exact test p {p:.2g} <= {one_sided:.2g}"
+
+    def floor(self, claim, n, m, test):
+        return level.floor_p(n, m)  # its exact test's, whatever the study's test
+
+    def settled_spread(self, claim, xs, ys, test):
+        return None  # Fisher's test of shares has no spread guard
+
+    def claimed(self, claim):
+        op, thr = claim.success
+        return (f"success rate ({op} {thr:g}), {'higher' if claim.direction > 0 else 'lower'}; "
+                f"effect of interest {claim.bar:.3g} of seeds")
+
+
+def decide(claim, low: float, high: float) -> tuple[str, str, str]:
+    """(verdict, what the interval excluded, reason) for the interval [low, high] of the difference,
+    by the claim's type (ablate.stats.claims.claim_types)."""
+    rule = CLAIM_TYPES[claim.kind]
+    if not rule.in_family:  # descriptive: no verdict, whatever the interval
+        return tuple(rule.decide(claim, low, high))
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return "inconclusive", "", "no interval (too few seeds)"
+    lo, hi = (low, high) if claim.direction >= 0 else (-high, -low)
+    return tuple(rule.decide(claim, lo, hi))
+
+
+def verdict(kind: str, direction: int, low: float, high: float, *, effect: float = math.nan,
+            margin: float = math.nan, bounds=None) -> tuple[str, str]:
+    """(verdict, reason) for an interval of the difference under a claim of type `kind`."""
+    if kind not in CLAIM_TYPES:
+        raise ValueError(f"unknown claim type {kind!r}; choose one of {', '.join(CLAIM_TYPES)}")
+    claim = SimpleNamespace(kind=kind, direction=direction, bar=abs(effect) if math.isfinite(effect) else 0.0,
+                            effect=effect, margin=margin, bounds=bounds)
+    v, _, why = decide(claim, low, high)
+    return v, why
+
+
+
+# pass@k >= pass@j (k > j), coverage >= pass@1 >= pass^k: a difference of two of these is one-signed
+_PASS_AT = re.compile(r"^(?P<pre>.*?)pass@(?P<k>\d+)$")
+_ABOVE = {("coverage", "pass@1"), ("coverage", "exact_pass@1"), ("pass@1", "exact_pass@1")}
+
+
+def _dominates(a: str, b: str) -> bool:
+    """Is metric `a` >= metric `b` in every run, by construction?"""
+    ma, mb = _PASS_AT.match(a), _PASS_AT.match(b)
+    if ma and mb and ma["pre"] == mb["pre"]:
+        return int(ma["k"]) > int(mb["k"])
+    caret = re.match(r"^pass\^(\d+)$", b)
+    if caret and (a == "coverage" or (ma and not ma["pre"])):
+        return True
+    return (a, b) in _ABOVE
+
+
+def one_signed(metric: str) -> int:
+    """+1 / -1 when the per-run difference `A - B` is >= 0 / <= 0 by construction, else 0."""
+    if " - " not in metric:
+        return 0
+    a, b = (m.strip() for m in metric.split(" - ", 1))
+    return 1 if _dominates(a, b) else -1 if _dominates(b, a) else 0
+
+
+def check_words(claim, problems: list[str]) -> None:
+    """A sentence that says 'most of' or 'little' must be declared as the type that tests it."""
+    for t in CLAIM_TYPES.values():
+        if t.words and claim.kind != t.name and claim.kind != "descriptive" and re.search(t.words, claim.text, re.I):
+            word = re.search(t.words, claim.text, re.I).group(0)
+            problems.append(f"claim {claim.id!r} says {word!r}: declare it `type: {t.name}` "
+                            f"({', '.join(f'`{k}`' for k in t.keys)}), which tests what the sentence says")
