@@ -137,7 +137,9 @@ RUNS = {
     "dots_replay": ["experiment=smoke_rloo", "curriculum=dots", "curriculum.every=2", "curriculum.reference_size=6",
                     "replay.enabled=true", "stage.max_steps=4"],
 }
-SWEEP = ["experiment=smoke_rloo", "curriculum=none,static", "seed=0,1"]
+# hydra/sweeper=basic: the recorded sweep ran arm-major (Hydra's product order); the default sweeper now runs seed-major,
+# and a report's per-prompt bootstrap draws follow the run order, so the recording keeps the order it was made in
+SWEEP = ["experiment=smoke_rloo", "curriculum=none,static", "seed=0,1", "hydra/sweeper=basic"]
 STATS = ["--resamples", "1000", "--no-plots", "--quiet"]
 
 
