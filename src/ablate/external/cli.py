@@ -13,7 +13,7 @@ def report_table(args, command: str, metrics: list[str] | None) -> int:
 
     from ablate.external.report import analyze_table, read_runs
     from ablate.external.tidy import TidyError
-    from ablate.stats.render.report import print_summary, write_report
+    from ablate.stats.render.report import write_and_print
     from ablate.stats.read.runs import StatsInputError
     from ablate.stats.stages.settings import Settings
 
@@ -39,17 +39,8 @@ def report_table(args, command: str, metrics: list[str] | None) -> int:
     except StatsInputError as exc:
         err.print(f"[red]error:[/red] {exc}", highlight=False)
         return 2
-    formats = {"md", "json"} if args.format == "both" else {args.format}
-    try:
-        written = write_report(analysis, out, formats, plots=not args.no_plots, command=command)
-    except OSError as exc:
-        err.print(f"[red]error:[/red] cannot write the report to {out}: {exc}", highlight=False)
-        return 2
-    if args.quiet:
-        print(written.get("report.md") or written.get("report.json"))
-    else:
-        print(f"read {len(tr.sweep.runs)} run(s) of {len(analysis.conditions.labels)} condition(s) from {runs}; "
-              f"metrics: {', '.join(tr.metric_columns) or 'none'}"
-              + (f"; descriptive: {', '.join(tr.descriptive)}" if tr.descriptive else ""))
-        print_summary(analysis, written, Console() if sys.stdout.isatty() else Console(width=160))
-    return 0
+    heading = (f"read {len(tr.sweep.runs)} run(s) of {len(analysis.conditions.labels)} condition(s) from {runs}; "
+               f"metrics: {', '.join(tr.metric_columns) or 'none'}"
+               + (f"; descriptive: {', '.join(tr.descriptive)}" if tr.descriptive else ""))
+    return write_and_print(analysis, out, args, command, Console() if sys.stdout.isatty() else Console(width=160), err,
+                           heading)

@@ -230,27 +230,16 @@ def main(argv: list[str] | None = None) -> int:
 def _report(args, argv: list[str] | None, analysis, name: str, out_console, err) -> int:
     """Write the analysis's report under --out (or stats/<sweep>) and print its summary (its path alone with
     --quiet); 1 when no run could be compared, 2 when the report cannot be written."""
-    from ablate.stats.render.report import print_summary, write_report
-
-    out = args.out or Path("stats") / name
-    formats = {"md", "json"} if args.format == "both" else {args.format}
     shown = [relative_path(a) for a in (argv if argv is not None else sys.argv[1:])]
     command = "python -m ablate.stats " + " ".join(shlex.quote(a) for a in shown)
-    try:
-        written = write_report(analysis, out, formats, plots=not args.no_plots, command=command.strip())
-    except OSError as exc:
-        err.print(f"[red]error:[/red] cannot write the report to {out}: {exc}", highlight=False)
-        return 2
+    from ablate.stats.render.report import write_and_print
 
-    if args.quiet:
-        print(written.get("report.md") or written.get("report.json"))
-    else:
-        print_summary(analysis, written, out_console)
-    if analysis.conditions.n_ok == 0:
+    rc = write_and_print(analysis, args.out or Path("stats") / name, args, command.strip(), out_console, err)
+    if rc == 0 and analysis.conditions.n_ok == 0:
         err.print("[red]error:[/red] no completed run with a readable eval/: nothing to compare; "
                   "the run inventory is in the report", highlight=False)
         return 1
-    return 0
+    return rc
 
 
 if __name__ == "__main__":

@@ -164,3 +164,22 @@ def write_report(a: Analysis, out: Path, formats: Iterable[str] = ("md",), plots
         written["report.json"] = write_text(out / "report.json",
                                             json.dumps(report_json(a, figures, command), indent=1, allow_nan=False))
     return written
+
+
+def write_and_print(analysis, out: Path, args, command: str, out_console, err, heading: str | None = None) -> int:
+    """The report in the formats `args.format` names (figures unless `args.no_plots`) under `out`, then its path
+    (`args.quiet`) or `heading` and the summary: 0, or 2 when the report cannot be written. The one ending of
+    `python -m ablate.stats` for run directories and for tables of runs (ablate.external.cli)."""
+    formats = {"md", "json"} if args.format == "both" else {args.format}
+    try:
+        written = write_report(analysis, out, formats, plots=not args.no_plots, command=command)
+    except OSError as exc:
+        err.print(f"[red]error:[/red] cannot write the report to {out}: {exc}", highlight=False)
+        return 2
+    if args.quiet:
+        print(written.get("report.md") or written.get("report.json"))
+        return 0
+    if heading:
+        print(heading)
+    print_summary(analysis, written, out_console)
+    return 0
