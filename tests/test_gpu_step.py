@@ -117,7 +117,8 @@ def test_the_bf16_sampling_copy_follows_the_learner_in_place_and_leaves_it_alone
     model, tokenizer = gqa_policy
     learner = copy.deepcopy(model)
     engine = HFEngine(learner, tokenizer, dtype="bfloat16")
-    sampler = engine.sampler
+    assert engine.sampler is None  # built on first use, where the model then is (not twice: CPU, then the GPU)
+    sampler = engine._sampling()
     assert sampler is not learner and {p.dtype for p in sampler.parameters()} == {torch.bfloat16}
     assert {p.dtype for p in learner.parameters()} == {torch.float32}
     assert all(b.dtype == torch.float32 for name, b in sampler.named_buffers() if "inv_freq" in name)
@@ -126,7 +127,7 @@ def test_the_bf16_sampling_copy_follows_the_learner_in_place_and_leaves_it_alone
         for p in learner.parameters():
             p.add_(0.5)
     engine.sync(learner)
-    assert engine.sampler is sampler and [p.data_ptr() for p in sampler.parameters()] == addresses
+    assert engine._sampling() is sampler and [p.data_ptr() for p in sampler.parameters()] == addresses
     for mine, theirs in zip(sampler.parameters(), learner.parameters()):
         assert torch.equal(mine, theirs.to(torch.bfloat16))
     prompts = [encode_prompt("44 19 35 -> 98\n", tokenizer)]

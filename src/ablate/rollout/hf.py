@@ -120,20 +120,29 @@ class HFEngine:
         self.sync(model)
 
     def sync(self, model: torch.nn.Module) -> None:
-        """The learner's weights after an optimizer step: shared (dtype None), or copied into the sampling copy."""
-        fresh = model is not self.model
-        self.model = model
-        if self.dtype is None:
-            self.sampler = model  # same object: the learner's weights are the sampler's
-        elif fresh or _device(self.sampler) != _device(model):
-            self.sampler, fresh = _cast_copy(model, self.dtype), True
-        else:
-            with torch.no_grad():
-                for mine, theirs in zip(self.sampler.parameters(), model.parameters()):
-                    mine.copy_(theirs)
-        if self.compile and fresh:  # rollout.compile: fixed-shape decode steps, compiled once (decoders)
+        """The learner's weights after an optimizer step: shared (dtype None), or copied in place into the sampling
+        copy. A new model, or one moved to another device, drops the copy and the compiled step: `_sampling` builds
+        them when next needed, where the model then is (an engine is built before Lightning moves the policy)."""
+        if model is not self.model:
+            self.model, self.compiled = model, None
+            self.sampler = model if self.dtype is None else None
+        elif self.sampler is not None and self.sampler is not model:
+            if _device(self.sampler) != _device(model):
+                self.sampler = self.compiled = None
+            else:
+                with torch.no_grad():
+                    for mine, theirs in zip(self.sampler.parameters(), model.parameters()):
+                        mine.copy_(theirs)
+
+    def _sampling(self) -> torch.nn.Module:
+        """The model that samples, the bf16 copy and the compiled step built on first use (rollout.dtype,
+        rollout.compile: fixed-shape decode steps with folded grouped-query heads, ablate.rollout.decoders)."""
+        if self.sampler is None:
+            self.sampler = _cast_copy(self.model, self.dtype)
+        if self.compile and self.compiled is None:
             use_folded(self.sampler)
             self.compiled = CompiledSteps(self.sampler)
+        return self.sampler
 
     @torch.no_grad()
     def _sample_chunk(self, prompts: Sequence[list[int]], params: SamplingParams, generator: torch.Generator,
@@ -191,8 +200,9 @@ class HFEngine:
                  generator: torch.Generator, tool_available: Sequence[bool] | None = None) -> Rollouts:
         """k samples per prompt; `tool_available[i]` (per sampled sequence, prompt-major) says whether
         the tool answers in sequence i (default: whenever the engine has one)."""
-        was_training = self.sampler.training
-        self.sampler.eval()
+        sampler = self._sampling()
+        was_training = sampler.training
+        sampler.eval()
         expanded = [list(p) for p in prompt_ids for _ in range(k)]
         tool_on = list(tool_available) if tool_available is not None else [True] * len(expanded)
         completions, behaviour, tool_mask, calls = [], [], [], []
@@ -211,7 +221,7 @@ class HFEngine:
                 behaviour.append(row_logprobs[:length])
                 tool_mask.append(row_forced[:length])
         if was_training:
-            self.sampler.train()
+            sampler.train()
         texts = self.tokenizer.batch_decode(completions, skip_special_tokens=True)
         stats = {"tool/calls_per_rollout": sum(calls) / len(calls)} if self.tool is not None else {}
         if self.compiled is not None:
