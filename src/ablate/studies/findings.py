@@ -204,8 +204,9 @@ def study_claims(study_dir: Path, conf: Path | None = None):
         registration.path = Path("findings") / study_dir.name / FILE
     values = study_values(study_dir, bridge)
     effect = float(block.get("effect") or 0.03)
-    return decide(block, registration, first_start(run_statuses(study_dir, bridge)),
-                  lambda declared: evaluate(declared, values, effect))
+    statuses = run_statuses(study_dir, bridge)
+    return decide(block, registration, first_start(statuses), lambda declared: evaluate(declared, values, effect),
+                  statuses=statuses if statuses else None)
 
 
 def report_with_claims(text: str, result) -> str:
