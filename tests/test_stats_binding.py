@@ -160,3 +160,15 @@ def test_a_run_place_reads_the_first_attempt_and_the_cpu_level():
                       "cpu_capability": "AVX2"}, "history": [{"started_at": "2026-01-01T01:00:00+00:00"}]},
               config={"trainer": {"accelerator": "auto"}})
     assert place(run) == {"machine": "auto, AVX2", "torch": "2.13.0+cpu", "start": T0 + timedelta(hours=1)}
+
+
+def test_a_clone_without_the_history_reads_the_fingerprints_the_history_once_gave(tmp_path, monkeypatch):
+    from ablate.rundir import code
+
+    monkeypatch.setattr(code, "KNOWN", {})
+    monkeypatch.setattr(code, "RESOLVED", {})
+    (tmp_path / "known.json").write_text('{"abc123": {"training": "t", "analysis": "a"}}')
+    assert code.fingerprints_at("abc123", str(tmp_path)) is None  # no git repository there, nothing known yet
+    code.use_known(tmp_path / "known.json")
+    assert code.fingerprints_at("abc123", str(tmp_path)) == {"training": "t", "analysis": "a"}
+    assert '"abc123"' in code.known_text()

@@ -69,12 +69,40 @@ def code_fingerprints() -> dict[str, str]:
     return combine(blobs)
 
 
-@functools.lru_cache(maxsize=64)
+# Commits resolved in this process, and fingerprints of commits read from a committed file (`use_known`):
+# a shallow clone or a copy without git still compares what the repository's history once gave.
+RESOLVED: dict[str, dict[str, str]] = {}
+KNOWN: dict[str, dict[str, str]] = {}
+
+
+def use_known(path: Path) -> None:
+    """Read {commit: fingerprints} written by `write_known` (absent file: nothing known)."""
+    import json
+
+    if Path(path).is_file():
+        KNOWN.update(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+def known_text() -> str:
+    """Every commit known or resolved in this process, as the JSON `use_known` reads."""
+    import json
+
+    return json.dumps({**KNOWN, **RESOLVED}, indent=1, sort_keys=True) + "\n"
+
+
 def fingerprints_at(commit: str | None, repo: str = ".") -> dict[str, str] | None:
-    """The fingerprints of `commit`'s code in the git repository at `repo` (None when git, the repository
-    or the commit is not there: then nothing is compared)."""
+    """The fingerprints of `commit`'s code in the git repository at `repo`, else as `use_known` read them
+    (None when neither has it: then nothing is compared)."""
     if not commit:
         return None
+    found = _from_git(commit, repo)
+    if found is not None:
+        RESOLVED[commit] = found
+    return found or KNOWN.get(commit)
+
+
+@functools.lru_cache(maxsize=64)
+def _from_git(commit: str, repo: str) -> dict[str, str] | None:
     try:
         out = subprocess.run(["git", "-C", repo, "ls-tree", "-r", "--full-tree", commit, "--", "src/"],
                              capture_output=True, text=True, timeout=30)
