@@ -351,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"{args.findings_dir} is not a directory")
     from ablate.rundir import code
 
+    code.KNOWN.clear(), code.RESOLVED.clear()  # only what these studies name
     code.use_known(args.findings_dir / KNOWN_CODE)  # the commits' code fingerprints, where git lacks them
     blocks, files, results = render(args.findings_dir)
     files[args.findings_dir / KNOWN_CODE] = code.known_text()
