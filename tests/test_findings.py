@@ -161,8 +161,10 @@ def test_the_confirmatory_table_counts_agreements_from_the_committed_claims(tmp_
 
     from ablate.studies.findings import render
 
-    study = tmp_path / "threshold_study"
-    shutil.copytree(FINDINGS / "threshold_study", study)
+    study = tmp_path / "dots_replay_study"
+    shutil.copytree(FINDINGS / "dots_replay_study", study)
+    for archived in ("runs.jsonl.gz", "prompts.csv.gz"):  # planted verdicts, no confirmatory runs to re-decide
+        (study / "confirmatory" / archived).unlink(missing_ok=True)
     (study / "confirmatory").mkdir(exist_ok=True)
     (study / "confirmatory" / "claims.csv").unlink(missing_ok=True)  # the committed one: planted below instead
     blocks, _, results = render(tmp_path)

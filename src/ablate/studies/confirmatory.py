@@ -21,6 +21,7 @@ counts the registered verdicts, then says how many of them today's analysis keep
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -57,11 +58,21 @@ def reanalysis(study_dir: Path) -> dict[str, dict]:
     sweep = load_sweep([folder])
     result = decide_claims(group_conditions(sweep, Settings(registration=folder / "registration.yaml",
                                                             report_dir=folder)))
-    return {} if result is None else {r["id"]: r for r in result.table.to_dict("records")}
+    if result is None:
+        return {}
+    rows = {r["id"]: r for r in result.table.to_dict("records")}
+    for problem in result.problems:  # a registered claim today's declaration checks refuse: said, not dropped
+        found = re.search(r"claim '([^']+)'", problem)
+        if found and found.group(1) not in rows:
+            rows[found.group(1)] = {"id": found.group(1), "verdict": "not testable", "standing": "refused",
+                                    "reason": f"today's declaration checks refuse the registered claim: "
+                                              f"{problem.split(': ', 1)[-1]}"}
+    return rows
 
 
 def kept(registered: dict, today: dict | None) -> bool:
-    """Whether today's analysis keeps a registered confirmatory verdict: same verdict, still confirmatory."""
+    """Whether today's analysis keeps a registered confirmatory verdict: same verdict, still confirmatory
+    (None: no archive to re-decide, nothing to compare)."""
     return today is None or (today["verdict"] == registered["verdict"] and today.get("standing") in COUNTED)
 
 
@@ -70,6 +81,8 @@ def _today(registered: dict, today: dict | None) -> str:
         return "–"
     if kept(registered, today):
         return "same"
+    if today.get("standing") == "refused":
+        return f"**{today['verdict']}**: {today['reason']}"
     if today.get("standing") not in COUNTED:
         why = "exploratory: the runs ran other training code than the registration binds"
         return f"**{today['verdict']}**, {why}" if today["verdict"] == registered["verdict"] else \
@@ -80,6 +93,8 @@ def _today(registered: dict, today: dict | None) -> str:
 def _cell(r: dict | None) -> str:
     if r is None:
         return "–"
+    if pd.isna(r.get("n")):  # not measured on these runs (e.g. a curve window the committed files lack)
+        return f"**{r['verdict']}** (no values)"
     n = f"{int(r['n'])} vs {int(r['n_baseline'])}" if pd.notna(r.get("n_baseline")) else f"n {int(r['n'])}"
     return f"**{r['verdict']}** {fmt_ci(r['estimate'], r['ci_low'], r['ci_high'])} ({n})"
 
