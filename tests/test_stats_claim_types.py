@@ -49,6 +49,14 @@ def test_a_one_signed_metric_is_compared_only_between_conditions_naming_the_fix(
     assert _problems(_claim(metric="pass@16 - pass@1", baseline=None, type="descriptive")) == ""  # decides nothing
 
 
+def test_cost_is_decided_in_cpu_seconds_or_counted_work_never_wall_seconds():
+    for wall in ("slope:time/elapsed_s", "reach_time:val/pass@1>=baseline", "final:time/elapsed_s"):
+        assert "reads wall seconds" in _problems(_claim(metric=wall, direction="lower", effect=1))
+        assert _problems(_claim(metric=wall, type="descriptive")) == ""  # describing wall time is fine
+    for cost in ("slope:time/cpu_s", "reach_cpu:val/pass@1>=baseline", "mean:rollout/tokens"):
+        assert _problems(_claim(metric=cost, direction="lower", effect=1)) == ""
+
+
 def test_a_cross_regime_claim_names_its_regimes_in_its_sentence():
     text = _problems(_claim(regime="tool", baseline_regime="no_tool"))
     assert "compare like with like" in text and "'(tool vs no_tool)'" in text
