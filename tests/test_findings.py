@@ -161,8 +161,8 @@ def test_the_confirmatory_table_counts_agreements_from_the_committed_claims(tmp_
 
     from ablate.studies.findings import render
 
-    study = tmp_path / "dots_replay_study"
-    shutil.copytree(FINDINGS / "dots_replay_study", study)
+    study = tmp_path / "curriculum_study"
+    shutil.copytree(FINDINGS / "curriculum_study", study)
     for archived in ("runs.jsonl.gz", "prompts.csv.gz"):  # planted verdicts, no confirmatory runs to re-decide
         (study / "confirmatory" / archived).unlink(missing_ok=True)
     (study / "confirmatory").mkdir(exist_ok=True)
@@ -171,9 +171,10 @@ def test_the_confirmatory_table_counts_agreements_from_the_committed_claims(tmp_
     assert "No confirmatory verdict yet" in blocks["confirmatory"]
     table = results[study].table.copy()
     table["standing"] = "confirmatory"
-    decided = table.index[table["verdict"] == "replicated"]
+    decided = table.index[table["verdict"].isin(("replicated", "not replicated"))]
     assert len(decided) >= 2
-    table.loc[decided[0], "verdict"] = "not replicated"
+    flipped = {"replicated": "not replicated", "not replicated": "replicated"}
+    table.loc[decided[0], "verdict"] = flipped[table.loc[decided[0], "verdict"]]
     table.loc[decided[1], "standing"] = "amended after the data"
     table.to_csv(study / "confirmatory" / "claims.csv", index=False)
     blocks, _, _ = render(tmp_path)
