@@ -448,7 +448,7 @@ def main() -> None:
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--micro-batch", type=int, default=64)
-    p.add_argument("--eval-prompts", type=int, default=128)
+    p.add_argument("--eval-prompts", type=int, help="held-out prompts (default: 128, none for the 0.5B shape)")
     p.add_argument("--eval-samples", type=int, default=8)
     p.add_argument("--ablate", nargs="*", default=[], metavar="OVERRIDE",
                    help="extra overrides for ablate's runs only, e.g. stage.reference_dtype=bfloat16")
@@ -473,6 +473,8 @@ def main() -> None:
     if args.dry_run:
         for key, value in DRY_RUN.items():
             setattr(args, key, value)
+    if args.eval_prompts is None:  # a random 0.5B model learns nothing: its held-out reward would only cost time
+        args.eval_prompts = 128 if args.model == "tiny-sft" else 0
     if args.arch and args.model == "tiny-sft":
         p.error("--arch shapes --model qwen2.5-0.5b-shape; the tiny SFT model is a trained checkpoint")
 
