@@ -145,8 +145,8 @@ class CompiledSteps:
     graph reads the cache at the addresses it was recorded with.
 
     `release()` (the engine calls it at the end of each rollout, before the learner) drops the cache: at the
-    papers' size it is 1,024 rows x 1,280 slots x 24 layers x (K, V) x 2 heads x 64 x 2 bytes = 7.5 GiB the
-    learner could not use (the compiled step's peak was 59.1 GiB against eager's 36.5). The next rollout
+    papers' size it is 1,024 rows x 1,280 slots x 24 layers x (K, V) x 2 heads x 64 x 2 bytes (bf16 under
+    autocast) = 15 GiB the learner could not use (the compiled step's peak was 59.1 GiB, eager's 36.5). The next rollout
     allocates a new one. No recompile follows (transformers marks the cache's tensors static and unguarded); where
     the new cache lands at other addresses, torch's CUDA-graph trees record the step again, a warm-up run and a
     capture per attended length (~3 decode steps each: ~0.1-0.2 s a rollout at the papers' size, against
