@@ -437,6 +437,18 @@ def check_environment(installed=None) -> None:
                      f"(ablate's dependencies, pyproject.toml), so its ablate leg would fail. Install them:\n    {install}")
 
 
+def resolve(p: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.Namespace:
+    """--dry-run's settings, the held-out prompts' default, and the one combination refused."""
+    if args.dry_run:
+        for key, value in DRY_RUN.items():
+            setattr(args, key, value)
+    if args.eval_prompts is None:  # a random 0.5B model learns nothing: its held-out reward would only cost time
+        args.eval_prompts = 128 if args.model == "tiny-sft" else 0
+    if args.arch and args.model == "tiny-sft":
+        p.error("--arch shapes --model qwen2.5-0.5b-shape; the tiny SFT model is a trained checkpoint")
+    return args
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=16, help="optimizer steps per run")
@@ -448,7 +460,7 @@ def main() -> None:
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--micro-batch", type=int, default=64)
-    p.add_argument("--eval-prompts", type=int, default=128)
+    p.add_argument("--eval-prompts", type=int, help="held-out prompts (default: 128, none for the 0.5B shape)")
     p.add_argument("--eval-samples", type=int, default=8)
     p.add_argument("--ablate", nargs="*", default=[], metavar="OVERRIDE",
                    help="extra overrides for ablate's runs only, e.g. stage.reference_dtype=bfloat16")
@@ -469,13 +481,7 @@ def main() -> None:
     p.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--cprofile", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--start", help=argparse.SUPPRESS)  # the directory the driver saved the starting model to
-    args = p.parse_args()
-    if args.dry_run:
-        for key, value in DRY_RUN.items():
-            setattr(args, key, value)
-    if args.arch and args.model == "tiny-sft":
-        p.error("--arch shapes --model qwen2.5-0.5b-shape; the tiny SFT model is a trained checkpoint")
-
+    args = resolve(p, p.parse_args())
     if args.render:
         print(report(json.loads(args.render.read_text())))
         return

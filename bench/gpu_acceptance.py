@@ -184,7 +184,8 @@ def step_printer(stage: str, out: Path | None):
                    **{k: m.get(f"time/{k}") for k in ("generate_s", "learn_s", "generate_tokens_per_s",
                                                          "learner_tokens_per_s", "learner_mfu", "peak_gpu_memory_gib")},
                    "response_length": m.get("train/response_length"),
-                   "compiled_graphs": m.get("rollout/compiled_graphs")}
+                   "compiled_graphs": m.get("rollout/compiled_graphs"),
+                   "cudagraph_records": m.get("rollout/cudagraph_records")}
             print(json.dumps(row), flush=True)
             if out is not None:
                 with out.open("a") as f:
@@ -194,13 +195,23 @@ def step_printer(stage: str, out: Path | None):
     return PrintStep()
 
 
-def time_hf_stage(stage: str, steps: int, out: Path | None, extra: list[str]) -> int:
+# --stage NAME --smoke: the stage's code path on a CPU in seconds (bench/gpu_stages.sh --smoke), the tiny model of
+# experiment=smoke; rollout.compile there traced by torch.compile's eager backend (inductor's C++ build takes minutes)
+SMOKE_STAGE = ["experiment=smoke", "stage=rloo", "stage.warmup_steps=1", "eval.limit=1", "eval.n=1", "eval.ks=[1]"]
+
+
+def time_hf_stage(stage: str, steps: int, out: Path | None, extra: list[str], smoke: bool = False) -> int:
     """RLOO of the 0.5B shape with rollout=hf at HF_STAGES[stage], `steps` steps, each step's figures printed."""
     import torch
 
-    if not torch.cuda.is_available():
-        raise SystemExit("--stage needs a CUDA GPU (torch sees none); on a CPU machine use --dry-run")
-    overrides = [*HF_STAGES[stage], f"stage.max_steps={steps}", "stage.checkpoint_every=1000", *extra]
+    if smoke:
+        import ablate.rollout.decoders as decoders
+
+        decoders.COMPILE_BACKEND = "eager"
+    elif not torch.cuda.is_available():
+        raise SystemExit("--stage needs a CUDA GPU (torch sees none); on a CPU machine use --dry-run (or --smoke)")
+    base = SMOKE_STAGE if smoke else HF_STAGES[stage]
+    overrides = [*base, f"stage.max_steps={steps}", "stage.checkpoint_every=1000", *extra]
     print(f"stage {stage}: python -m ablate.train " + " ".join(overrides), flush=True)
     with tempfile.TemporaryDirectory(prefix="gpu-stage-") as tmp:
         run_ablate(overrides, Path(tmp) / "run", callbacks=[step_printer(stage, out)])
@@ -232,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--time", action="store_true", help="time the RLOO step of the 0.5B shape (a GPU)")
     mode.add_argument("--stage", choices=tuple(HF_STAGES), help="RLOO of the 0.5B shape with rollout=hf at this size")
     parser.add_argument("--out", type=Path, help="with --stage: append each step's figures here (JSON lines)")
+    parser.add_argument("--smoke", action="store_true", help="with --stage: its code path on a CPU, the tiny model")
     parser.add_argument("--steps", type=int, default=2, help="measured steps")
     parser.add_argument("--warmup", type=int, default=1, help="first steps left out (vLLM's CUDA graphs, allocator)")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for the timing run (after --)")
@@ -239,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         return dry_run()
     if args.stage:
-        return time_hf_stage(args.stage, args.steps, args.out, args.overrides)
+        return time_hf_stage(args.stage, args.steps, args.out, args.overrides, args.smoke)
     return time_step(args.steps, args.warmup, args.overrides)
 
 

@@ -223,23 +223,70 @@ def _gpu_step(*args: str) -> str:
     return done.stdout
 
 
-def test_the_gpu_step_bench_runs_its_eager_variants_on_a_cpu_and_prints_each_figure():
-    """bench/gpu_step.py (gpu_stages.sh's decode and learn stages) at a tiny shape with the 0.5B's head layout:
-    every variant prints its line (a stage killed at its limit still reports what it finished), and the profiler
-    window its per-step figures."""
-    decode = _gpu_step("decode", "--variants", "eager,eager_bf16")
+GPU_STAGES = Path(__file__).resolve().parents[1] / "bench" / "gpu_stages.sh"
+
+
+def _stages(tmp_path, *args: str) -> str:
+    """bench/gpu_stages.sh --smoke (the lever stages' code on the CPU at tiny shapes) with this interpreter."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "PYTHON": sys.executable, "PYTHONPATH": str(GPU_STAGES.parents[1] / "src")}
+    done = subprocess.run(["bash", str(GPU_STAGES), "--smoke", "--out", str(tmp_path / "out"), *args], env=env,
+                          capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout
+
+
+def test_the_papers_lever_stages_fit_in_six_minutes():
+    """--papers-levers: env and the lever stages, whose kill limits sum to at most 360 s (issue 57's slot)."""
+    import re
+
+    text = GPU_STAGES.read_text()
+    limits = {name: int(s) for name, s in re.findall(r"^(?:stage|opt_in|on_gpu) (\w+) (\d+) ", text, re.M)}
+    levers = re.search(r"^LEVERS=(\S+)$", text, re.M).group(1).split(",")
+    assert set(levers) == {"env", "sampling", "decode_eager", "learn", "decode_compiled", "rloo_papers_fast", "trl"}
+    assert sum(limits[name] for name in levers) <= 360, {name: limits[name] for name in levers}
+
+
+def test_the_staged_gpu_script_runs_its_lever_stages_on_a_cpu_and_prints_each_figure(tmp_path):
+    """bench/gpu_stages.sh --smoke --stages sampling,decode_eager,learn: each stage exits 0 under its limit and
+    prints its figures (a stage killed at its limit still reports what it finished): sampling's two settings, the
+    eager decode variants with their profiler windows, the three learner variants (the compiled one traced by the
+    eager backend); the default (GPU) stages are skipped. And the vocabulary bench."""
+    out = _stages(tmp_path, "--stages", "sampling,decode_eager,learn")
+    for name in ("sampling", "decode_eager", "learn"):
+        assert f"== stage {name}: exit 0" in out
+    assert "== stage rloo_papers: not a --smoke stage" in out and "== stage decode_compiled" not in out
+    assert "sample RL (T=1): 4 rows x 5000 columns" in out and "sample evaluation (T=0.6" in out
     for name in ("eager", "eager_bf16"):
-        assert f"decode {name}: 4 rows" in decode and "median step" in decode
-    assert decode.count("profile of 2 steps: wall") == 2
-    learn = _gpu_step("learn", "--variants", "chunked,fused")
-    assert "learn chunked: 128 tokens" in learn and "learn fused: 128 tokens" in learn
+        assert f"decode {name}: 4 rows" in out and "median step" in out
+    assert out.count("profile of 2 steps: wall") == 2  # the smoke cuts the window to 2
+    for name in ("chunked", "fused", "fused_compiled"):
+        assert f"learn {name}: 128 tokens" in out
     assert "vocab fused on cpu" in _gpu_step("vocab", "fused", "--rows", "8")
+
+
+@pytest.mark.slow
+def test_the_staged_gpu_scripts_papers_levers_run_on_a_cpu(tmp_path):
+    """--smoke --papers-levers, every stage: the compiled decode variants free their cache and decode again, the
+    two papers-setting steps run with rollout.dtype=bfloat16 rollout.compile=true (compiled graphs counted), and
+    the TRL comparison's CPU dry run ends (or says TRL is not installed)."""
+    import json
+
+    out = _stages(tmp_path, "--papers-levers")
+    for name in ("env", "sampling", "decode_eager", "learn", "decode_compiled", "rloo_papers_fast", "trl"):
+        assert f"== stage {name}: exit 0" in out
+    assert out.count("release: the static cache freed; a new chunk") == 3
+    steps = [json.loads(line) for line in (tmp_path / "out" / "steps_fast.jsonl").read_text().splitlines()]
+    assert [s["step"] for s in steps] == [1, 2] and all(s["compiled_graphs"] >= 1 for s in steps)
+    assert "ratio TRL / ablate" in out or "bench_vs_trl: skipped" in out
 
 
 @pytest.mark.slow
 def test_the_gpu_step_bench_runs_its_compiled_variants_on_a_cpu():
     """The compiled variants (inductor's C++ on the CPU: minutes): stock and folded attention, and the learner
     with its decoder compiled."""
-    decode = _gpu_step("decode", "--variants", "compiled_stock_bf16,compiled_bf16")
+    decode = _gpu_step("decode", "--variants", "compiled_stock_bf16,compiled_bf16", "--backend", "inductor")
     assert "decode compiled_stock_bf16" in decode and "decode compiled_bf16" in decode
-    assert "learn fused_compiled" in _gpu_step("learn", "--variants", "fused_compiled")
+    assert "learn fused_compiled" in _gpu_step("learn", "--variants", "fused_compiled", "--backend", "inductor")

@@ -195,3 +195,102 @@ def test_a_compiled_rollout_run_logs_its_compile_counters(tmp_path, monkeypatch)
     rows = metrics.dropna(subset=["rollout/compiled_graphs"])
     assert len(rows) == 2 and rows["rollout/compiled_graphs"].ge(1).all()
     assert rows["rollout/recompile_limit_hits"].eq(0).all()
+
+
+def _attended_lengths(graphs, rows: int, dim: int, length: int) -> list[int]:
+    """Per graph, the key/value length its attention reads: the [rows, KV_HEADS, n, dim] tensors in it are the
+    step's own key (n = 1), the folded query (n = HEADS / KV_HEADS), the cache's storage (n = length) and what
+    attention reads of it."""
+    found = []
+    for gm in graphs:
+        lengths = {s[2] for s in _shapes([gm]) if len(s) == 4 and s[:2] == (rows, KV_HEADS) and s[3] == dim}
+        lengths -= {1, HEADS // KV_HEADS, length}
+        assert len(lengths) <= 1, lengths
+        found.append(lengths.pop() if lengths else length)
+    return sorted(found)
+
+
+def test_the_compiled_step_attends_the_filled_part_by_bucket_with_one_graph_per_bucket(gqa_policy, monkeypatch):
+    """Lever 2: each step attends the filled part of the static cache rounded up to LENGTH_BUCKET (2 here, so a
+    20-step decode crosses ~10 buckets: more than dynamo's default recompile limit of 8, which the step raises to
+    MAX_GRAPHS), not the whole cache. With left padding its logits are the unbucketed compiled step's and the
+    eager decoder's; one graph per attended length, none sent back to eager."""
+    import ablate.rollout.decoders as decoders
+    from ablate.rollout.attention import use_folded
+    from ablate.rollout.decoders import CompiledDecoder, CompiledSteps, EagerDecoder, attended, compile_counters
+
+    model, tokenizer = gqa_policy
+    monkeypatch.setattr(decoders, "LENGTH_BUCKET", 2)
+    ids, attention, positions = _left_padded(tokenizer)
+    (rows, width), steps, dim = ids.shape, 20, model.config.hidden_size // HEADS
+    length = -(-(width + 24) // 2) * 2
+    want = sorted({attended(width + s, length) for s in range(1, steps + 1)})
+    assert len(want) > 8 and want[-1] < length  # the last steps still attend less than the whole cache
+    hits = compile_counters()["rollout/recompile_limit_hits"]
+    use_folded(model)
+    try:
+        with torch.no_grad():
+            eager = _decode(EagerDecoder(model, ids, attention, positions, 24, {}), steps)
+            bucketed_graphs = _capture(monkeypatch)
+            bucketed = _decode(CompiledDecoder(CompiledSteps(model), ids, attention, positions, 24, {}), steps)
+            with monkeypatch.context() as m:
+                m.setattr(decoders, "attended", lambda filled, length: length)
+                full_graphs = _capture(monkeypatch)
+                full = _decode(CompiledDecoder(CompiledSteps(model), ids, attention, positions, 24, {}), steps)
+    finally:
+        model.set_attn_implementation("sdpa")
+    assert _attended_lengths(bucketed_graphs, rows, dim, length) == want
+    assert _attended_lengths(full_graphs, rows, dim, length) == [length]
+    assert compile_counters()["rollout/recompile_limit_hits"] == hits
+    for got, whole, reference in zip(bucketed, full, eager):
+        assert torch.allclose(got, whole, atol=1e-5) and torch.allclose(got, reference, atol=1e-5)
+    assert torch.equal(torch.stack(bucketed).argmax(-1), torch.stack(full).argmax(-1))
+
+
+def test_a_compiled_rollout_frees_its_cache_before_learning_and_rebuilds_it_without_recompiling(gqa_policy,
+                                                                                                monkeypatch):
+    """Lever 3: the static cache is dropped at the end of each rollout (before the learner runs), the next rollout
+    allocates a new one and gives the eager engine's tokens again; the graphs are one per (rows, cache length,
+    attended length) met in the first rollout, and the second adds none (the new cache's tensors are not guarded:
+    a GPU records the CUDA graph again at most, counted in rollout/cudagraph_records, zero on a CPU)."""
+    import gc
+    import weakref
+
+    import ablate.rollout.decoders as decoders
+    from ablate.rollout.decoders import CompiledSteps
+
+    model, tokenizer = gqa_policy
+    monkeypatch.setattr(decoders, "LENGTH_BUCKET", 8)
+    graphs = _capture(monkeypatch)
+    caches, shapes = [], []
+    cache, step = CompiledSteps.cache, CompiledSteps.step
+
+    def keep_cache(self, rows, length):
+        made = cache(self, rows, length)
+        caches.append(weakref.ref(made))
+        return made
+
+    def note_shape(self, ids, attention, positions, made):
+        shapes.append((ids.size(0), made.layers[0].max_cache_len, attention.size(1)))
+        return step(self, ids, attention, positions, made)
+
+    monkeypatch.setattr(CompiledSteps, "cache", keep_cache)
+    monkeypatch.setattr(CompiledSteps, "step", note_shape)
+    prompts = [encode_prompt(t, tokenizer) for t in ("1 2 -> 3\n", "44 19 35 -> 98\n", "5 -> 5\n", "7 8 9 -> 1\n")]
+    params = SamplingParams(temperature=1.0, top_k=30, max_new_tokens=24)
+    eager = HFEngine(model, tokenizer, batch_size=6)
+    compiled = HFEngine(model, tokenizer, batch_size=6, compile=True)
+    try:
+        for seed in (0, 1):
+            want = eager.generate(prompts, 3, params, torch.Generator().manual_seed(seed))
+            got = compiled.generate(prompts, 3, params, torch.Generator().manual_seed(seed))
+            assert got.completion_ids == want.completion_ids
+            gc.collect()
+            assert compiled.compiled.caches == {} and caches and all(ref() is None for ref in caches)
+            if seed == 0:
+                first, met = len(graphs), set(shapes)
+    finally:
+        model.set_attn_implementation("sdpa")
+    assert len({attend for _, _, attend in met}) > 1  # the rollout crossed buckets
+    assert first == len(met) and len(graphs) == first and set(shapes) <= met
+    assert got.stats["rollout/cudagraph_records"] == 0

@@ -18,7 +18,8 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from . import Rollouts, SamplingParams
 from .attention import use_folded
-from .decoders import CompiledDecoder, CompiledSteps, EagerDecoder, cache_kwarg  # noqa: F401 (cache_kwarg: tests, benches)
+from .decoders import (CompiledDecoder, CompiledSteps, EagerDecoder, cache_kwarg,  # noqa: F401 (cache_kwarg: tests, benches)
+                       compile_counters)
 from .tools import Tool
 
 
@@ -225,6 +226,7 @@ class HFEngine:
         texts = self.tokenizer.batch_decode(completions, skip_special_tokens=True)
         stats = {"tool/calls_per_rollout": sum(calls) / len(calls)} if self.tool is not None else {}
         if self.compiled is not None:
+            self.compiled.release()  # the static cache goes before the learner runs (CompiledSteps)
             stats.update(compile_counters())
         return Rollouts(prompt_ids=expanded, completion_ids=completions, behaviour_logprobs=behaviour,
                         tool_mask=tool_mask, texts=texts, k=k, tool_calls=calls, stats=stats)
@@ -233,17 +235,6 @@ class HFEngine:
 def _end_check(device: torch.device, splice: "_Splicer | None") -> int:
     """Steps between questions to the host whether rows ended: END_CHECK on a GPU without a tool, else every step."""
     return END_CHECK if device.type == "cuda" and splice is None else 1
-
-
-def compile_counters() -> dict[str, float]:
-    """The process's torch.compile counters, logged each step with rollout.compile: `rollout/compiled_graphs`
-    (graphs built so far: it grows with each new chunk shape) and `rollout/recompile_limit_hits` (calls that
-    dynamo sent back to eager after too many recompiles: each is a decode loop silently running uncompiled)."""
-    from torch._dynamo.utils import counters
-
-    hits = sum(n for reason, n in counters["unimplemented"].items() if "recompile limit" in reason.lower())
-    return {"rollout/compiled_graphs": float(counters["stats"]["unique_graphs"]),
-            "rollout/recompile_limit_hits": float(hits)}
 
 
 def _device(model: torch.nn.Module) -> torch.device:
