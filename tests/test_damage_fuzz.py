@@ -202,11 +202,40 @@ def test_damaged_files_are_named_and_never_raise(originals, tmp_path):
 
 @pytest.mark.parametrize("text", [b"[1,2", b"[1,2]", b"\xff\xfe\x00", b"", b'{"attempts": "x", "history": 5, "started_at": "t"}',
                                   b'{"attempts": NaN, "history": [1, {"state": "failed"}]}'])
-def test_a_resume_reads_a_damaged_status_json_without_a_traceback(tmp_path, text):
+def test_a_resume_reads_a_damaged_status_json_without_a_traceback(tmp_path, text, caplog):
     from ablate.rundir.status import RunStatus
 
     (tmp_path / "status.json").write_bytes(text)
     status = RunStatus(tmp_path, heartbeat_s=0)
-    status.start()
+    with caplog.at_level("WARNING", logger="ablate.train"):
+        status.start()
     assert status.data["state"] == "running" and status.data["attempts"] == 1
-    assert json.loads((tmp_path / "status.json").read_text())["attempts"] == 1
+    record = json.loads((tmp_path / "status.json").read_text())
+    assert record["attempts"] == 1
+    if text == b"":  # an empty file is damaged too; only an absent one is a first attempt
+        assert "JSONDecodeError" in record["history_restarted"]
+    if text == b"[1,2]":
+        assert "a JSON list, not an object" in record["history_restarted"]
+    # a new history, said so in one line (and kept in the record): the damaged history is not carried over
+    assert record["history_restarted"].startswith("status.json was damaged (")
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and "a new history starts here" in lines[0] and str(tmp_path) in lines[0]
+    assert all(isinstance(h, dict) for h in record["history"]) and len(record["history"]) <= 1
+    status.complete()
+    again = RunStatus(tmp_path, heartbeat_s=0)
+    again.start()  # the note moves into history with its attempt; the next attempt's record is whole
+    record = json.loads((tmp_path / "status.json").read_text())
+    assert "history_restarted" not in record and record["history"][-1]["history_restarted"].startswith("status.json")
+
+
+def test_a_whole_status_json_keeps_its_history_and_says_nothing(tmp_path, caplog):
+    from ablate.rundir.status import RunStatus
+
+    for _ in range(3):
+        status = RunStatus(tmp_path, heartbeat_s=0)
+        with caplog.at_level("WARNING", logger="ablate.train"):
+            status.start()
+        status.complete()
+    record = json.loads((tmp_path / "status.json").read_text())
+    assert record["attempts"] == 3 and len(record["history"]) == 2 and not caplog.records
+    assert not any("history_restarted" in h for h in [record, *record["history"]])
