@@ -27,6 +27,7 @@ from stats_fixtures import write_sweep
 FINDINGS = Path(__file__).resolve().parents[1] / "docs" / "findings" / "curriculum_ladder_study_rerun"
 RUN_FILES = [".hydra/overrides.yaml", ".hydra/config.yaml", "status.json", "metrics.csv",
              "eval/default/summary.json", "eval/default/samples.jsonl"]
+SWEEP_FILES = ["multirun.yaml"]  # Hydra's record of the sweep: the jobs it was to launch
 ARCHIVE_FILES = ["runs.jsonl.gz", "prompts.csv.gz"]
 BAD_VALUES = [float("nan"), float("inf"), -float("inf"), "high", -5, [1, 2], {"a": 1}, True]
 CASES_PER_FILE = int(os.environ.get('DAMAGE_CASES', 32))  # x 8 files: a few hundred damaged directories
@@ -148,8 +149,9 @@ def _problems(sweep) -> str:
 def originals(tmp_path_factory):
     base = tmp_path_factory.mktemp("damage")
     sweep = write_sweep(base / "sweep", {"none": 0.4, "static": 0.55}, seeds=(0, 1), n_prompts=24, n_samples=4)
-    for run in sweep.iterdir():  # as ablate.train leaves them: its own copy of Hydra's files
+    for run in sweep.iterdir():  # as a sweep of ablate.train leaves them: Hydra's record of the launch, its own copy
         if run.is_dir():
+            (run / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump({"hydra": {"mode": "MULTIRUN"}}))
             shutil.copytree(run / ".hydra", run / ".ablate")
     archive = base / "report"
     archive.mkdir()
@@ -163,7 +165,9 @@ def test_damaged_files_are_named_and_never_raise(originals, tmp_path):
     rng = random.Random(45)
     counts = {"directories": 0, "tracebacks": 0, "unnamed": 0, "full_runs": 0, "harmless": 0}
     failures: list[str] = []
-    targets = [(sweep, "0/" + f) for f in RUN_FILES] + [(archive, f) for f in ARCHIVE_FILES]
+    targets = ([(sweep, "0/" + f) for f in RUN_FILES] + [(sweep, f) for f in SWEEP_FILES]
+               + [(archive, f) for f in ARCHIVE_FILES])
+    targets = [t for t in targets if os.environ.get("DAMAGE_ONLY", t[1]) in t[1]]
     for source, rel in targets:
         start = time.perf_counter()
         for i in range(CASES_PER_FILE):
