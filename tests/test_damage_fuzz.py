@@ -27,6 +27,7 @@ from stats_fixtures import write_sweep
 FINDINGS = Path(__file__).resolve().parents[1] / "docs" / "findings" / "curriculum_ladder_study_rerun"
 RUN_FILES = [".hydra/overrides.yaml", ".hydra/config.yaml", "status.json", "metrics.csv",
              "eval/default/summary.json", "eval/default/samples.jsonl"]
+SWEEP_FILES = ["multirun.yaml"]  # Hydra's record of the sweep: the jobs it was to launch
 ARCHIVE_FILES = ["runs.jsonl.gz", "prompts.csv.gz"]
 BAD_VALUES = [float("nan"), float("inf"), -float("inf"), "high", -5, [1, 2], {"a": 1}, True]
 CASES_PER_FILE = int(os.environ.get('DAMAGE_CASES', 32))  # x 8 files: a few hundred damaged directories
@@ -148,8 +149,9 @@ def _problems(sweep) -> str:
 def originals(tmp_path_factory):
     base = tmp_path_factory.mktemp("damage")
     sweep = write_sweep(base / "sweep", {"none": 0.4, "static": 0.55}, seeds=(0, 1), n_prompts=24, n_samples=4)
-    for run in sweep.iterdir():  # as ablate.train leaves them: its own copy of Hydra's files
+    for run in sweep.iterdir():  # as a sweep of ablate.train leaves them: Hydra's record of the launch, its own copy
         if run.is_dir():
+            (run / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump({"hydra": {"mode": "MULTIRUN"}}))
             shutil.copytree(run / ".hydra", run / ".ablate")
     archive = base / "report"
     archive.mkdir()
@@ -163,7 +165,9 @@ def test_damaged_files_are_named_and_never_raise(originals, tmp_path):
     rng = random.Random(45)
     counts = {"directories": 0, "tracebacks": 0, "unnamed": 0, "full_runs": 0, "harmless": 0}
     failures: list[str] = []
-    targets = [(sweep, "0/" + f) for f in RUN_FILES] + [(archive, f) for f in ARCHIVE_FILES]
+    targets = ([(sweep, "0/" + f) for f in RUN_FILES] + [(sweep, f) for f in SWEEP_FILES]
+               + [(archive, f) for f in ARCHIVE_FILES])
+    targets = [t for t in targets if os.environ.get("DAMAGE_ONLY", t[1]) in t[1]]
     for source, rel in targets:
         start = time.perf_counter()
         for i in range(CASES_PER_FILE):
@@ -202,11 +206,40 @@ def test_damaged_files_are_named_and_never_raise(originals, tmp_path):
 
 @pytest.mark.parametrize("text", [b"[1,2", b"[1,2]", b"\xff\xfe\x00", b"", b'{"attempts": "x", "history": 5, "started_at": "t"}',
                                   b'{"attempts": NaN, "history": [1, {"state": "failed"}]}'])
-def test_a_resume_reads_a_damaged_status_json_without_a_traceback(tmp_path, text):
+def test_a_resume_reads_a_damaged_status_json_without_a_traceback(tmp_path, text, caplog):
     from ablate.rundir.status import RunStatus
 
     (tmp_path / "status.json").write_bytes(text)
     status = RunStatus(tmp_path, heartbeat_s=0)
-    status.start()
+    with caplog.at_level("WARNING", logger="ablate.train"):
+        status.start()
     assert status.data["state"] == "running" and status.data["attempts"] == 1
-    assert json.loads((tmp_path / "status.json").read_text())["attempts"] == 1
+    record = json.loads((tmp_path / "status.json").read_text())
+    assert record["attempts"] == 1
+    if text == b"":  # an empty file is damaged too; only an absent one is a first attempt
+        assert "JSONDecodeError" in record["history_restarted"]
+    if text == b"[1,2]":
+        assert "a JSON list, not an object" in record["history_restarted"]
+    # a new history, said so in one line (and kept in the record): the damaged history is not carried over
+    assert record["history_restarted"].startswith("status.json was damaged (")
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and "a new history starts here" in lines[0] and str(tmp_path) in lines[0]
+    assert all(isinstance(h, dict) for h in record["history"]) and len(record["history"]) <= 1
+    status.complete()
+    again = RunStatus(tmp_path, heartbeat_s=0)
+    again.start()  # the note moves into history with its attempt; the next attempt's record is whole
+    record = json.loads((tmp_path / "status.json").read_text())
+    assert "history_restarted" not in record and record["history"][-1]["history_restarted"].startswith("status.json")
+
+
+def test_a_whole_status_json_keeps_its_history_and_says_nothing(tmp_path, caplog):
+    from ablate.rundir.status import RunStatus
+
+    for _ in range(3):
+        status = RunStatus(tmp_path, heartbeat_s=0)
+        with caplog.at_level("WARNING", logger="ablate.train"):
+            status.start()
+        status.complete()
+    record = json.loads((tmp_path / "status.json").read_text())
+    assert record["attempts"] == 3 and len(record["history"]) == 2 and not caplog.records
+    assert not any("history_restarted" in h for h in [record, *record["history"]])

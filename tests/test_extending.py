@@ -21,10 +21,17 @@ def cfg_of(*overrides):
         return compose(config_name="config", overrides=list(overrides))
 
 
-def test_a_sampler_subclass_registers_itself_and_owns_its_config():
+def test_a_registered_sampler_is_built_by_its_name_and_owns_its_config():
     from ablate.curriculum import SAMPLERS, Sampler, build_sampler, check_curriculum
 
+    class Unregistered(Sampler):  # a subclass is no curriculum until it is registered
+        name = "unregistered_test"
+
+    assert "unregistered_test" not in SAMPLERS
+    with pytest.raises(ValueError, match=r"curriculum.kind='unregistered_test': expected one of \('none', "):
+        check_curriculum({"kind": "unregistered_test"})
     try:
+        @SAMPLERS.register
         class Hardest(Sampler):
             name = "hardest_test"
 
@@ -156,12 +163,12 @@ def check_sft_top(cfg):
 @pytest.fixture
 def sft_top(tmp_path):
     """The example stage registered, and its yaml in a config dir of the user's (hydra.searchpath)."""
-    from ablate.stages import STAGES, Stage, register
+    from ablate.stages import STAGES
 
     (tmp_path / "stage").mkdir()
     (tmp_path / "stage" / "sft_top_test.yaml").write_text(
         "defaults:\n  - /schema_stage_sft_top_test_schema@_here_\n  - _self_\nname: sft_top_test\nlayers: 2\n")
-    register(Stage("sft_top_test", fit_sft_top, check=check_sft_top, schema=SFTTopConfig))
+    STAGES.register("sft_top_test", check=check_sft_top, schema=SFTTopConfig)(fit_sft_top)
     yield [f"hydra.searchpath=[file://{tmp_path}]", "stage=sft_top_test"]
     STAGES.pop("sft_top_test")
 

@@ -10,16 +10,16 @@ FINDINGS = ROOT / "docs" / "findings"
 
 
 def test_findings_tables_match_what_the_committed_reports_render(monkeypatch):
-    from ablate.studies.findings import main
+    from tools.findings import main
 
     monkeypatch.chdir(ROOT)
-    assert main(["docs/findings", "--check"]) == 0, "run: python -m ablate.studies.findings docs/findings"
+    assert main(["docs/findings", "--check"]) == 0, "run: python -m tools.findings docs/findings"
 
 
 def test_a_typed_number_is_caught(tmp_path):
     import shutil
 
-    from ablate.studies.findings import main
+    from tools.findings import main
 
     shutil.copytree(ROOT / "docs" / "findings", tmp_path / "findings")
     doc = tmp_path / "findings.md"
@@ -36,7 +36,7 @@ def test_a_typed_number_is_caught(tmp_path):
 
 
 def test_a_number_typed_in_the_prose_is_caught_unless_a_table_backs_it_or_it_is_the_papers(tmp_path):
-    from ablate.studies.prose import check, table_values, unbacked
+    from tools.prose import check, table_values, unbacked
 
     doc = ROOT / "docs" / "findings.md"
     text = doc.read_text()
@@ -68,7 +68,7 @@ def test_committed_reports_claims_sections_agree_with_claims_csv():
 @pytest.mark.parametrize("study", ["curriculum_study", "threshold_study", "dots_replay_study", "tool_annealing_study",
                                    "oracle_tool_study"])
 def test_every_claim_of_every_study_has_a_verdict_of_the_partition(study):
-    from ablate.studies.findings import study_claims
+    from tools.findings import study_claims
 
     table = study_claims(ROOT / "docs" / "findings" / study).table
     assert len(table) and table["verdict"].isin(
@@ -77,7 +77,7 @@ def test_every_claim_of_every_study_has_a_verdict_of_the_partition(study):
 
 
 def test_mechanisms_are_rendered_per_condition_and_embedded(tmp_path):
-    from ablate.studies.findings import embed, mechanisms_block
+    from tools.findings import embed, mechanisms_block
 
     (tmp_path / "mechanisms.csv").write_text("run,tool,seed,rate,empty\n0,off,0,0.1,\n1,off,1,0.3,\n2,on,0,1.0,\n")
     block = mechanisms_block(tmp_path)
@@ -92,7 +92,7 @@ def test_mechanisms_are_rendered_per_condition_and_embedded(tmp_path):
 def test_a_curve_precondition_reads_curves_csv_gz_and_names_an_unconverted_curves_csv(tmp_path):
     import pandas as pd
 
-    from ablate.studies.findings import _curve_rows
+    from tools.findings import _curve_rows
 
     bridge = {"metrics": {"final:val/pass@1@0:20": {"curve": "val/pass@1", "step": 19}},
               "labels": {"tool=off": "off"}}
@@ -110,7 +110,7 @@ def test_a_curve_precondition_reads_curves_csv_gz_and_names_an_unconverted_curve
 def test_a_study_rerun_on_another_testbed_is_set_beside_its_base(tmp_path):
     import shutil
 
-    from ablate.studies.findings import render
+    from tools.findings import render
 
     base = tmp_path / "tool_annealing_study"
     shutil.copytree(FINDINGS / "tool_annealing_study", base)
@@ -133,7 +133,7 @@ def test_committed_comparisons_intervals_are_welch_and_any_bootstrap_is_labelled
     import pandas as pd
 
     from ablate.stats.maths.verdicts import welch
-    from ablate.studies.prose import REPLACED, _text
+    from tools.prose import REPLACED, _text
 
     files = sorted((ROOT / "docs" / "findings").glob("**/comparisons.csv"))
     assert len(files) >= 10
@@ -159,7 +159,7 @@ def test_the_confirmatory_table_counts_agreements_from_the_committed_claims(tmp_
 
     import pandas as pd
 
-    from ablate.studies.findings import render
+    from tools.findings import render
 
     study = tmp_path / "curriculum_study"
     shutil.copytree(FINDINGS / "curriculum_study", study)
@@ -194,7 +194,7 @@ def test_a_claim_whose_arm_is_not_run_yet_waits_in_the_confirmatory_table_and_is
 
     import pandas as pd
 
-    from ablate.studies.confirmatory import side_by_side
+    from tools.confirmatory import side_by_side
 
     study = tmp_path / "oracle_tool_study"
     (study / "confirmatory").mkdir(parents=True)

@@ -79,7 +79,14 @@ def test_the_config_package_imports_nothing_above_it():
 def test_the_stage_registry_imports_no_part():
     """The registry is read by the checks and the upstream cache before any compute: no part behind it."""
     found = modules()
-    assert imports_of("ablate.stages.registry", found["ablate.stages.registry"], set(found)) <= {"ablate.config"}
+    assert imports_of("ablate.stages.registry", found["ablate.stages.registry"], set(found)) <= {"ablate.config",
+                                                                                                "ablate.registry"}
+
+
+def test_the_registry_imports_nothing_of_ablate():
+    """Every kind of part registers in an ablate.registry.Registry: the module sits under them all."""
+    found = modules()
+    assert imports_of("ablate.registry", found["ablate.registry"], set(found)) == set()
 
 
 def test_the_rundir_package_imports_no_part():

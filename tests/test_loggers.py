@@ -83,11 +83,10 @@ def test_a_switched_on_logger_without_its_package_is_refused_naming_the_extra(mo
     from omegaconf import OmegaConf
 
     from ablate.config import ConfigError
-    from ablate.loggers import LOGGERS, NEEDS, check_loggers, register
+    from ablate.loggers import LOGGERS, check_loggers
 
-    monkeypatch.setitem(LOGGERS, "fake", None)
-    monkeypatch.setitem(NEEDS, "fake", None)
-    register("fake", ("no_such_module_for_ablate",), "fakeextra")(lambda cfg, run_dir, params: None)
+    monkeypatch.setitem(LOGGERS, "fake", None)  # restored (removed) after the test
+    LOGGERS.register("fake", modules=("no_such_module_for_ablate",), extra="fakeextra")(lambda cfg, run_dir, params: None)
     check_loggers(OmegaConf.create({"logger": {"fake": False}}))  # off: nothing asked
     with pytest.raises(ConfigError, match=r"logger=fake needs the fakeextra extra: pip install -e '\.\[fakeextra\]'"):
         check_loggers(OmegaConf.create({"logger": {"fake": True}}))

@@ -4,6 +4,7 @@ fix, a documented exit code (2: a bad input, found before any compute; 3: the ma
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import subprocess
@@ -81,7 +82,6 @@ def test_a_failed_atomic_write_names_its_file_and_leaves_nothing_half_written(tm
 def test_a_full_disk_ends_a_run_with_exit_3_and_one_line(tmp_path, monkeypatch, capsys):
     """The checkpoint write fails as on a full disk: one line with the path and the fix, exit 3, and
     status.json (written before the disk filled) says failed."""
-    import json
 
     from hydra import compose, initialize_config_dir
 
@@ -127,3 +127,29 @@ def test_a_damaged_last_checkpoint_resumes_from_the_newest_step_checkpoint_that_
         assert resume_checkpoint(tmp_path) is None
     assert "starting the run again from step 0" in caplog.text
     assert resume_checkpoint(tmp_path / "absent") is None
+
+
+def test_a_resume_past_a_damaged_checkpoint_is_kept_with_its_attempt_in_the_history(tmp_path):
+    import torch
+
+    from ablate.fit import record_resume
+    from ablate.rundir.status import RunStatus
+
+    checkpoints = tmp_path / "checkpoints"
+    checkpoints.mkdir()
+    status = RunStatus(tmp_path, heartbeat_s=0)
+    status.start(stage="sft")
+    record_resume(status, checkpoints)  # nothing to resume from: nothing recorded
+    assert "resumed_from" not in json.loads((tmp_path / "status.json").read_text())
+    status.fail(RuntimeError("killed"))
+    torch.save({"global_step": 3}, checkpoints / "epoch=0-step=3.ckpt")
+    (checkpoints / "last.ckpt").write_bytes(b"PK\x03\x04 cut short")
+    status = RunStatus(tmp_path, heartbeat_s=0)
+    status.start(stage="sft")
+    record_resume(status, checkpoints)
+    resumed = {"checkpoint": "epoch=0-step=3.ckpt", "passed_over": ["last.ckpt"]}
+    assert json.loads((tmp_path / "status.json").read_text())["resumed_from"] == resumed
+    status.complete()
+    RunStatus(tmp_path, heartbeat_s=0).start(stage="sft")  # the next attempt: the resume moves into history
+    record = json.loads((tmp_path / "status.json").read_text())
+    assert "resumed_from" not in record and [h.get("resumed_from") for h in record["history"]] == [None, resumed]

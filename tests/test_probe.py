@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from ablate.studies.probe import compose, condition_overrides, main, preconditions, record
-from ablate.studies.testbed_doc import evals_block, probes_block, render_doc
+from tools.testbed_doc import evals_block, probes_block, render_doc
 
 
 def test_preconditions_are_the_studys_distinct_measured_checks_with_their_claims():
@@ -134,4 +134,6 @@ def test_the_committed_testbed_page_matches_what_the_probes_wrote(monkeypatch):
     from pathlib import Path
 
     monkeypatch.chdir(Path(__file__).resolve().parent.parent)
-    assert main(["--render", "docs/testbed.md", "--check"]) == 0, "run: python -m ablate.studies.probe --render docs/testbed.md"
+    from tools.testbed_doc import main as render_main
+
+    assert render_main(["docs/testbed.md", "--check"]) == 0, "run: python -m tools.testbed_doc docs/testbed.md"

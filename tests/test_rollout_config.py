@@ -94,7 +94,7 @@ def test_a_registered_engine_is_checked_and_built_by_name(monkeypatch):
     from omegaconf import OmegaConf
 
     from ablate.config import ConfigError
-    from ablate.rollout.engines import ENGINES, build_engine, check_rollout, register_engine
+    from ablate.rollout.engines import ENGINES, build_engine, check_rollout
 
     calls = []
 
@@ -102,7 +102,7 @@ def test_a_registered_engine_is_checked_and_built_by_name(monkeypatch):
         calls.append(("check", r.name))
 
     monkeypatch.setitem(ENGINES, "echo", ENGINES["hf"])  # restored after the test
-    register_engine("echo", check)(lambda cfg, model, tokenizer, tool: ("engine", cfg.rollout.name, tool))
+    ENGINES.register("echo", check=check)(lambda cfg, model, tokenizer, tool: ("engine", cfg.rollout.name, tool))
     cfg = OmegaConf.create({"rollout": {"name": "echo"}, "seed": 0})
     check_rollout(cfg.rollout, None)
     assert calls == [("check", "echo")] and build_engine(cfg, None, None, "calc") == ("engine", "echo", "calc")

@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from ablate.stats.claims.claim_types import CLAIM_TYPES, ClaimType, Decision, label, one_signed, register
+from ablate.stats.claims.claim_types import CLAIM_TYPES, ClaimType, Decision, label, one_signed
 from ablate.stats.claims.declared import parse_declared
 from ablate.stats.claims.engine import evaluate
 from ablate.stats.claims.study import check_study_block
@@ -139,7 +139,7 @@ def test_start_up_refuses_a_claim_that_cannot_fail_before_any_compute():
 
 
 def test_a_new_claim_type_is_one_registered_class():
-    @register
+    @CLAIM_TYPES.register
     class AtLeast(ClaimType):
         """The difference is at least `floor` (a one-sided claim with its own bar)."""
 

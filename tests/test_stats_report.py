@@ -374,6 +374,22 @@ def test_never_started_jobs_of_a_study_grid(tmp_path):
     assert not loaded.never_started and any("does not expand" in w for w in loaded.warnings)
 
 
+def test_a_damaged_or_missing_multirun_yaml_is_named_and_the_jobs_it_lists_checked(tmp_path):
+    sweep = write_sweep(tmp_path / "s", {"none": 0.3, "static": 0.5}, seeds=(0, 1), n_prompts=30)
+    record = sweep / "multirun.yaml"
+    text = record.read_text()
+    assert not load_sweep(sweep).warnings  # whole: nothing said
+    record.write_text(text[:text.index("- seed=")])  # cut short: it lists the conditions, not the seeds
+    loaded = load_sweep(sweep)
+    assert any(str(record) in w and "lists 2 job(s), not the 4 run(s) here" in w for w in loaded.warnings)
+    record.write_text("hydra:\n  overrides: cut")
+    assert [w for w in load_sweep(sweep).warnings if "not the record Hydra writes" in w]
+    record.unlink()  # without it, nothing tells a sweep launched the runs here: nothing to say
+    assert not load_sweep(sweep).warnings
+    (sweep / "0" / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump({"hydra": {"mode": "MULTIRUN"}}))
+    assert [w for w in load_sweep(sweep).warnings if f"{sweep}/multirun.yaml: missing, though its runs" in w]
+
+
 def test_hydra_escaped_overrides_match_multirun_yaml():
     from ablate.stats.read.runs import normalise_override
 

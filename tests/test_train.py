@@ -92,12 +92,17 @@ def test_interrupted_run_resumes_from_its_checkpoint(tmp_path, monkeypatch):
         run(compose_cfg(), run_dir)
     status = json.loads((run_dir / "status.json").read_text())
     assert status["state"] == "failed" and "simulated crash" in status["error"]
-    assert (run_dir / "checkpoints" / "last.ckpt").is_file()
+    last = run_dir / "checkpoints" / "last.ckpt"
+    assert last.is_file()
+    last.write_bytes(last.read_bytes()[:300])  # a copy cut short: the step checkpoint (the same step 3) reads
 
     monkeypatch.setattr(SFTModule, "training_step", original)
     run(compose_cfg(), run_dir)
     status = json.loads((run_dir / "status.json").read_text())
     assert status["state"] == "completed" and status["attempts"] == 2
+    # the resume is on record with its attempt (and moves into `history` with it when another attempt starts)
+    assert status["resumed_from"] == {"checkpoint": "epoch=0-step=3.ckpt", "passed_over": ["last.ckpt"]}
+    assert "resumed_from" not in status["history"][0]
     steps = pd.read_csv(run_dir / "metrics.csv")["step"].astype(int).tolist()
     assert steps == list(range(6))  # steps before the crash kept, none twice
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import warnings
+import zipfile
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -120,12 +121,10 @@ def slurm_plugins() -> list:
     return [SLURMEnvironment(auto_requeue=False)] if SLURMEnvironment.detect() else []
 
 
-def resume_checkpoint(checkpoints: Path) -> str | None:
-    """The checkpoint a resume starts from: `last.ckpt`, or where it does not read (a copy cut short, a
-    damaged disk) the newest step checkpoint that does, with a warning naming what was passed over. A torch
-    checkpoint is a zip file whose directory sits at its end, so a truncated one fails to open cheaply."""
-    import zipfile
-
+def resume_plan(checkpoints: Path) -> tuple[str | None, list[str]]:
+    """The checkpoint a resume starts from, and the newer ones passed over: `last.ckpt`, or where it does not
+    read (a copy cut short, a damaged disk) the newest step checkpoint that does. A torch checkpoint is a zip
+    file whose directory sits at its end, so a truncated one fails to open cheaply."""
     def step(path: Path) -> int:
         return int(path.stem.rsplit("step=", 1)[1].split("-")[0])
 
@@ -140,15 +139,28 @@ def resume_checkpoint(checkpoints: Path) -> str | None:
         except (OSError, zipfile.BadZipFile):
             passed_over.append(path.name)
             continue
-        if passed_over:
-            log.warning("resuming from %s: %s did not read (damaged or cut short)", path.name, ", ".join(passed_over))
-        return str(path)
-    if passed_over:
+        return str(path), passed_over
+    return None, passed_over
+
+
+def resume_checkpoint(checkpoints: Path) -> str | None:
+    """`resume_plan`'s checkpoint, with a warning naming what was passed over."""
+    checkpoint, passed_over = resume_plan(checkpoints)
+    if passed_over and checkpoint:
+        log.warning("resuming from %s: %s did not read (damaged or cut short)", Path(checkpoint).name,
+                    ", ".join(passed_over))
+    elif passed_over:
         log.warning("no checkpoint in %s reads (%s): starting the run again from step 0", checkpoints,
                     ", ".join(passed_over))
-    return None
+    return checkpoint
 
 
+def record_resume(status, checkpoints: Path) -> None:
+    """A resume in status.json (`resumed_from`, kept with its attempt in `history`): the checkpoint it starts
+    from (None: step 0) and the damaged ones it passed over."""
+    checkpoint, passed_over = resume_plan(checkpoints)
+    if checkpoint or passed_over:
+        status.update(resumed_from={"checkpoint": checkpoint and Path(checkpoint).name, "passed_over": passed_over})
 
 
 def check_compile(cfg: DictConfig) -> None:

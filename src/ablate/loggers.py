@@ -1,7 +1,7 @@
 """Experiment loggers beside the run directory's metrics.csv (always written): each a function registered
 under the `logger.<name>` switch that turns it on (conf/logger/*.yaml), returning a Lightning logger.
 
-    @register("wandb", ("wandb",), "wandb")
+    @LOGGERS.register("wandb", modules=("wandb",), extra="wandb")
     def wandb(cfg, run_dir, params): ...
 
 A new logger is this module's one function and a conf/logger/<name>.yaml setting `<name>: true`
@@ -12,21 +12,21 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from omegaconf import DictConfig, OmegaConf
 
-LOGGERS: dict[str, Callable[[DictConfig, Path, dict], Any]] = {}
-NEEDS: dict[str, tuple[tuple[str, ...], str]] = {}  # name -> (any of these modules, the extra that installs one)
+from ablate.registry import Registry
 
 
-def register(name: str, modules: tuple[str, ...], extra: str):
-    """Decorator: the logger `logger.<name>: true` turns on, usable when any of `modules` is installed."""
-    def wrap(fn):
-        LOGGERS[name] = fn
-        NEEDS[name] = (modules, extra)
-        return fn
-    return wrap
+class LoggerEntry(NamedTuple):
+    build: Callable[[DictConfig, Path, dict], Any]  # (cfg, run_dir, the composed config) -> a Lightning logger
+    modules: tuple[str, ...]  # usable when any of these is installed
+    extra: str  # the extra that installs one
+
+
+# `@LOGGERS.register(name, modules=..., extra=...)`: the logger `logger.<name>: true` turns on
+LOGGERS = Registry("logger", entry=lambda name, build, **needs: LoggerEntry(build, **needs))
 
 
 def check_loggers(cfg: DictConfig) -> None:
@@ -35,10 +35,10 @@ def check_loggers(cfg: DictConfig) -> None:
 
     from ablate.config import require
 
-    for name, (modules, extra) in NEEDS.items():
+    for name, entry in LOGGERS.items():
         if cfg.logger.get(name):
-            require(any(importlib.util.find_spec(m) for m in modules),
-                    f"logger={name} needs the {extra} extra: pip install -e '.[{extra}]'")
+            require(any(importlib.util.find_spec(m) for m in entry.modules),
+                    f"logger={name} needs the {entry.extra} extra: pip install -e '.[{entry.extra}]'")
 
 
 def mlflow_name(key: str) -> str:
@@ -46,14 +46,14 @@ def mlflow_name(key: str) -> str:
     return key.replace("@", "_at_").replace("^", "_hat_")
 
 
-@register("wandb", ("wandb",), "wandb")
+@LOGGERS.register("wandb", modules=("wandb",), extra="wandb")
 def wandb(cfg: DictConfig, run_dir: Path, params: dict) -> Any:
     from lightning.pytorch.loggers import WandbLogger
 
     return WandbLogger(project=cfg.logger.project, save_dir=str(run_dir), offline=cfg.logger.mode == "offline")
 
 
-@register("tensorboard", ("tensorboard", "tensorboardX"), "tensorboard")
+@LOGGERS.register("tensorboard", modules=("tensorboard", "tensorboardX"), extra="tensorboard")
 def tensorboard(cfg: DictConfig, run_dir: Path, params: dict) -> Any:
     from lightning.pytorch.loggers import TensorBoardLogger
 
@@ -62,7 +62,7 @@ def tensorboard(cfg: DictConfig, run_dir: Path, params: dict) -> Any:
     return logger
 
 
-@register("mlflow", ("mlflow",), "mlflow")
+@LOGGERS.register("mlflow", modules=("mlflow",), extra="mlflow")
 def mlflow(cfg: DictConfig, run_dir: Path, params: dict) -> Any:
     from lightning.pytorch.loggers import MLFlowLogger
 
@@ -89,7 +89,7 @@ def extra_loggers(cfg: DictConfig, run_dir: Path) -> list[Any]:
     if not wanted:
         return []
     params = OmegaConf.to_container(cfg, resolve=True)
-    return [LOGGERS[name](cfg, Path(run_dir), params) for name in wanted]
+    return [LOGGERS[name].build(cfg, Path(run_dir), params) for name in wanted]
 
 
 def _task_overrides() -> list[str]:

@@ -1,4 +1,9 @@
-"""Losses as pure tensor functions: no Lightning, no engine. Each is tested by hand computation."""
+"""Losses as pure tensor functions: no Lightning, no engine. Each is tested by hand computation.
+
+The interchangeable pieces are registered under the config value that selects them (`ablate.registry`):
+`@ADVANTAGES.register("rloo")` on an estimator makes `stage.advantage=rloo` select it, and the config check
+of `stage=rloo` accepts exactly the registered keys; so do the advantage scales, aggregations, policy losses,
+KL estimators and preference losses."""
 
 from __future__ import annotations
 
@@ -6,6 +11,8 @@ from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
+
+from ablate.registry import Registry
 
 IGNORE = -100
 
@@ -26,7 +33,12 @@ def sft_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 # [N, T] with N = P * k sequences in prompt-major order and a float/bool `mask` that is 1 only
 # on response tokens the policy wrote (not prompt, padding or tool output).
 
+# `stage.advantage` -> group rewards [prompts, k] -> advantages [prompts, k]. Register an estimator here
+# and `stage.advantage=<its key>` selects it; the config check reads these keys.
+ADVANTAGES = Registry("stage.advantage")
 
+
+@ADVANTAGES.register("rloo")
 def rloo_advantages(rewards: torch.Tensor) -> torch.Tensor:
     """A_i = R_i - mean of the other k-1 rewards = k/(k-1) * (R_i - mean). Equal rewards give 0."""
     k = rewards.size(-1)
@@ -35,33 +47,41 @@ def rloo_advantages(rewards: torch.Tensor) -> torch.Tensor:
     return (rewards - rewards.mean(dim=-1, keepdim=True)) * (k / (k - 1))
 
 
+@ADVANTAGES.register("grpo")
 def grpo_advantages(rewards: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """(R_i - mean) / (std + eps) within each group (sample std); equal rewards give exactly 0."""
     centered = rewards - rewards.mean(dim=-1, keepdim=True)
     return centered / (rewards.std(dim=-1, keepdim=True, unbiased=True) + eps)
 
 
+@ADVANTAGES.register("group_mean")
 def group_mean_advantages(rewards: torch.Tensor) -> torch.Tensor:
     """R_i - mean of the group (GRPO's baseline without its std division: Dr. GRPO, Liu et al. 2025, eq. 3;
     scale it with `stage.advantage_scale`)."""
     return rewards - rewards.mean(dim=-1, keepdim=True)
 
 
-# `stage.advantage` -> group rewards [prompts, k] -> advantages [prompts, k]. Add an estimator here
-# and `stage.advantage=<its key>` selects it; the config check reads these keys.
-ADVANTAGES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
-    "rloo": rloo_advantages, "grpo": grpo_advantages, "group_mean": group_mean_advantages}
-
 # `stage.advantage_scale` -> (advantages [prompts, k], rewards [prompts, k], eps) -> scaled advantages: a
 # division independent of the baseline (TRL's `scale_rewards`: "group" / "batch" / "none", trl/trainer/
 # grpo_trainer.py). group_std: each group's sample std; batch_std: the std of every reward of the batch
 # (Hu et al.'s REINFORCE++ argument, TRL's "batch"); none: unscaled (Dr. GRPO). A group or batch of
 # equal rewards keeps advantages of exactly 0.
-ADVANTAGE_SCALES: dict[str, Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]] = {
-    "none": lambda adv, rewards, eps: adv,
-    "group_std": lambda adv, rewards, eps: adv / (rewards.std(dim=-1, keepdim=True, unbiased=True) + eps),
-    "batch_std": lambda adv, rewards, eps: adv / (rewards.std(unbiased=True) + eps),
-}
+ADVANTAGE_SCALES = Registry("stage.advantage_scale")
+
+
+@ADVANTAGE_SCALES.register("none")
+def _unscaled(adv: torch.Tensor, rewards: torch.Tensor, eps: float) -> torch.Tensor:
+    return adv
+
+
+@ADVANTAGE_SCALES.register("group_std")
+def _group_std(adv: torch.Tensor, rewards: torch.Tensor, eps: float) -> torch.Tensor:
+    return adv / (rewards.std(dim=-1, keepdim=True, unbiased=True) + eps)
+
+
+@ADVANTAGE_SCALES.register("batch_std")
+def _batch_std(adv: torch.Tensor, rewards: torch.Tensor, eps: float) -> torch.Tensor:
+    return adv / (rewards.std(unbiased=True) + eps)
 
 
 def scaled_advantages(rewards: torch.Tensor, estimator: str = "rloo", scale: str = "none",
@@ -75,12 +95,29 @@ def scaled_advantages(rewards: torch.Tensor, estimator: str = "rloo", scale: str
 # (verl/trainer/ppo/core_algos.py `agg_loss`): token_mean = "token-mean", sequence_mean = "seq-mean-token-mean",
 # sum = "seq-mean-token-sum"; token_sum_norm = Dr. GRPO's constant normaliser (TRL's loss_type="dr_grpo": sum
 # over the tokens / (N * max_completion_length); verl's "seq-mean-token-sum-norm").
-AGGREGATIONS: dict[str, Callable[[torch.Tensor, torch.Tensor, Any], torch.Tensor]] = {
-    "token_mean": lambda values, mask, length: (values * mask).sum() / mask.sum().clamp(min=1),
-    "sequence_mean": lambda values, mask, length: ((values * mask).sum(-1) / mask.sum(-1).clamp(min=1)).mean(),
-    "sum": lambda values, mask, length: (values * mask).sum(-1).mean(),
-    "token_sum_norm": lambda values, mask, length: (values * mask).sum(-1).mean() / length,
-}
+AGGREGATIONS = Registry("stage.aggregation")
+
+
+@AGGREGATIONS.register("token_mean")
+def _token_mean(values: torch.Tensor, mask: torch.Tensor, length: Any) -> torch.Tensor:
+    return (values * mask).sum() / mask.sum().clamp(min=1)
+
+
+@AGGREGATIONS.register("sequence_mean")
+def _sequence_mean(values: torch.Tensor, mask: torch.Tensor, length: Any) -> torch.Tensor:
+    return ((values * mask).sum(-1) / mask.sum(-1).clamp(min=1)).mean()
+
+
+@AGGREGATIONS.register("sum")
+def _sum(values: torch.Tensor, mask: torch.Tensor, length: Any) -> torch.Tensor:
+    return (values * mask).sum(-1).mean()
+
+
+@AGGREGATIONS.register("token_sum_norm")
+def _token_sum_norm(values: torch.Tensor, mask: torch.Tensor, length: Any) -> torch.Tensor:
+    return (values * mask).sum(-1).mean() / length
+
+
 # aggregations whose normaliser is a fixed length (`aggregate(..., length=)`), not the batch's tokens
 FIXED_LENGTH = ("token_sum_norm",)
 
@@ -103,6 +140,12 @@ def aggregate(values: torch.Tensor, mask: torch.Tensor, how: str, length: int | 
 
 IS_MODES = ("truncate", "mask")
 
+# `stage.is_level` -> (logprobs, delta = (log pi - log mu) * mask, advantages [N, 1], mask, **options)
+# -> (per-token loss, mean ratio, max ratio, clipped fraction, extra diagnostics). Register a policy loss
+# here and `stage.is_level=<its key>` selects it; the config check reads these keys. A loss whose ratio
+# diagnostics are means over tokens, not sequences, says so with `token_level = True` (`token_level`).
+POLICY_LOSSES = Registry("stage.is_level")
+
 
 def _sequence_weighted(logprobs, delta, adv, mask, *, geometric: bool, clip, low, mode, **_):
     """Per-token loss -w * A * log pi_t with one importance weight per sequence, a constant:
@@ -122,6 +165,11 @@ def _sequence_weighted(logprobs, delta, adv, mask, *, geometric: bool, clip, low
         extra["mask_fraction"] = (~keep).float().mean()
     per_token = -(weight.unsqueeze(-1) * adv * logprobs)
     return per_token, ratio.mean(), ratio.max(), (ratio > clip).float().mean(), extra
+
+
+@POLICY_LOSSES.register("sequence")
+def _sequence(*args, **options):
+    return _sequence_weighted(*args, geometric=False, **options)
 
 
 def _bounds_fractions(ratio, adv, mask, tokens, eps_low, eps_high, *, signed: bool) -> dict[str, torch.Tensor]:
@@ -156,11 +204,18 @@ def _ppo_clipped(ratio, adv, mask, *, eps_low, eps_high, clip, low, mode, dual_c
     return per_token, (ratio * mask).sum() / tokens, (ratio * mask).max(), clipped, extra
 
 
+@POLICY_LOSSES.register("token")
 def _token_clipped(logprobs, delta, adv, mask, **options):
     """PPO: r_t = exp(log pi_t - log mu_t) per token."""
     return _ppo_clipped(delta.exp(), adv, mask, **_clip_options(options))
 
 
+@POLICY_LOSSES.register("geometric")
+def _geometric(*args, **options):
+    return _sequence_weighted(*args, geometric=True, **options)
+
+
+@POLICY_LOSSES.register("gspo")
 def _gspo(logprobs, delta, adv, mask, **options):
     """GSPO (Zheng et al. 2025, eqs. 5-7): PPO's clipped objective on the sequence ratio
     s_i = exp(mean_t log pi/mu). Per token its value is s_i and its gradient s_i * grad log pi_t (verl's
@@ -172,6 +227,7 @@ def _gspo(logprobs, delta, adv, mask, **options):
     return _ppo_clipped(ratio, adv, mask, **_clip_options(options))
 
 
+@POLICY_LOSSES.register("cispo")
 def _cispo(logprobs, delta, adv, mask, *, eps_low, eps_high, **_):
     """CISPO (MiniMax-M1, Chen et al. 2025, eqs. 4-5): REINFORCE weighted by the clipped ratio under a stop
     gradient, -sg(clip(r_t, 1 - eps_low, 1 + eps_high)) * A * log pi_t: a clipped token keeps its gradient
@@ -191,17 +247,6 @@ def _clip_options(options: dict) -> dict:
 for _loss in (_token_clipped, _gspo, _cispo):
     _loss.token_level = True  # type: ignore[attr-defined]
 
-# `stage.is_level` -> (logprobs, delta = (log pi - log mu) * mask, advantages [N, 1], mask, **options)
-# -> (per-token loss, mean ratio, max ratio, clipped fraction, extra diagnostics). Add a policy loss
-# here and `stage.is_level=<its key>` selects it; the config check reads these keys. A loss whose ratio
-# diagnostics are means over tokens, not sequences, says so with `token_level = True` (`token_level`).
-POLICY_LOSSES: dict[str, Callable[..., tuple]] = {
-    "sequence": lambda *a, **k: _sequence_weighted(*a, geometric=False, **k),
-    "token": _token_clipped,
-    "geometric": lambda *a, **k: _sequence_weighted(*a, geometric=True, **k),
-    "gspo": _gspo,
-    "cispo": _cispo,
-}
 # policy losses that clip the ratio to [1 - clip_eps_low, 1 + clip_eps_high] (and report the low / high fractions)
 CLIPPED_LOSSES = ("token", "gspo", "cispo")
 
@@ -263,11 +308,22 @@ def policy_gradient_loss(logprobs: torch.Tensor, behaviour_logprobs: torch.Tenso
 
 
 # `stage.kl_estimator` -> per-token KL from log r = log pi_ref - log pi (see `kl_penalty`).
-KL_ESTIMATORS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
-    "k1": lambda log_ratio: -log_ratio,
-    "k2": lambda log_ratio: 0.5 * log_ratio.pow(2),
-    "k3": lambda log_ratio: log_ratio.exp() - 1 - log_ratio,
-}
+KL_ESTIMATORS = Registry("stage.kl_estimator")
+
+
+@KL_ESTIMATORS.register("k1")
+def _k1(log_ratio: torch.Tensor) -> torch.Tensor:
+    return -log_ratio
+
+
+@KL_ESTIMATORS.register("k2")
+def _k2(log_ratio: torch.Tensor) -> torch.Tensor:
+    return 0.5 * log_ratio.pow(2)
+
+
+@KL_ESTIMATORS.register("k3")
+def _k3(log_ratio: torch.Tensor) -> torch.Tensor:
+    return log_ratio.exp() - 1 - log_ratio
 
 
 def kl_penalty(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, estimator: str = "k3") -> torch.Tensor:
@@ -381,11 +437,17 @@ def ipo_loss(policy_chosen_logps: torch.Tensor, policy_rejected_logps: torch.Ten
 
 # stage.name -> the per-pair loss of a preference stage, from the policy's and the reference's sequence
 # log-probs of the chosen and rejected responses and the stage config (beta, label_smoothing, ...). A new
-# preference loss is an entry here and its `conf/stage/<name>.yaml` (`defaults: [dpo, _self_]`, `name: <name>`).
+# preference loss is one registered here and its `conf/stage/<name>.yaml` (`defaults: [dpo, _self_]`,
+# `name: <name>`).
 PreferenceLoss = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, Any], torch.Tensor]
-PREFERENCE_LOSSES: dict[str, PreferenceLoss] = {
-    "dpo": lambda chosen, rejected, ref_chosen, ref_rejected, stage: dpo_loss(
-        chosen, rejected, ref_chosen, ref_rejected, stage.beta, stage.label_smoothing),
-    "ipo": lambda chosen, rejected, ref_chosen, ref_rejected, stage: ipo_loss(
-        chosen, rejected, ref_chosen, ref_rejected, stage.beta),
-}
+PREFERENCE_LOSSES = Registry("stage")
+
+
+@PREFERENCE_LOSSES.register("dpo")
+def _dpo(chosen, rejected, ref_chosen, ref_rejected, stage) -> torch.Tensor:
+    return dpo_loss(chosen, rejected, ref_chosen, ref_rejected, stage.beta, stage.label_smoothing)
+
+
+@PREFERENCE_LOSSES.register("ipo")
+def _ipo(chosen, rejected, ref_chosen, ref_rejected, stage) -> torch.Tensor:
+    return ipo_loss(chosen, rejected, ref_chosen, ref_rejected, stage.beta)

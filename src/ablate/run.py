@@ -16,7 +16,7 @@ from omegaconf import DictConfig
 
 from ablate.checks import check_config
 from ablate.config import torch_threads
-from ablate.fit import global_rank, record_data_parallel
+from ablate.fit import global_rank, record_data_parallel, record_resume
 from ablate.rundir import RunDir
 from ablate.rundir.code import code_fingerprints
 from ablate.stages import REGIME_NO_TOOL, REGIME_TOOL, final_regimes, fit_stage, starting_model_config
@@ -89,6 +89,8 @@ def _run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any]) -> Path:
             status.update(parameters=parameter_count(model), train_problems=len(splits.train),
                           test_problems=len(splits.test), init=init,
                           init_sha256=weights_sha256(model) if init else None)  # a random init has none
+            if cfg.resume == "auto":
+                record_resume(status, rd.checkpoint_dir)
             clock = time.monotonic()
             fit_stage(cfg, model, tokenizer, splits, task, run_dir, status,
                       [*callbacks, record_data_parallel(status, cfg.stage)])

@@ -46,13 +46,12 @@ def check_curriculum(c: Mapping[str, Any], fields: Sequence[str] | None = None, 
     """ValueError naming the key when a curriculum config cannot work (run before any compute). `fields`:
     the difficulty fields the run's task offers (`Task.difficulty_fields`; None: not checked here)."""
     kind = c.get("kind", "none")
-    if kind not in SAMPLERS:
-        raise ValueError(f"curriculum.kind={kind!r}: expected one of {tuple(SAMPLERS)}")
+    sampler = SAMPLERS[kind]  # an unknown kind: ValueError listing the registered ones
     d = c.get("difficulty", {})
     if fields is not None and d.get("field", "n_numbers") not in fields:
         raise ValueError(f"curriculum.difficulty.field={d.get('field')!r}: expected one of {tuple(fields)}"
                          + (f" (the difficulty fields of task={task})" if task else ""))
-    SAMPLERS[kind].check(c)
+    sampler.check(c)
 
 
 def build_sampler(c: Mapping[str, Any] | None, problems: Sequence[Any], seed: int, max_steps: int,

@@ -20,7 +20,7 @@ import torch
 from ablate.config.schemas import config_schema
 
 from .difficulty import Difficulty, Levels
-from .samplers import Sampler, success_rates
+from .samplers import SAMPLERS, Sampler, success_rates
 
 EPS = 1e-4
 
@@ -91,6 +91,7 @@ class DotsCurriculum:
     success_reward: float = 1.0
 
 
+@SAMPLERS.register
 class DotsSampler(Sampler):
     name = "dots"
     schema = DotsCurriculum

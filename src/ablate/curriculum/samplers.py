@@ -18,6 +18,7 @@ import pandas as pd
 import torch
 
 from ablate.config.schemas import config_schema, typed
+from ablate.registry import Registry
 from ablate.seeds import seed_of
 
 from .difficulty import BinnedDifficulty, Difficulty, Levels, LevelStage
@@ -28,10 +29,10 @@ def success_rates(rewards: torch.Tensor, success_reward: float = 1.0) -> torch.T
     return (rewards >= success_reward).float().mean(dim=-1)
 
 
-# curriculum.kind -> sampler class. A subclass with its own `name` registers itself on definition, so a
+# curriculum.kind -> sampler class, each registered under its `name` (`@SAMPLERS.register` on the class), so a
 # new curriculum is its class and its schema (in any module of this package, which imports them all) and its
 # yaml. A sampler's yaml is `@package _global_`: its schema is listed as `<name>_schema@curriculum`.
-SAMPLERS: dict[str, type["Sampler"]] = {}
+SAMPLERS = Registry("curriculum.kind")
 
 
 @config_schema("curriculum", "none_schema")
@@ -42,16 +43,12 @@ class UniformCurriculum:
     difficulty: Difficulty = field(default_factory=Difficulty)
 
 
+@SAMPLERS.register
 class Sampler:
     """Uniform sampling with replacement over a subset of the pool; subclasses choose the subset or the weights."""
 
     name = "none"
     schema: type = UniformCurriculum  # its `curriculum` config's dataclass; a subclass sets its own
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        if "name" in cls.__dict__:
-            SAMPLERS[cls.name] = cls
 
     @classmethod
     def check(cls, c: Mapping[str, Any]) -> None:
@@ -113,9 +110,6 @@ class Sampler:
         return None
 
 
-SAMPLERS["none"] = Sampler
-
-
 def last_quarter(metrics: pd.DataFrame, column: str) -> pd.Series:
     """`column` over the last quarter of the logged steps (at least one row), NaNs dropped."""
     if column not in metrics:
@@ -145,6 +139,7 @@ class StaticThirdsCurriculum(StaticCurriculum):
         LevelStage(0.3333333333, [0]), LevelStage(0.6666666667, [1]), LevelStage(1.0, [2])])
 
 
+@SAMPLERS.register
 class StaticSampler(Sampler):
     """Paper 000 V1 (and paper 001's thirds): stages on a fixed clock, each a set of levels sampled
     uniformly. `stages` = [{until: fraction of max_steps, levels: [...]}, ...], cumulative or not as written."""
@@ -203,6 +198,7 @@ class ThresholdCurriculum:
     success_reward: float = 1.0
 
 
+@SAMPLERS.register
 class ThresholdSampler(Sampler):
     """Paper 001: the mean success rate of the last `window` groups (prompts; each group's rate is the
     fraction of its k samples that succeed) moves the level one down below `low`, one up above `high`;
@@ -284,6 +280,7 @@ class FrontierCurriculum:
     success_reward: float = 1.0
 
 
+@SAMPLERS.register
 class FrontierSampler(Sampler):
     """Paper 000 V2: weight floor + p(1-p) per prompt, w_explore for prompts never rolled out, p the EMA
     (weight `ema` on the newest) of the prompt's group success rate; a batch is drawn without replacement."""
@@ -357,6 +354,7 @@ class FrontierReplayCurriculum(FrontierCurriculum):
     solved_at: float = 0.75
 
 
+@SAMPLERS.register
 class FrontierReplaySampler(FrontierSampler):
     """Frontier plus solved-prompt rehearsal (the fix paper 000 predicts for V2's forgetting): a fixed
     fraction `rehearsal` of every batch is drawn uniformly from the prompts whose p is at least `solved_at`

@@ -1,6 +1,6 @@
 """The rollout engines, registered under their `rollout=` names: each a builder and a config check, so that
 naming one never imports another (vLLM is an optional, multi-GB extra). A new engine is its module in
-rollout/, its schema and one `@register_engine(name, check, schema)` builder here, and a
+rollout/, its schema and one `@ENGINES.register(name, check=..., schema=...)` builder here, and a
 conf/rollout/<name>.yaml (docs/extending.md). Kept apart from the package's face (Rollouts, SamplingParams), which the engines
 themselves import."""
 
@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional
 
-from ablate.config import require
+from ablate.config import ConfigError, require
 from ablate.config.schemas import config_schema
+from ablate.registry import Registry
 from ablate.rollout import VLLM_LLM_KEYS
 
 
@@ -24,15 +25,9 @@ class EngineEntry:
     schema: Optional[type] = None  # its `rollout` config's dataclass (@config_schema)
 
 
-ENGINES: dict[str, EngineEntry] = {}
-
-
-def register_engine(name: str, check: Callable[..., None], schema: Optional[type] = None):
-    """Decorator on an engine's builder: `rollout=<name>` builds with it after `check` passed."""
-    def wrap(build):
-        ENGINES[name] = EngineEntry(build, check, schema)
-        return build
-    return wrap
+# `@ENGINES.register(name, check=..., schema=...)` on an engine's builder: `rollout=<name>` builds with it
+# after `check` passed
+ENGINES = Registry("rollout", entry=lambda name, build, **meta: EngineEntry(build, **meta), error=ConfigError)
 
 
 @config_schema("rollout", "hf_schema")
@@ -98,8 +93,7 @@ def check_compile(trainer) -> None:
 
 def check_rollout(r, model_cfg, trainer=None) -> None:
     """`rollout=` config: ConfigError naming the key and the fix."""
-    require(r.name in ENGINES, f"rollout={r.name!r}: expected one of {tuple(ENGINES)}")
-    ENGINES[r.name].check(r, model_cfg, trainer)
+    ENGINES[r.name].check(r, model_cfg, trainer)  # an unknown name: ConfigError listing the registered ones
 
 
 def _check_hf(r, model_cfg, trainer=None) -> None:
@@ -110,7 +104,7 @@ def _check_hf(r, model_cfg, trainer=None) -> None:
         check_compile(trainer)
 
 
-@register_engine("hf", _check_hf, HFRolloutConfig)
+@ENGINES.register("hf", check=_check_hf, schema=HFRolloutConfig)
 def _build_hf(cfg, model, tokenizer, tool):
     from ablate.rollout.hf import HFEngine
 
@@ -168,7 +162,7 @@ def _check_vllm(r, model_cfg, trainer=None) -> None:
                 "(model.arch.hidden_size / model.arch.num_attention_heads): change those two, or use rollout=hf")
 
 
-@register_engine("vllm", _check_vllm, VLLMRolloutConfig)
+@ENGINES.register("vllm", check=_check_vllm, schema=VLLMRolloutConfig)
 def _build_vllm(cfg, model, tokenizer, tool):
     from omegaconf import OmegaConf
 

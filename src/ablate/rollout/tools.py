@@ -15,7 +15,7 @@ names the tool's own metrics of RL rollouts (the calculator's `tool/calc_emissio
 
 The tools are a task's hooks (`Task.tools()`: Countdown offers the calculator of paper 003 and the
 solver oracle of paper 004, in the tools module of its package); `tool_classes()` gathers them with any
-registered here by `register`.
+registered in `TOOLS` (`@TOOLS.register` on the class, under its `kind`).
 """
 
 from __future__ import annotations
@@ -25,19 +25,15 @@ from typing import Any, Mapping, Protocol, Sequence
 from transformers import PreTrainedTokenizerBase
 
 from ablate.models import encode_prompt
+from ablate.registry import Registry
 
-# tool.kind -> tool class (`register`, and every task's `tools()`): `build_tool` and the config check read this.
-TOOLS: dict[str, type] = {}
-
-
-def register(cls: type) -> type:
-    """Class decorator: `tool.kind=<cls.kind>` builds `cls.from_config(tool_cfg, tokenizer, template)`,
-    after `cls.check(tool_cfg)` (ConfigError naming the key) at start-up."""
-    TOOLS[cls.kind] = cls
-    return cls
+# tool.kind -> tool class (`@TOOLS.register`, and every task's `tools()`): `build_tool` and the config check read
+# this. `tool.kind=<cls.kind>` builds `cls.from_config(tool_cfg, tokenizer, template)`, after `cls.check(tool_cfg)`
+# (ConfigError naming the key) at start-up.
+TOOLS = Registry("tool.kind", attr="kind")
 
 
-def tool_classes() -> dict[str, type]:
+def tool_classes() -> Registry:
     """`TOOLS` with the tools every registered task offers (`Task.tools()`, imported on first use)."""
     from ablate.tasks import TASKS
 
@@ -86,11 +82,8 @@ class ToolPrompt:
     def __init__(self, tool_cfg: Mapping[str, Any] | None, template: str, tokenizer: PreTrainedTokenizerBase,
                  task: Any):
         tool_cfg = tool_cfg or TOOL_OFF
-        kind = tool_cfg.get("kind", "calculator")
-        tools = tool_classes()
-        if kind not in tools:
-            raise ValueError(f"tool.kind={kind!r}: expected one of {tuple(tools)}")
-        self.tool_class, self.mode = tools[kind], tool_cfg.get("prompt", "when_available")
+        self.tool_class = tool_classes()[tool_cfg.get("kind", "calculator")]  # unknown: ValueError naming the kinds
+        self.mode = tool_cfg.get("prompt", "when_available")
         self.template, self.tokenizer, self.task = template, tokenizer, task
 
     def text(self, problem: Any, available: bool) -> str:
@@ -102,11 +95,8 @@ class ToolPrompt:
 
 def build_tool(tool_cfg: Mapping[str, Any], tokenizer: PreTrainedTokenizerBase, template: str):
     """The tool a `tool` config names (whatever its schedule: availability is the caller's business)."""
-    kind = tool_cfg.get("kind", "calculator")
-    tools = tool_classes()
-    if kind not in tools:
-        raise ValueError(f"tool.kind={kind!r}: expected one of {tuple(tools)}")
-    return tools[kind].from_config(tool_cfg, tokenizer, template)
+    tool_class = tool_classes()[tool_cfg.get("kind", "calculator")]  # unknown: ValueError naming the kinds
+    return tool_class.from_config(tool_cfg, tokenizer, template)
 
 
 def check_tool(cfg) -> None:

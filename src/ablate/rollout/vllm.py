@@ -145,14 +145,12 @@ class VLLMEngine:
         active = list(range(n))
         while active:  # one round per tool answer at most; without a tool, a single round
             seeds = torch.randint(SEED_BOUND, (len(active),), generator=generator).tolist()
-            requests, request_params = [], []
-            for i, seed in zip(active, seeds):
-                stops = [t for t in (eos, pad) if t is not None]
-                if sessions[i] is not None and calls[i] < tool.max_calls:
-                    stops += tool_stops
-                requests.append(TokensPrompt(prompt_token_ids=expanded[i] + completions[i]))
-                request_params.append(self._request_params(params, params.max_new_tokens - len(completions[i]),
-                                                           int(seed), stops))
+            # a sequence whose tool may still answer also stops at the tool's call tokens
+            stops = [[t for t in (eos, pad) if t is not None]
+                     + (tool_stops if sessions[i] is not None and calls[i] < tool.max_calls else []) for i in active]
+            requests = [TokensPrompt(prompt_token_ids=expanded[i] + completions[i]) for i in active]
+            request_params = [self._request_params(params, params.max_new_tokens - len(completions[i]), int(seed), stop)
+                              for i, seed, stop in zip(active, seeds, stops)]
             outputs = self.llm.generate(requests, request_params, use_tqdm=False)
             still = []
             for i, output in zip(active, outputs):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import platform
 import socket
@@ -27,6 +28,8 @@ from typing import Any, Iterator, get_type_hints
 from ablate.rundir import atomic
 from ablate.rundir.checks import COUNT, NONNEGATIVE, bad_number, finite, show
 from ablate.rundir.layout import RunDir, RunDirLike
+
+log = logging.getLogger("ablate.train")
 
 
 class State(StrEnum):
@@ -60,6 +63,8 @@ class Status:
     timings: dict | None = None
     timings_total: dict | None = None
     history: list | None = None  # the earlier attempts, each with _ATTEMPT_KEYS
+    history_restarted: str | None = None  # why the attempts before this one are not in `history` (a damaged file)
+    resumed_from: dict | None = None  # {"checkpoint": the one resumed from (None: step 0), "passed_over": [...]}
     takeover: dict | None = None  # who found the attempt stale, when and why (ablate.rundir.ownership)
     # what the stage records
     stage: str | None = None
@@ -122,12 +127,28 @@ def versions() -> dict[str, str | None]:
 def read_status(run_dir: RunDirLike) -> dict[str, Any] | None:
     """status.json as an object, or None when it is absent or damaged (not JSON, not an object, bytes that
     are not text): a resume then starts a fresh record rather than a traceback (issue 45)."""
-    path = RunDir.of(run_dir).status_file
+    return _read(RunDir.of(run_dir).status_file)[0]
+
+
+def _read(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """status.json as an object (None when absent or damaged), and why it is damaged (None when it is not)."""
     try:
         data = json.loads(path.read_text())
-    except (OSError, ValueError):  # JSON and Unicode decoding errors are ValueErrors
-        return None
-    return data if isinstance(data, dict) else None
+    except FileNotFoundError:
+        return None, None
+    except (OSError, ValueError) as exc:  # JSON and Unicode decoding errors are ValueErrors
+        return None, f"{type(exc).__name__}: {str(exc)[:120]}"
+    return (data, None) if isinstance(data, dict) else (None, f"a JSON {type(data).__name__}, not an object")
+
+
+def _history(previous: dict[str, Any]) -> tuple[list[dict], str | None]:
+    """The earlier attempts `previous` lists, and why some are lost (None when none is)."""
+    old = previous.get("history", [])
+    if not isinstance(old, list):
+        return [], f"its history is {show(old)}, not a list"
+    kept = [dict(h) for h in old if isinstance(h, dict)]
+    return kept, (f"{len(old) - len(kept)} of its {len(old)} earlier attempts are not objects"
+                  if len(kept) < len(old) else None)
 
 
 def _attempts(status: dict[str, Any]) -> int:
@@ -156,6 +177,9 @@ HEARTBEAT_S = 30.0  # a running job rewrites heartbeat_at this often
 STALE_S = 600.0  # a heartbeat older than this means the job is gone (killed, machine lost)
 _ATTEMPT_KEYS = ("state", "started_at", "finished_at", "heartbeat_at", "duration_s", "timings", "error", "host",
                  "pid", "git_sha")
+# what an attempt notes only where it happened, kept with it in `history`: who found it stale (ablate.rundir.ownership),
+# why the history before it was lost, which checkpoint it resumed from past damaged ones (ablate.run)
+_ATTEMPT_NOTES = ("takeover", "history_restarted", "resumed_from")
 
 
 def interrupted(status: dict[str, Any], now: float | None = None, host: str | None = None) -> str | None:
@@ -207,13 +231,15 @@ class RunStatus:
     def start(self, **extra: Any) -> None:
         """A new attempt. The caller owns the run directory (`ablate.rundir.ownership.owned`), so an earlier
         attempt still marked running is gone: it was killed, and is recorded as interrupted."""
-        previous = read_status(self.run) or {}
-        old = previous.get("history")
-        history = [dict(h) for h in (old if isinstance(old, list) else []) if isinstance(h, dict)]
+        previous, damaged = _read(self.path)
+        previous = previous or {}
+        history, lost = _history(previous)
+        restarted = f"status.json was damaged ({damaged or lost}): earlier attempts are lost" if damaged or lost else None
+        if restarted:  # one line, and kept in the record (`history_restarted`)
+            log.warning("%s: %s; a new history starts here", self.path.parent, restarted)
         if previous.get("started_at"):
             last = {key: previous.get(key) for key in _ATTEMPT_KEYS}
-            if previous.get("takeover"):  # who found it stale, when and why (ablate.rundir.ownership)
-                last["takeover"] = previous["takeover"]
+            last.update({key: previous[key] for key in _ATTEMPT_NOTES if previous.get(key)})
             if last["state"] == State.RUNNING:  # killed: it never wrote an end
                 last["state"] = State.INTERRUPTED
                 last["finished_at"] = previous.get("heartbeat_at") or previous.get("started_at")
@@ -223,7 +249,7 @@ class RunStatus:
         self.data = {"state": State.RUNNING, "started_at": now, "finished_at": None, "heartbeat_at": now,
                      "duration_s": None, "attempts": _attempts(previous) + 1, "git_sha": git_sha(),
                      "versions": versions(), "host": socket.gethostname(), "pid": os.getpid(), "error": None,
-                     "timings": {}, "history": history,
+                     "timings": {}, "history": history, **({"history_restarted": restarted} if restarted else {}),
                      **{key: previous[key] for key in _CARRIED if key in previous}, **extra}
         self._totals()
         self._write()

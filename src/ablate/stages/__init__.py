@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from ablate.stages.registry import STAGES, Stage, register, stage_names, stage_of, upstream_names
+from ablate.stages.registry import STAGES, Stage, stage_names, stage_of, upstream_names
 
 from ablate.stages import sft, rloo, preference  # noqa: E402,F401,I001 - the shipped stages register, in chain order
 for _module in pkgutil.iter_modules(__path__):  # a stage registers itself when its module is imported
@@ -25,5 +25,5 @@ from ablate.stages.wiring import (final_regimes, fit_stage, starting_model_confi
                                   validation_regime)
 
 __all__ = ["REGIME_NO_TOOL", "REGIME_TOOL", "STAGES", "Stage", "final_regimes", "fit_stage", "pair_stages",
-           "preference_stages", "register", "stage_names", "stage_of", "starting_model_config", "upstream_names",
+           "preference_stages", "stage_names", "stage_of", "starting_model_config", "upstream_names",
            "validation_callbacks", "validation_regime"]

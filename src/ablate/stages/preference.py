@@ -15,7 +15,7 @@ from ablate.device import device, precision
 from ablate.fit import fit, global_rank
 from ablate.rundir import RunDir
 from ablate.seeds import seed_of
-from ablate.stages.registry import Stage, check_schedule, groups, register
+from ablate.stages.registry import STAGES, check_schedule, groups
 
 
 @dataclass
@@ -262,6 +262,7 @@ def check_curriculum(cfg: DictConfig) -> None:
             "stages take a static curriculum on n_numbers as an ordering of their pairs: curriculum=static)")
 
 
-STAGE = register(Stage("preference", fit_preference, check=check_preference, schema=PreferenceStageConfig,
-                       upstream=groups("model", "task", "reward", "tool"), curriculum=check_curriculum,
-                       names=preference_stages))
+# the stage, registered last: what it is registered with is defined above
+STAGES.register("preference", check=check_preference, schema=PreferenceStageConfig,
+                upstream=groups("model", "task", "reward", "tool"), curriculum=check_curriculum,
+                names=preference_stages)(fit_preference)

@@ -1,8 +1,9 @@
 """The stage registry: `stage.name` -> everything the toolkit needs to know about a stage.
 
-A stage module registers one `Stage` when it is imported (`ablate.stages` imports every module of the
-package); the config check, the upstream cache and the entry point read this registry and nothing else,
-so a new stage is its module and its `conf/stage/<name>.yaml` (docs/extending.md, "A stage").
+A stage module registers its fit function when it is imported (`@STAGES.register("<name>", check=...,
+schema=...)`, kept as a `Stage`; `ablate.stages` imports every module of the package); the config check, the
+upstream cache and the entry point read this registry and nothing else, so a new stage is its module and
+its `conf/stage/<name>.yaml` (docs/extending.md, "A stage").
 
 This module imports no part (no Lightning, no torch): the entry point reads it before it may refuse a
 run, within a second.
@@ -16,6 +17,7 @@ from typing import Any, Callable, Iterable, Optional
 from omegaconf import DictConfig, OmegaConf
 
 from ablate.config import ConfigError, require
+from ablate.registry import Registry
 
 # fit(cfg, model, tokenizer, splits, task, run_dir, status, callbacks): train `model` in place on the run's
 # task (`ablate.tasks.Task`: its splits, prompts, scoring and traces).
@@ -55,13 +57,8 @@ class Stage:
         return tuple(self.names()) if self.names else (self.name,)
 
 
-STAGES: dict[str, Stage] = {}
-
-
-def register(stage: Stage) -> Stage:
-    """Add `stage` (replacing one of the same name)."""
-    STAGES[stage.name] = stage
-    return stage
+# module name -> Stage: `@STAGES.register("<name>", **the Stage's other fields)` on the stage's fit function
+STAGES = Registry("stage", entry=lambda name, fit, **fields: Stage(name, fit, **fields), error=ConfigError)
 
 
 def stage_names() -> tuple[str, ...]:
@@ -74,7 +71,7 @@ def stage_of(name: str) -> Stage:
     for stage in STAGES.values():
         if name in stage.stage_names():
             return stage
-    raise ConfigError(f"stage={name!r}: expected one of {stage_names()}")
+    raise ConfigError(f"stage={name!r}: expected one of {stage_names()}")  # every name, dpo and ipo too
 
 
 def upstream_names() -> tuple[str, ...]:

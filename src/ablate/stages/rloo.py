@@ -13,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 from ablate.config.schemas import config_schema, typed
 from ablate.fit import fit, global_rank
 from ablate.rundir import RunDir
-from ablate.stages.registry import Stage, check_schedule, register
+from ablate.stages.registry import STAGES, check_schedule
 
 log = logging.getLogger("ablate.train")
 
@@ -202,5 +202,6 @@ def check_dynamic_sampling(cfg: DictConfig) -> None:
                                              "(generation batches per step, the first included)")
 
 
-STAGE = register(Stage("rloo", fit_rloo, check=check_rloo, schema=RLOOStageConfig,
-                       curriculum=lambda cfg: None))  # any curriculum chooses its prompts
+# the stage, registered last: what it is registered with is defined above
+STAGES.register("rloo", check=check_rloo, schema=RLOOStageConfig,
+                curriculum=lambda cfg: None)(fit_rloo)  # any curriculum chooses its prompts

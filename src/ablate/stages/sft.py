@@ -10,7 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ablate.config.schemas import config_schema
 from ablate.fit import fit
-from ablate.stages.registry import Stage, check_schedule, register
+from ablate.stages.registry import STAGES, check_schedule
 
 
 @config_schema("stage", "sft_schema")
@@ -89,4 +89,5 @@ def sft_tool_inputs(stage: Mapping[str, Any], tool: Mapping[str, Any]) -> dict[s
     return inputs
 
 
-STAGE = register(Stage("sft", fit_sft, check=check_sft, schema=SFTStageConfig, upstream=sft_upstream, init=False))
+# the stage, registered last: what it is registered with is defined above
+STAGES.register("sft", check=check_sft, schema=SFTStageConfig, upstream=sft_upstream, init=False)(fit_sft)

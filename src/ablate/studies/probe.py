@@ -12,7 +12,8 @@ metric exactly as `python -m ablate.stats` does, and says whether the preconditi
 
 Runs go to `probes/<study>/<testbed>/<condition>/seed_<k>/` (run again, a finished run is reused and
 an interrupted one resumes); each measured precondition replaces its row in `--csv`
-(default docs/testbed/probes.csv), which `--render` turns into docs/testbed.md's table.
+(default docs/testbed/probes.csv), which the repository's `python -m tools.testbed_doc` turns into docs/testbed.md's
+table.
 """
 
 from __future__ import annotations
@@ -248,14 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--upstream", action="store_true",
                    help="with --eval: record the cached upstream SFT's own evaluation for the overrides' config "
                         "(a testbed's starting point) instead of evaluating a saved model")
-    p.add_argument("--render", type=Path, default=None, metavar="DOC",
-                   help="render --csv into DOC's <!-- probes --> block (docs/testbed.md) and exit")
-    p.add_argument("--check", action="store_true", help="with --render: change nothing; exit 1 if DOC is stale")
     args = p.parse_args(argv)
-    if args.render:
-        from ablate.studies.testbed_doc import render_doc
-
-        return render_doc(args.csv, args.render, check=args.check)
     if args.eval:
         if args.upstream:
             upstream_summary(args.eval, args.overrides, args.csv.parent / "evals")

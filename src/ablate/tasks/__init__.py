@@ -1,6 +1,6 @@
 """Verifiable tasks, behind one seam (`ablate.tasks.base.Task`) and a registry keyed by `task.name`.
 
-Each subpackage is a task that registers itself on import (`register_task`); importing this package
+Each subpackage is a task that registers itself on import (`@TASKS.register`); importing this package
 imports them all, so `TASKS` holds every shipped task. `build_task(cfg)` is what the trainer calls.
 """
 
@@ -10,13 +10,13 @@ import importlib
 import pkgutil
 from typing import Any
 
-from .base import CORRECT, NO_ANSWER, OPERANDS, TASKS, Splits, Task, register_task, task_class
+from .base import CORRECT, NO_ANSWER, OPERANDS, TASKS, Splits, Task, task_class
 
 for _module in pkgutil.iter_modules(__path__):  # a task package registers its task class when imported
     if _module.ispkg:
         importlib.import_module(f"{__name__}.{_module.name}")
 
-__all__ = ["CORRECT", "NO_ANSWER", "OPERANDS", "TASKS", "Splits", "Task", "build_task", "register_task", "task_class"]
+__all__ = ["CORRECT", "NO_ANSWER", "OPERANDS", "TASKS", "Splits", "Task", "build_task", "task_class"]
 
 
 def build_task(cfg: Any) -> Task:

@@ -1,6 +1,6 @@
 """The task seam: what the toolkit asks of a verifiable task, and the registry keyed by `task.name`.
 
-A task is a class registered with `@register_task` under its `name` (the `name` of its
+A task is a class registered with `@TASKS.register` under its `name` (the `name` of its
 `conf/task/<option>.yaml`). The trainer builds one instance per run with
 `from_config(task_cfg, reward_cfg)`; every part that needs the task (training stages, evaluation,
 validation, curricula, tools, preference pairs) is handed that instance and treats a problem as an
@@ -37,6 +37,8 @@ import random
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Iterable, Mapping, Protocol, Sequence, TypeVar
+
+from ablate.registry import Registry
 
 P = TypeVar("P")
 Messages = list[dict[str, str]]
@@ -105,20 +107,13 @@ def rollout_metrics(task: Task, levels: Sequence[Any], rewards: Any, verdicts: S
     return out
 
 
-TASKS: dict[str, type] = {}
-
-
-def register_task(cls: type) -> type:
-    """Class decorator: `task.name=<cls.name>` builds `cls.from_config(task_cfg, reward_cfg)`; `cls.schema`
-    is its `task` config's dataclass (@config_schema, beside the task)."""
-    TASKS[cls.name] = cls
-    return cls
+# `@TASKS.register` on a task class: `task.name=<cls.name>` builds `cls.from_config(task_cfg, reward_cfg)`;
+# `cls.schema` is its `task` config's dataclass (@config_schema, beside the task)
+TASKS = Registry("task.name", hint=" (a task registers itself with @ablate.tasks.TASKS.register)")
 
 
 def task_class(name: str) -> type:
-    if name not in TASKS:
-        raise ValueError(f"task.name={name!r}: no such task; registered: {tuple(TASKS)} "
-                         "(a task registers itself with ablate.tasks.register_task)")
+    """The task class registered as `task.name=<name>`; ValueError naming the registered ones otherwise."""
     return TASKS[name]
 
 

@@ -2,7 +2,7 @@
 what the verdict label says the interval excluded. The engine, the parser and the renderers ask the
 registry (`CLAIM_TYPES[claim.kind]`), so a new type is one class here and nothing else:
 
-    @register
+    @CLAIM_TYPES.register
     class AtLeast(ClaimType):
         name = "at_least"
         def decide(self, c, lo, hi): ...
@@ -22,22 +22,18 @@ from typing import Any, Mapping, NamedTuple
 
 import numpy as np
 
+from ablate.registry import Registry
 from ablate.stats.maths import level, rates
 from ablate.stats.maths.verdicts import Estimate, welch
 
-CLAIM_TYPES: dict[str, "ClaimType"] = {}
+# a claim's `type` -> one instance of its class (`@CLAIM_TYPES.register` on the class, under its `name`)
+CLAIM_TYPES = Registry("type", entry=lambda name, cls: cls())
 
 
 class Decision(NamedTuple):
     verdict: str  # replicated / not replicated / inconclusive / descriptive
     excluded: str  # what the interval excluded, for the label ("" when nothing decisive)
     reason: str
-
-
-def register(cls):
-    """Class decorator: one instance of the type, under its `name`."""
-    CLAIM_TYPES[cls.name] = cls()
-    return cls
 
 
 def label(verdict: str, excluded: str) -> str:
@@ -115,7 +111,7 @@ class ClaimType(abc.ABC):
         return claim, ""
 
 
-@register
+@CLAIM_TYPES.register
 class Superiority(ClaimType):
     name = "superiority"
 
@@ -156,7 +152,7 @@ def needs_margin(kind: str, claim, problems: list[str]) -> None:
         problems.append(f"claim {claim.id!r}: {article} {kind} claim needs a positive `margin` (in the metric's units)")
 
 
-@register
+@CLAIM_TYPES.register
 class NonInferiority(ClaimType):
     name = "non_inferiority"
 
@@ -178,7 +174,7 @@ class NonInferiority(ClaimType):
         return f"non-inferiority, margin {claim.margin:.3g}"
 
 
-@register
+@CLAIM_TYPES.register
 class KeepsGain(NonInferiority):
     """Keeps most of a gain another claim established: non-inferiority with the margin a share of that
     gain, the lower end of its interval (the gain the data guarantee), and not testable until it replicated."""
@@ -206,7 +202,7 @@ class KeepsGain(NonInferiority):
         return f"keeps-gain, loses < {claim.margin_share:.0%} of {claim.requires}'s gain{m}"
 
 
-@register
+@CLAIM_TYPES.register
 class Equivalence(ClaimType):
     name = "equivalence"
 
@@ -228,7 +224,7 @@ class Equivalence(ClaimType):
         return f"equivalence, margin ±{claim.margin:.3g}"
 
 
-@register
+@CLAIM_TYPES.register
 class Bounded(ClaimType):
     """A small effect: the difference lies between two bounds (`bounds: [low, high]`, in the claimed
     direction), e.g. 'adds little' = [0, the smallest effect of interest]."""
@@ -263,7 +259,7 @@ class Bounded(ClaimType):
         return f"bounded, in [{claim.bounds[0]:.3g}, {claim.bounds[1]:.3g}]"
 
 
-@register
+@CLAIM_TYPES.register
 class Descriptive(ClaimType):
     name = "descriptive"
     in_family = False
@@ -272,7 +268,7 @@ class Descriptive(ClaimType):
         return Decision("descriptive", "", "describes; outside the family, decides nothing")
 
 
-@register
+@CLAIM_TYPES.register
 class SuccessRate(Superiority):
     """More seeds of the condition than of the baseline meet `success:` (a recover / collapse outcome,
     bimodal over seeds, where no test of means holds its level): the seeds' 0/1 outcomes, the rate

@@ -15,13 +15,11 @@ import yaml
 from ablate.rundir import RunDir
 from ablate.rundir.status import State, interrupted
 from ablate.stats.read import validate
-from ablate.stats.read.runs import RegimeEval, Run, StatsInputError, Sweep, find_run_dirs, normalise_override, \
-    split_overrides, task_level
-from ablate.stats.read.samples import load_samples, short, whole
+from ablate.stats.read.multirun import check_sweep_record
+from ablate.stats.read.runs import RegimeEval, Run, StatsInputError, Sweep, find_run_dirs, split_overrides, \
+    task_level
+from ablate.stats.read.samples import MAX_SMALL_FILE, load_samples, short, whole
 from ablate.tasks.base import OPERANDS
-
-
-MAX_SMALL_FILE = 8 << 20  # status.json, summary.json and the .hydra files are kilobytes; PyYAML reads ~1 MB/s
 
 
 def _read(path: Path, issues: list[str], what: str, parse=json.loads):
@@ -269,34 +267,6 @@ def _interrupted(status: dict | None) -> str | None:
     return interrupted(status or {})
 
 
-def _expected_jobs(multirun_yaml: Path, warnings: list[str]) -> list[tuple[str, ...]] | None:
-    """Every job the sweep launched or was to launch, expanded by the sweeper Hydra ran (the grid
-    sweeper, or the basic sweeper it is without `grids`): range(), grids, the command line."""
-    from hydra.errors import HydraException
-
-    from hydra_plugins.ablate_sweeper.grid_sweeper import sweep_jobs
-
-    try:
-        cfg = yaml.safe_load(multirun_yaml.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        warnings.append(f"{multirun_yaml}: unreadable ({short(exc)}); cannot tell which jobs never started")
-        return None
-    hydra = cfg.get("hydra") if isinstance(cfg, dict) else None
-    if not isinstance(hydra, dict):
-        return None
-    sweeper = hydra.get("sweeper") if isinstance(hydra.get("sweeper"), dict) else {}
-    task = [str(t) for t in (hydra.get("overrides") or {}).get("task") or []]
-    if not (task or sweeper.get("params") or sweeper.get("grids")):
-        return None
-    try:
-        jobs = sweep_jobs(sweeper.get("params"), sweeper.get("grids"), task)
-    except (HydraException, ValueError, TypeError, AttributeError) as exc:
-        warnings.append(f"{multirun_yaml}: its sweep does not expand ({short(exc)}); cannot tell which jobs "
-                        "never started")
-        return None
-    return [tuple(sorted(normalise_override(o) for o in job)) for job in jobs]
-
-
 def load_sweep(paths: Path | str | Sequence[Path | str]) -> Sweep:
     """Load every run below the given sweep directories (or run directories, or committed report
     directories that carry runs.jsonl.gz: ablate.stats.read.archive)."""
@@ -336,14 +306,5 @@ def load_sweep(paths: Path | str | Sequence[Path | str]) -> Sweep:
             rel_root = root if len(expanded) == 1 else root.parent
             sweep.runs.append(load_run(run_dir, rel_root))
         mark_incomplete(sweep.runs)
-        for yml in sorted({p for p in [root / "multirun.yaml"] if p.is_file()}):
-            expected = _expected_jobs(yml, sweep.warnings)
-            if expected is None:
-                continue
-            have = {tuple(sorted(normalise_override(o) for o in r.overrides)) for r in sweep.runs}
-            for combo in expected:
-                if combo not in have:
-                    cond, seed = split_overrides(combo)
-                    sweep.never_started.append(
-                        (cond, seed, f"no run directory for {' '.join(combo)} (expected from {yml.name})"))
+        check_sweep_record(root, sweep)
     return sweep

@@ -14,6 +14,9 @@ import numpy as np
 from ablate.stats.read.runs import PromptTable
 from ablate.tasks.base import OPERANDS
 
+# status.json, summary.json, the .hydra files and multirun.yaml are kilobytes; PyYAML reads ~1 MB/s
+MAX_SMALL_FILE = 8 << 20
+
 
 def short(exc: BaseException, limit: int = 160) -> str:
     """An exception's first line, at most `limit` characters: for one-line problem reports."""

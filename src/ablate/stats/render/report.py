@@ -1,6 +1,6 @@
 """Writing an `Analysis`: report.md / report.json, csv tables, PNG figures; the terminal summary is
 ablate.stats.render.console's. Each table is written as its stage computed it, and every file a reader
-trusts (ablate.studies.findings, a later `ablate.stats` pooling this report) atomically: a reader sees
+trusts (the repository's tools.findings, a later `ablate.stats` pooling this report) atomically: a reader sees
 the previous file or the new one, never half of one."""
 
 from __future__ import annotations

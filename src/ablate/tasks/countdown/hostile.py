@@ -12,7 +12,9 @@ texts as a model would write them (a completion, without the prompt).
 from __future__ import annotations
 
 import random
-from typing import Callable, Iterator, Sequence
+from typing import Iterator
+
+from ablate.registry import Registry
 
 MB = 1_000_000
 UNICODE_DIGITS = "٠١٢٣٤٥٦٧٨٩۰۱۲۳۴۵۶۷۸۹०१२३४५६७८९０１２３４５６７８９𝟎𝟏𝟐𝟑"
@@ -31,6 +33,11 @@ def _answer(body: str) -> str:
     return f"<answer>{body}</answer>"
 
 
+# kind -> (a random.Random, a problem's numbers, its target, a size budget) -> a hostile completion
+KINDS = Registry("kind", attr="__name__")
+
+
+@KINDS.register
 def long_number(rng, numbers, target, budget):
     size = rng.choice([101, 1000, 4300, 4301, 5000, 10_000, rng.randint(1, 20_000)])
     big = _digits(rng, size)
@@ -39,6 +46,7 @@ def long_number(rng, numbers, target, budget):
     return _answer(body)
 
 
+@KINDS.register
 def unicode_digits(rng, numbers, target, budget):
     def uni(n):
         return "".join(rng.choice(UNICODE_DIGITS) if rng.random() < 0.5 else c for c in str(n))
@@ -49,6 +57,7 @@ def unicode_digits(rng, numbers, target, budget):
     return _answer(body)
 
 
+@KINDS.register
 def deep_nesting(rng, numbers, target, budget):
     depth = rng.choice([199, 200, 201, 1000, rng.randint(1, max(1, budget // 3))])
     inner = " + ".join(map(str, numbers))
@@ -62,6 +71,7 @@ def deep_nesting(rng, numbers, target, budget):
     return _answer(body)
 
 
+@KINDS.register
 def huge_product(rng, numbers, target, budget):
     size = rng.choice([1, 9, 99, 100, 101, 500, 4000])
     factors = min(rng.choice([2, 10, 50, 300, 1000, 5000]), max(2, budget // (size + 3)))
@@ -69,6 +79,7 @@ def huge_product(rng, numbers, target, budget):
     return _answer(f" {op} ".join([_digits(rng, size)] * factors))
 
 
+@KINDS.register
 def tag_flood(rng, numbers, target, budget):
     reps = max(1, rng.randint(1, budget) // 20)
     unit = rng.choice(["<answer>1</answer>", "<answer>1</answer>\n", "<answer>\n</answer>\n", "<answer>",
@@ -79,6 +90,7 @@ def tag_flood(rng, numbers, target, budget):
                        text + "\n</answer>"])
 
 
+@KINDS.register
 def megabytes(rng, numbers, target, budget):
     size = rng.choice([MB, 2 * MB, 5 * MB]) if budget >= MB else budget
     fill = rng.choice(["x", " ", "\n", "1", "1 ", "1+", "(", ">", "٣", "<"])
@@ -94,21 +106,16 @@ def megabytes(rng, numbers, target, budget):
     return text
 
 
+@KINDS.register
 def random_mix(rng, numbers, target, budget):
     pieces = _PIECES + [str(n) for n in numbers] + [str(target)]
     return "".join(rng.choice(pieces) for _ in range(rng.randint(0, 40)))
 
 
+@KINDS.register
 def calculator_call(rng, numbers, target, budget):
     inner = rng.choice([huge_product, long_number, deep_nesting, unicode_digits, random_mix])(rng, numbers, target, budget)
     return inner.replace("<answer>", "").replace("</answer>", "")
-
-
-KINDS: dict[str, Callable[[random.Random, Sequence[int], int, int], str]] = {
-    "long_number": long_number, "unicode_digits": unicode_digits, "deep_nesting": deep_nesting,
-    "huge_product": huge_product, "tag_flood": tag_flood, "megabytes": megabytes, "random_mix": random_mix,
-    "calculator_call": calculator_call,
-}
 
 
 def hostile_inputs(n: int, seed: int = 0, *, max_bytes: int = 5 * MB, big_every: int = 500, budget: int = 20_000

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from typing import Any, Mapping, Sequence
 
-from ablate.tasks.base import OPERANDS, Messages, Splits, register_task
+from ablate.tasks.base import OPERANDS, TASKS, Messages, Splits
 
 from .data import SOURCES, build_splits
 from .generator import check_generator_args
@@ -24,7 +24,7 @@ from .traces import SFT_STYLES, TRACE_STYLES, sft_response, trace_style
 from .verifier import PAIR_KINDS, VERDICTS, Reward
 
 
-@register_task
+@TASKS.register
 class CountdownTask:
     name = "countdown"
     schema = CountdownTaskConfig

@@ -7,9 +7,15 @@ datasets have none (None): their traces are the answer alone.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
+
+from ablate.registry import Registry
+
+# a reasoning-gym dataset -> (its metadata, compact) -> its worked steps, or None where it has none
+STEPPERS = Registry("task.dataset")
 
 
+@STEPPERS.register("chain_sum")
 def chain_sum_steps(metadata: Mapping[str, Any], compact: bool) -> str | None:
     parts = str(metadata.get("expression", "")).split()  # "15 - 43 - 75": numbers and operators, spaced
     if len(parts) < 3 or len(parts) % 2 == 0:
@@ -24,9 +30,6 @@ def chain_sum_steps(metadata: Mapping[str, Any], compact: bool) -> str | None:
         steps.append(f"{total}{sep}{op}{sep}{number}{sep}={sep}{value}")
         total = value
     return (" " if compact else ", ").join(steps)
-
-
-STEPPERS: dict[str, Callable[[Mapping[str, Any], bool], str | None]] = {"chain_sum": chain_sum_steps}
 
 
 def worked_steps(dataset: str, metadata: Mapping[str, Any], compact: bool) -> str | None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Sequence
 
 from ablate.config.schemas import config_schema, typed
-from ablate.tasks.base import CORRECT, NO_ANSWER, OPERANDS, Messages, Splits, held_out_splits, register_task
+from ablate.tasks.base import CORRECT, NO_ANSWER, OPERANDS, TASKS, Messages, Splits, held_out_splits
 
 from .steps import worked_steps
 
@@ -81,7 +81,7 @@ class ReasoningGymTaskConfig:
     prompt: str = "{expression} ="  # the compact template's prompt: a format string over question and metadata
 
 
-@register_task
+@TASKS.register
 class ReasoningGymTask:
     name = "reasoning_gym"
     schema = ReasoningGymTaskConfig

@@ -10,7 +10,7 @@ runs.jsonl.gz, prompts.csv.gz, ...):
 
 Only rows whose standing is `confirmatory` (or `removed after registration`) count: a claim amended or
 added after the data is exploratory there too. The table is rendered from the committed claims.csv
-files (the rows report.md renders), so `python -m ablate.studies.findings --check` holds it in CI.
+files (the rows report.md renders), so `python -m tools.findings --check` holds it in CI.
 
 The committed claims.csv is what the registered analysis decided; it is never replaced. Beside it, a
 fifth column re-decides the same archived runs with today's analysis (`reanalysis`: the registration's

@@ -1,4 +1,4 @@
-"""`python -m ablate.studies.findings`: each published study's claims table, re-decided by the verdict
+"""`python -m tools.findings` (from the repository root): each published study's claims table, re-decided by the verdict
 engine from the committed per-run values, and rendered into docs/findings.md between markers.
 
 A study directory under docs/findings/ holds the report `ablate.stats` wrote (summary.csv: every
@@ -38,7 +38,7 @@ from ablate.stats.render.formatting import fmt_ci
 from ablate.stats.stages.mechanisms import per_condition
 from ablate.stats.values.reach import reach_metric
 from ablate.stats.values.table import CURVE_REGIME, VALUE_COLUMNS, is_curve_metric, summary_values
-from ablate.studies.confirmatory import WAITS, arm_not_run, confirmatory_rows, side_by_side
+from tools.confirmatory import WAITS, arm_not_run, confirmatory_rows, side_by_side
 
 BRIDGE = "committed.yaml"
 _BLOCK = re.compile(r"(<!-- (?P<kind>claims|mechanisms):(?P<study>[\w-]+) -->\n)(?P<body>.*?)(<!-- /(?P=kind) -->)", re.S)
@@ -340,7 +340,7 @@ KNOWN_CODE = "commit_code.json"  # commit -> code fingerprints (ablate.rundir.co
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m ablate.studies.findings", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m tools.findings", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("findings_dir", nargs="?", type=Path, default=Path("docs/findings"))
     p.add_argument("--doc", type=Path, default=None, help="the markdown to update (default: <findings_dir>.md)")
@@ -360,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     missing = [s for s in blocks if f"<!-- claims:{s} -->" not in text and s not in ("preconditions", "testbeds", "confirmatory")
                and not s.startswith("mechanisms:")]
     if args.check:
-        from ablate.studies.prose import check as prose_check
+        from tools.prose import check as prose_check
 
         stale = [str(doc)] if new != text else []
         stale += [str(f) for f, body in files.items() if not f.is_file() or f.read_text(encoding="utf-8") != body]
@@ -371,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
             print(line, file=sys.stderr)
         if stale:
             print(f"differ from what the committed reports render: {', '.join(stale)}; run "
-                  f"python -m ablate.studies.findings {args.findings_dir}", file=sys.stderr)
+                  f"python -m tools.findings {args.findings_dir}", file=sys.stderr)
         return 1 if stale or missing or typed else 0
     from ablate.rundir.atomic import write_text
 

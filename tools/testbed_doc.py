@@ -1,4 +1,5 @@
-"""docs/testbed.md's tables, rendered from what the probes wrote (never typed):
+"""`python -m tools.testbed_doc docs/testbed.md [--check]`: docs/testbed.md's tables, rendered from what the
+probes wrote (never typed):
 
 * `<!-- probes -->`: every precondition of every study, on the tiny testbed (the committed studies under
   docs/findings/, all their seeds) and on each probed testbed (docs/testbed/probes.csv, written by
@@ -9,12 +10,17 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import sys
 from pathlib import Path
 
 import pandas as pd
+import yaml
+
+from ablate.rundir.atomic import write_text
+from tools.findings import BRIDGE, precondition_parts, render
 
 _BLOCK = re.compile(r"(<!-- (?P<name>probes|evals) -->\n)(?P<body>.*?)(<!-- /(?P=name) -->)", re.S)
 
@@ -26,10 +32,6 @@ def _num(x, fmt: str = ".3g") -> str:
 def committed_rows(findings_dir: Path) -> list[dict]:
     """Each committed study's preconditions on its testbed (committed.yaml `testbed:`, default tiny),
     over every seed of every look."""
-    import yaml
-
-    from ablate.studies.findings import BRIDGE, precondition_parts, render
-
     if not findings_dir.is_dir():
         return []
     _, _, results = render(findings_dir)
@@ -91,8 +93,6 @@ def evals_block(folder: Path) -> str:
 
 def render_doc(csv: Path, doc: Path, check: bool = False, findings_dir: Path = Path("docs/findings")) -> int:
     """Write (or with `check`, compare) DOC's rendered blocks; exit status as for a command."""
-    from ablate.rundir.atomic import write_text
-
     blocks = {"probes": probes_block(committed_rows(findings_dir) + probe_rows(csv)),
               "evals": evals_block(csv.parent / "evals")}
     text = doc.read_text(encoding="utf-8") if doc.is_file() else ""
@@ -103,7 +103,22 @@ def render_doc(csv: Path, doc: Path, check: bool = False, findings_dir: Path = P
               f"`<!-- /NAME -->` lines where each table goes", file=sys.stderr)
     if check:
         if new != text:
-            print(f"{doc} differs from what {csv} renders; run python -m ablate.studies.probe --render {doc}", file=sys.stderr)
+            print(f"{doc} differs from what {csv} renders; run python -m tools.testbed_doc {doc}", file=sys.stderr)
         return 1 if new != text or missing else 0
     write_text(doc, new)
     return 1 if missing else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tools.testbed_doc", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("doc", type=Path, nargs="?", default=Path("docs/testbed.md"), help="the page (default docs/testbed.md)")
+    p.add_argument("--csv", type=Path, default=Path("docs/testbed/probes.csv"),
+                   help="the probes' measurements (default docs/testbed/probes.csv; their evals/ beside it)")
+    p.add_argument("--check", action="store_true", help="change nothing; exit 1 if the page is stale")
+    args = p.parse_args(argv)
+    return render_doc(args.csv, args.doc, check=args.check)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -9,7 +9,7 @@ decimal number of the prose that is
   - not a declared value (a preset's effect, margin, threshold: conf/experiment/*.yaml), nor a wall
     time or size (a number followed by min, s, h, x, M, GB: the machine, not a finding), and
   - not marked as the paper's: `paper` within the few words before it, or `(paper)` right after.
-`python -m ablate.studies.findings --check` fails on any (tests/test_findings.py runs it in CI).
+`python -m tools.findings --check` fails on any (tests/test_findings.py runs it in CI).
 """
 
 from __future__ import annotations
