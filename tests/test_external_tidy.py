@@ -65,6 +65,8 @@ def test_planted_effect_is_replicated_and_null_is_not(tmp_path, name):
     md = (tmp_path / "report" / "report.md").read_text()
     assert "dapo_beats_grpo" in md and "exploratory" in md  # no registration: every verdict exploratory
     assert "python -m ablate.studies.register --study STUDY.yaml" in md
+    # a table's column has no eval regime: the claim shows the summary's neutral `runs`, not a preset's no_tool
+    assert row["regime"] == "runs" and "accuracy (`runs`)" in md and "no_tool" not in md
     rc, claims = report(tmp_path, *write(tmp_path, table(0.0, rng_seed=1), name=name))
     assert rc == 0 and claims.iloc[0]["verdict"] != "replicated"
 
@@ -214,6 +216,7 @@ def test_per_prompt_table_for_the_describing_tests(tmp_path):
     assert rc == 0
     row = claims.iloc[0]
     assert row["verdict"] == "replicated" and row["estimate"] == pytest.approx(0.4, abs=0.08)
+    assert row["regime"] == "no_tool"  # a per-prompt metric keeps its table's regime (no_tool by default)
     cmp = pd.read_csv(tmp_path / "report" / "comparisons.csv")
     assert len(cmp) and (cmp["n_shared_prompts"] == 20).all()  # the paired prompt test describes the models
     md = (tmp_path / "report" / "report.md").read_text()
