@@ -4,6 +4,7 @@ TRL's own trainer_state.json and event files are in test_external_trl.py."""
 
 from __future__ import annotations
 
+import csv
 import json
 
 import pandas as pd
@@ -97,42 +98,43 @@ def test_verl_console_and_json_lines(tmp_path, capsys):
 
 
 def test_wandb_runs_table_export(tmp_path, capsys):
+    """The W&B runs table's CSV export as the web app writes it (ablate.external.wandb_runs): every cell quoted,
+    Name, State, Notes ('-' when empty), User, Tags, Created, Runtime, Sweep, then the config columns (here
+    algo, seed, lr, a bool), then the summary metrics (here with wandb's own _step)."""
     export = tmp_path / "wandb_export.csv"
+    names = ["dapo_s0", "dapo_s1", "grpo_s0", "grpo_s1", "grpo_s2"]
     pd.DataFrame({
-        "Name": ["dapo_s0", "dapo_s1", "grpo_s0", "grpo_s1", "grpo_s2"],
-        "State": ["finished", "finished", "finished", "finished", "crashed"],
-        "Created": ["2025-01-01T00:00:00Z"] * 5, "Runtime": [100, 101, 99, 98, 3],
-        "eval/accuracy": [0.6, 0.62, 0.5, 0.51, 0.1]}).to_csv(export, index=False)
+        "Name": names, "State": ["finished"] * 4 + ["crashed"], "Notes": ["-"] * 5, "User": [""] * 5,
+        "Tags": [""] * 5, "Created": [f"2025-12-13T23:2{i}:41.000Z" for i in range(5)], "Runtime": [45, 47, 45, 46, 3],
+        "Sweep": [""] * 5, "algo": [n[:4] for n in names], "seed": [0, 1, 0, 1, 2], "lr": [1e-3] * 5,
+        "use_kl": ["false"] * 5, "_step": [99] * 5, "eval/accuracy": [0.6, 0.62, 0.5, 0.51, 0.1],
+    }).to_csv(export, index=False, quoting=csv.QUOTE_ALL)
     out = tmp_path / "runs.csv"
-    rc, lines = convert(capsys, "wandb-csv", export, "--pattern", "{algo}_s{seed}", "--out", out)
-    assert rc == 0
+    rc, lines = convert(capsys, "wandb-csv", export, "--conditions", "algo", "--out", out)
+    assert rc == 0 and lines[0].startswith("found 4 run(s)")
     assert any("grpo_s2): state 'crashed', not finished; left out" in line for line in lines)
+    assert any(line.startswith("  dapo_s1: algo=dapo, seed=1") for line in lines)
     table = pd.read_csv(out)
     assert sorted(table["run"]) == ["dapo_s0", "dapo_s1", "grpo_s0", "grpo_s1"]
     assert {"algo", "seed", "started_at", "eval/accuracy"} <= set(table.columns)
+    assert not {"_step", "State", "Notes", "Name"} & set(table.columns)
+    rc, _ = convert(capsys, "wandb-csv", export, "--pattern", "{algo}_s{seed}", "--out", out)  # or from the names
+    assert rc == 0 and sorted(pd.read_csv(out)["run"]) == ["dapo_s0", "dapo_s1", "grpo_s0", "grpo_s1"]
 
 
 def test_wandb_line_plot_export(tmp_path, capsys):
+    """A line plot's CSV export: its x axis first (here `epoch`), then `<run> - <metric>` with __MIN/__MAX
+    companions, and wandb's own `<run> - _step` series."""
     export = tmp_path / "panel.csv"
-    pd.DataFrame({"Step": [0, 1], "dapo_s0 - train/reward": [0.1, 0.4], "dapo_s0 - train/reward__MIN": [0, 0],
-                  "grpo_s0 - train/reward": [0.1, 0.2]}).to_csv(export, index=False)
+    pd.DataFrame({"epoch": [0, 1], "dapo_s0 - _step": [0, 10], "dapo_s0 - train/reward": [0.1, 0.4],
+                  "dapo_s0 - train/reward__MIN": [0, 0], "dapo_s0 - train/reward__MAX": [1, 1],
+                  "grpo_s0 - train/reward": [0.1, 0.2]}).to_csv(export, index=False, quoting=csv.QUOTE_ALL)
     out = tmp_path / "runs.csv"
     rc, _ = convert(capsys, "wandb-csv", export, "--pattern", "{algo}_s{seed}", "--out", out)
     table = pd.read_csv(out).sort_values(["algo", "step"])
     assert rc == 0 and table["train/reward"].tolist() == pytest.approx([0.1, 0.4, 0.1, 0.2])
-    assert "train/reward__MIN" not in table.columns
-
-
-def test_wandb_offline_dirs_by_their_config(tmp_path, capsys):
-    for i, (algo, seed) in enumerate([("dapo", 0), ("grpo", 0)]):
-        files = tmp_path / "wandb" / f"offline-run-2025010{i}_000000-abc{i}" / "files"
-        files.mkdir(parents=True)
-        (files / "config.yaml").write_text(f"_wandb:\n  value: {{}}\nalgo:\n  value: {algo}\nseed:\n  value: {seed}\n")
-        (files / "wandb-summary.json").write_text(json.dumps({"eval/acc": 0.5 + i, "_step": 9, "_runtime": 3.0}))
-    out = tmp_path / "runs.csv"
-    rc, lines = convert(capsys, "wandb", tmp_path / "wandb", "--conditions", "algo", "--out", out)
-    table = pd.read_csv(out)
-    assert rc == 0 and sorted(table["algo"]) == ["dapo", "grpo"] and list(table.filter(like="_step").columns) == []
+    assert table["step"].tolist() == [0, 1, 0, 1]
+    assert not {"train/reward__MIN", "_step", "epoch"} & set(table.columns)
 
 
 def test_json_summaries_and_a_map(tmp_path, capsys):

@@ -8,8 +8,8 @@ rows (None when nothing could be read). No reader raises on a damaged file: it n
 - trl: a Hugging Face / TRL `trainer_state.json` — its `log_history`, one entry per logging step.
 - verl: verl's console log (`step:3 - actor/entropy:0.512 - ...`, its LocalLogger; other lines ignored) or
   its JSON-lines file logger (`{"step": 3, "data": {...}}`).
-- summary: a JSON object of one run's final numbers (nested keys joined by `/`), one row at step 0;
-  wandb's `files/wandb-summary.json` is one.
+- summary: a JSON object of one run's final numbers (nested keys joined by `/`), one row at step 0.
+- wandb: a W&B run's transaction log `run-<id>.wandb`, read by wandb's own reader (ablate.external.wandb_runs).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ablate.external.wandb_runs import LOG_GLOB, read_wandb
 from ablate.stats.read.samples import short
 
 MAX_FILE = 512 << 20  # a log far larger than this is damage, not a log
@@ -199,7 +200,7 @@ def read_summary(files: list[Path], problems: list[str], where: str) -> pd.DataF
         if not isinstance(data, dict):
             problems.append(f"{where}: {path.name} is not a JSON object of metrics; not used")
             continue
-        numbers = {k: v for k, v in _numbers(data).items() if not k.startswith("_")}  # wandb's _step, _runtime ...
+        numbers = {k: v for k, v in _numbers(data).items() if not k.startswith("_")}  # e.g. wandb-summary.json's _step
         if not numbers:
             problems.append(f"{where}: {path.name} holds no numbers; nothing read")
             continue
@@ -217,5 +218,5 @@ READERS = {  # kind -> (file name glob, reader, what it reads)
     "trl": ("trainer_state.json", read_trainer_state, "trainer_state.json log history (TRL, HF Trainer)"),
     "verl": ("*.log", read_verl, "verl console logs (step:N - key:value) or its JSON-lines file logger"),
     "summary": ("*.json", read_summary, "one JSON object of final numbers per run"),
-    "wandb": ("wandb-summary.json", read_summary, "wandb run directories' files/wandb-summary.json"),
+    "wandb": (LOG_GLOB, read_wandb, "W&B run directories (their run-<id>.wandb logs, read by wandb itself)"),
 }
