@@ -74,27 +74,67 @@ def test_tensorboard_runs_and_a_damaged_event_file(tmp_path, capsys):
     assert table["started_at"].notna().all()
 
 
-def test_verl_console_and_json_lines(tmp_path, capsys):
-    def console_line(data: dict, step: int) -> str:  # verl's LocalLogger: concat_dict_to_str
-        return " - ".join([f"step:{step}"] + [f"{k}:{v:.3f}" for k, v in data.items()])
+def verl_console_line(data: dict, step: int) -> str:
+    """verl's LocalLogger line: concat_dict_to_str in verl/utils/logger/aggregate_logger.py (volcengine/verl,
+    2026): `step:N` then `key:pprint.pformat(value)` for each numbers.Number, joined by ` - `."""
+    import numbers
+    import pprint
+
+    return " - ".join([f"step:{step}"] + [f"{k}:{pprint.pformat(v)}" for k, v in data.items()
+                                          if isinstance(v, numbers.Number)])
+
+
+def verl_file_line(data: dict, step: int) -> str:
+    """verl's FileLogger line (verl/utils/tracking.py): orjson.dumps({"step": step, "data": data},
+    OPT_SERIALIZE_NUMPY), which writes numpy scalars as numbers and NaN as null."""
+    return json.dumps({"step": step, "data": {k: None if isinstance(v, float) and v != v else float(v)
+                                              for k, v in data.items()}})
+
+
+def test_verl_console_and_file_logger(tmp_path, capsys):
+    import numpy as np
 
     for algo in ("grpo", "dapo"):
         for seed in range(2):
-            run = tmp_path / f"{algo}_s{seed}"
-            run.mkdir()
-            lines = ["(TaskRunner pid=1) Training Progress: 0%"]
-            lines += [f"(TaskRunner pid=1) {console_line({'critic/score/mean': 0.1 * step + seed, 'actor/entropy': 1.5}, step)}"
-                      for step in (1, 2)]
+            run = tmp_path / "logs" / f"{algo}_s{seed}"
+            run.mkdir(parents=True)
+            lines = ["(TaskRunner pid=1) Training Progress: 0%", "(TaskRunner pid=1) Initial validation metrics: "
+                     "{'val-core/gsm8k/reward/mean@1': 0.25}"]
+            for step in (1, 2):
+                data = {"critic/score/mean": np.float64(0.1 * step + seed), "actor/entropy": 1.5, "actor/ppo_kl": 0,
+                        "training/epoch": np.int64(0), "actor/pg_clipfrac_lower": float("nan"), "done": True,
+                        "actor/lr": 1e-06, "timing_s/gen": np.float32(2.5)}
+                lines.append(f"(TaskRunner pid=1) {verl_console_line(data, step)}")
             (run / "train.log").write_text("\n".join(lines) + "\n")
-    (tmp_path / "dapo_s1" / "metrics.log").write_text(
-        json.dumps({"step": 3, "data": {"critic/score/mean": 9.0}}) + "\n{not json\n")
+    # the file logger at $VERL_FILE_LOGGER_PATH in the run's directory, and a rollout dump beside it
+    (tmp_path / "logs" / "dapo_s1" / "metrics.jsonl").write_text(
+        verl_file_line({"critic/score/mean": np.float64(9.0), "actor/kl": float("nan")}, 3) + "\n{not json\n")
+    (tmp_path / "logs" / "dapo_s1" / "rollouts").mkdir()
+    (tmp_path / "logs" / "dapo_s1" / "rollouts" / "3.jsonl").write_text(
+        json.dumps({"input": "q", "output": "a", "gts": "4", "score": 1.0, "step": 3}) + "\n")
     out = tmp_path / "runs.csv"
-    rc, lines = convert(capsys, "verl", tmp_path, "--pattern", "{algo}_s{seed}", "--out", out)
-    assert rc == 0 and lines[0].startswith("found 4 run(s), 2 metric(s)")
-    assert any("metrics.log line 2 unreadable" in line for line in lines)
+    rc, lines = convert(capsys, "verl", tmp_path / "logs", "--pattern", "{algo}_s{seed}", "--out", out)
+    assert rc == 0 and lines[0] == ("found 4 run(s), 6 metric(s): critic/score/mean, actor/entropy, actor/ppo_kl, "
+                                    "training/epoch, actor/lr, timing_s/gen")
+    problems = [line for line in lines if line.startswith("problem:")]
+    assert any("metrics.jsonl line(s) 2 unreadable (not JSON); not used" in p for p in problems)
+    assert any("3.jsonl line 1 is not verl's file logger's" in p and "not read" in p for p in problems)
+    assert any("dapo_s1: actor/pg_clipfrac_lower logged 2 non-finite value(s)" in p for p in problems)
+    assert any("dapo_s1: actor/kl logged 1 non-finite value(s)" in p for p in problems)
     table = pd.read_csv(out)
     run = table[(table["algo"] == "dapo") & (table["seed"] == 1)].sort_values("step")
     assert run["step"].tolist() == [1, 2, 3] and run["critic/score/mean"].tolist() == pytest.approx([1.1, 1.2, 9.0])
+    assert run["timing_s/gen"].tolist()[:2] == pytest.approx([2.5, 2.5]) and run["actor/lr"].iloc[0] == 1e-06
+    assert not {"done", "val-core/gsm8k/reward/mean@1"} & set(table.columns)  # a bool; a line that is no metric line
+    # the file logger's default place, <VERL_FILE_LOGGER_ROOT>/<project>/<experiment>.jsonl: the run is the file
+    (tmp_path / "files" / "proj").mkdir(parents=True)
+    for name, score in (("grpo_s0", 0.2), ("dapo_s0", 0.4)):
+        (tmp_path / "files" / "proj" / f"{name}.jsonl").write_text(
+            "".join(verl_file_line({"critic/score/mean": score + step}, step) + "\n" for step in (1, 2)))
+    rc, lines = convert(capsys, "verl", tmp_path / "files", "--pattern", "{algo}_s{seed}", "--out", out)
+    assert rc == 0 and lines[0] == "found 2 run(s), 1 metric(s): critic/score/mean"
+    assert pd.read_csv(out).groupby("algo")["critic/score/mean"].last().to_dict() == pytest.approx(
+        {"dapo": 2.4, "grpo": 2.2})
 
 
 def test_wandb_runs_table_export(tmp_path, capsys):

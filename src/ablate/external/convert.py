@@ -58,11 +58,16 @@ def identify(rel: Path, pattern: re.Pattern) -> tuple[int, dict[str, str]] | Non
     return None
 
 
-def discover(root: Path, glob: str) -> list[Path]:
-    return [root] if root.is_file() else sorted(p for p in root.rglob(glob) if p.is_file())
+def globs(glob: str | tuple[str, ...]) -> tuple[str, ...]:
+    """A reader's file name glob(s) (ablate.external.readers.READERS) as a tuple."""
+    return (glob,) if isinstance(glob, str) else tuple(glob)
 
 
-def runs_by_pattern(roots: list[Path], glob: str, pattern: re.Pattern, problems: list[str]) -> dict:
+def discover(root: Path, glob: str | tuple[str, ...]) -> list[Path]:
+    return [root] if root.is_file() else sorted({p for g in globs(glob) for p in root.rglob(g) if p.is_file()})
+
+
+def runs_by_pattern(roots: list[Path], glob, pattern: re.Pattern, problems: list[str]) -> dict:
     """run name -> (fields, files): every file below `roots` grouped by the directory the pattern named."""
     runs: dict[str, tuple[dict, list[Path]]] = {}
     for root in roots:
@@ -79,7 +84,7 @@ def runs_by_pattern(roots: list[Path], glob: str, pattern: re.Pattern, problems:
     return runs
 
 
-def runs_by_map(mapping: Path, glob: str, problems: list[str]) -> dict:
+def runs_by_map(mapping: Path, glob, problems: list[str]) -> dict:
     table = pd.read_csv(mapping, dtype=str, keep_default_na=False)
     if "path" not in table.columns or "seed" not in table.columns:
         raise SystemExit(f"error: --map {mapping} needs a `path` and a `seed` column")
@@ -88,7 +93,7 @@ def runs_by_map(mapping: Path, glob: str, problems: list[str]) -> dict:
         path = (mapping.parent / row["path"]) if not Path(row["path"]).is_absolute() else Path(row["path"])
         files = discover(path, glob) if path.exists() else []
         if not files:
-            problems.append(f"--map {mapping.name} line {i + 2}: {path} holds no {glob}; run not read")
+            problems.append(f"--map {mapping.name} line {i + 2}: {path} holds no {' or '.join(globs(glob))}; run not read")
             continue
         runs[str(row["path"])] = ({k: v for k, v in row.items() if k != "path"}, files)
     return runs
