@@ -92,6 +92,8 @@ def verl_file_line(data: dict, step: int) -> str:
 
 
 def test_verl_console_and_file_logger(tmp_path, capsys):
+    from decimal import Decimal
+
     import numpy as np
 
     for algo in ("grpo", "dapo"):
@@ -103,11 +105,11 @@ def test_verl_console_and_file_logger(tmp_path, capsys):
             for step in (1, 2):
                 data = {"critic/score/mean": np.float64(0.1 * step + seed), "actor/entropy": 1.5, "actor/ppo_kl": 0,
                         "training/epoch": np.int64(0), "actor/pg_clipfrac_lower": float("nan"), "done": True,
-                        "actor/lr": 1e-06, "timing_s/gen": np.float32(2.5)}
+                        "actor/lr": 1e-06, "timing_s/gen": np.float32(2.5), "misc/ratio": Decimal("0.5")}
                 lines.append(f"(TaskRunner pid=1) {verl_console_line(data, step)}")
             (run / "train.log").write_text("\n".join(lines) + "\n")
-    # the file logger at $VERL_FILE_LOGGER_PATH in the run's directory, and a rollout dump beside it
-    (tmp_path / "logs" / "dapo_s1" / "metrics.jsonl").write_text(
+    # the file logger at $VERL_FILE_LOGGER_PATH=<run>/metrics.log (known by its lines), and a rollout dump beside it
+    (tmp_path / "logs" / "dapo_s1" / "metrics.log").write_text(
         verl_file_line({"critic/score/mean": np.float64(9.0), "actor/kl": float("nan")}, 3) + "\n{not json\n")
     (tmp_path / "logs" / "dapo_s1" / "rollouts").mkdir()
     (tmp_path / "logs" / "dapo_s1" / "rollouts" / "3.jsonl").write_text(
@@ -117,10 +119,11 @@ def test_verl_console_and_file_logger(tmp_path, capsys):
     assert rc == 0 and lines[0] == ("found 4 run(s), 6 metric(s): critic/score/mean, actor/entropy, actor/ppo_kl, "
                                     "training/epoch, actor/lr, timing_s/gen")
     problems = [line for line in lines if line.startswith("problem:")]
-    assert any("metrics.jsonl line(s) 2 unreadable (not JSON); not used" in p for p in problems)
+    assert any("metrics.log line(s) 2 unreadable (not JSON); not used" in p for p in problems)
     assert any("3.jsonl line 1 is not verl's file logger's" in p and "not read" in p for p in problems)
     assert any("dapo_s1: actor/pg_clipfrac_lower logged 2 non-finite value(s)" in p for p in problems)
     assert any("dapo_s1: actor/kl logged 1 non-finite value(s)" in p for p in problems)
+    assert any("train.log line 3: \"misc/ratio:Decimal('0.5')\" is not key:number; not used" in p for p in problems)
     table = pd.read_csv(out)
     run = table[(table["algo"] == "dapo") & (table["seed"] == 1)].sort_values("step")
     assert run["step"].tolist() == [1, 2, 3] and run["critic/score/mean"].tolist() == pytest.approx([1.1, 1.2, 9.0])

@@ -124,3 +124,17 @@ def test_offline_runs_to_a_verdict(wandb_dir, tmp_path, capsys):
     claim = pd.read_csv(tmp_path / "report" / "claims.csv").iloc[0]
     assert claim["verdict"] == "replicated" and claim["n"] == 3 and claim["n_baseline"] == 3
     assert claim["estimate"] == pytest.approx(0.20) and claim["regime"] == "runs"
+
+
+def test_run_directories_named_by_a_map(wandb_dir, tmp_path, capsys):
+    """--map names the runs instead of their config: each listed directory's log through the same reader."""
+    by_name = {inspect_run(p, [], "").name: p.parent for p in wandb_dir.rglob(LOG_GLOB)}
+    mapping = tmp_path / "map.csv"
+    mapping.write_text(f"path,algo,seed\n{by_name['dapo_s1']},dapo,1\n{by_name['grpo_s9']},grpo,9\n")
+    out = tmp_path / "runs.csv"
+    rc = convert_main(["wandb", str(wandb_dir), "--map", str(mapping), "--out", str(out)])
+    lines = capsys.readouterr().out.splitlines()
+    assert rc == 0 and lines[0].startswith("found 1 run(s)")
+    assert any(f"{by_name['grpo_s9']}: the run exited with code 1; left out" in line for line in lines)
+    table = pd.read_csv(out)
+    assert table["step"].tolist() == [0, 1, 2, 3, 4] and table["eval/accuracy"].iloc[-1] == pytest.approx(0.645)

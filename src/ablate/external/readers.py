@@ -162,8 +162,8 @@ def read_verl(files: list[Path], problems: list[str], where: str) -> pd.DataFram
         except OSError as exc:
             problems.append(f"{where}: {path.name} unreadable ({short(exc)}); not used")
             continue
-        json_lines = text.lstrip().startswith("{")  # the file logger's, whatever its name ($VERL_FILE_LOGGER_PATH)
-        found = _verl_jsonl(text, path.name, problems, where) if json_lines else _verl_console(text)
+        found = (_verl_jsonl(text, path.name, problems, where) if path.suffix == ".jsonl" or _is_file_logger(text)
+                 else _verl_console(text, path.name, problems, where))
         if found is None:
             continue
         rows += found
@@ -180,10 +180,20 @@ def read_verl(files: list[Path], problems: list[str], where: str) -> pd.DataFram
     return _frame(rows)
 
 
-def _verl_console(text: str) -> list[dict]:
-    """The metric lines of a console log: every `key:value` that reads as a number (verl prints only numbers)."""
+def _is_file_logger(text: str) -> bool:
+    """Whether the file's first line is the FileLogger's (at $VERL_FILE_LOGGER_PATH it may have any name)."""
+    first = text.lstrip().partition("\n")[0]
+    try:
+        entry = json.loads(first)
+    except ValueError:
+        return False
+    return isinstance(entry, dict) and "step" in entry and "data" in entry
+
+
+def _verl_console(text: str, name: str, problems: list[str], where: str) -> list[dict]:
+    """The metric lines of a console log (verl prints every numbers.Number: a bool is no metric, and is skipped)."""
     rows = []
-    for line in text.splitlines():
+    for n, line in enumerate(text.splitlines(), 1):
         m = _VERL_LINE.search(_ANSI.sub("", line).strip())
         if m is None:
             continue
@@ -194,7 +204,8 @@ def _verl_console(text: str) -> list[dict]:
             try:
                 row[key.strip()] = float(value)
             except ValueError:
-                continue  # a bool (True, np.True_): not a metric
+                if value not in ("True", "False"):  # a bool is a numbers.Number; numpy's np.True_ is not
+                    problems.append(f"{where}: {name} line {n}: {item.strip()!r} is not key:number; not used")
         rows.append(row)
     return rows
 

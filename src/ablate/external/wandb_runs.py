@@ -125,7 +125,8 @@ def inspect_run(path: Path, problems: list[str], where: str) -> WandbRun | None:
             exit_code = body.get("exit_code")
     for key, count in sorted(bad.items()):
         problems.append(f"{where}: {key} logged {count} non-finite value(s) (NaN or infinite); not used")
-    final = {k: v for k, v in _metrics(summary, {}).items() if all(k not in r for r in rows)}
+    logged = set().union(*rows)
+    final = {k: v for k, v in _metrics(summary, {}).items() if k not in logged}
     if final:
         rows.append({"step": max((r["step"] for r in rows), default=0), **final})
     frame = pd.DataFrame(rows).groupby("step", sort=True).last().reset_index() if rows else None
@@ -167,7 +168,9 @@ def read_wandb(files: list[Path], problems: list[str], where: str) -> pd.DataFra
                 problems.append(f"{where}: {path.name} logged no numbers; nothing read")
             else:
                 frames.append(run.frame)
-    return pd.concat(frames, ignore_index=True) if frames else None
+    if not frames:
+        return None
+    return pd.concat(frames, ignore_index=True).groupby("step", sort=True).last().reset_index()  # resumed runs
 
 
 def runs_by_config(roots: list[Path], conditions: list[str], problems: list[str]) -> pd.DataFrame:
