@@ -161,17 +161,20 @@ def test_the_confirmatory_table_counts_agreements_from_the_committed_claims(tmp_
 
     from ablate.studies.findings import render
 
-    study = tmp_path / "threshold_study"
-    shutil.copytree(FINDINGS / "threshold_study", study)
+    study = tmp_path / "curriculum_study"
+    shutil.copytree(FINDINGS / "curriculum_study", study)
+    for archived in ("runs.jsonl.gz", "prompts.csv.gz"):  # planted verdicts, no confirmatory runs to re-decide
+        (study / "confirmatory" / archived).unlink(missing_ok=True)
     (study / "confirmatory").mkdir(exist_ok=True)
     (study / "confirmatory" / "claims.csv").unlink(missing_ok=True)  # the committed one: planted below instead
     blocks, _, results = render(tmp_path)
     assert "No confirmatory verdict yet" in blocks["confirmatory"]
     table = results[study].table.copy()
     table["standing"] = "confirmatory"
-    decided = table.index[table["verdict"] == "replicated"]
+    decided = table.index[table["verdict"].isin(("replicated", "not replicated"))]
     assert len(decided) >= 2
-    table.loc[decided[0], "verdict"] = "not replicated"
+    flipped = {"replicated": "not replicated", "not replicated": "replicated"}
+    table.loc[decided[0], "verdict"] = flipped[table.loc[decided[0], "verdict"]]
     table.loc[decided[1], "standing"] = "amended after the data"
     table.to_csv(study / "confirmatory" / "claims.csv", index=False)
     blocks, _, _ = render(tmp_path)

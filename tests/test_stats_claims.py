@@ -187,17 +187,21 @@ def test_a_claim_decided_at_an_early_look_stays_decided_and_unplanned_looks_are_
 def test_difference_metrics_and_cross_regime_baselines():
     declared = parse_declared({"plan": {"looks": [3]}, "test": "welch", "claims": [
         {"id": "bon", "claim": "best-of-16 helps", "metric": "pass@16 - pass@1", "condition": "B",
-         "baseline": None, "paper": 0.09, "against": 0.2},
-        {"id": "cross", "claim": "B with the tool beats A without", "metric": "pass@1", "condition": "B",
+         "baseline": None, "paper": 0.09, "against": 0.2},  # issue 58: one-signed against a bar, refused
+        {"id": "bon_b", "claim": "best-of-16 helps B more than A", "metric": "pass@16 - pass@1", "condition": "B",
+         "baseline": "A", "paper": 0.09},
+        {"id": "cross", "claim": "B with the tool beats A without (tool vs no_tool)", "metric": "pass@1", "condition": "B",
          "baseline": "A", "regime": "tool", "baseline_regime": "no_tool", "paper": 0.3}]}, [])
     rows = [{"run": f"{c}{i}", "batch": 0, "condition": c, "seed": str(i), "regime": r, "metric": m, "value": v}
             for c, r, m, vals in [("B", "no_tool", "pass@1", [0.3, 0.31, 0.32]),
                                   ("B", "no_tool", "pass@16", [0.6, 0.65, 0.62]),
                                   ("B", "tool", "pass@1", [0.6, 0.61, 0.62]),
-                                  ("A", "no_tool", "pass@1", [0.3, 0.29, 0.31])]
+                                  ("A", "no_tool", "pass@1", [0.3, 0.29, 0.31]),
+                                  ("A", "no_tool", "pass@16", [0.6, 0.66, 0.65])]
             for i, v in enumerate(vals)]
     res = evaluate(declared, pd.DataFrame(rows)).table.set_index("id")
-    assert res.loc["bon", "estimate"] == pytest.approx(np.mean([0.3, 0.34, 0.30]) - 0.2)
+    assert "bon" not in res.index
+    assert res.loc["bon_b", "estimate"] == pytest.approx(np.mean([0.3, 0.34, 0.30]) - np.mean([0.3, 0.37, 0.34]))
     assert res.loc["cross", "estimate"] == pytest.approx(0.61 - 0.30) and res.loc["cross", "verdict"] == "replicated"
     assert res.loc["cross", "regime"] == "tool vs no_tool"
 

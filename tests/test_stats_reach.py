@@ -81,3 +81,12 @@ def _one_root(sweep):
         run.path = root / run.rel
     sweep.roots = [root]
     return sweep
+
+
+def test_reach_cpu_reads_the_processes_cpu_seconds_not_the_wall_clock():
+    assert reach_metric("reach_cpu:val/pass@1>=baseline") == Target("val/pass@1", ">=", "baseline", time=True, cpu=True)
+    frame = _frame([0.30, 0.33, 0.36], clock=[0.0, 50.0, 100.0])  # wall seconds under a varying load
+    frame["time/cpu_s"] = [0.0, 20.0, 40.0]
+    assert first_reach(frame, "val/pass@1", ">=", 0.34).time_s == 100.0
+    assert first_reach(frame, "val/pass@1", ">=", 0.34, clock="time/cpu_s").time_s == 40.0
+    assert math.isnan(first_reach(frame.drop(columns="time/cpu_s"), "val/pass@1", ">=", 0.34, clock="time/cpu_s").time_s)

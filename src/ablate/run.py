@@ -18,6 +18,7 @@ from ablate.checks import check_config
 from ablate.config import torch_threads
 from ablate.fit import global_rank, record_data_parallel
 from ablate.rundir import RunDir
+from ablate.rundir.code import code_fingerprints
 from ablate.stages import REGIME_NO_TOOL, REGIME_TOOL, final_regimes, fit_stage, starting_model_config
 
 log = logging.getLogger("ablate.train")
@@ -68,7 +69,7 @@ def _run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any]) -> Path:
     worker = global_rank() > 0  # a DDP worker trains; rank 0 writes the run directory and evaluates
     with RunStatus(rd, writer=not worker).running(stage=cfg.stage.name) as status:
         torch.set_num_threads(torch_threads(cfg.trainer.num_threads))
-        status.update(threads=torch.get_num_threads(), study_sha256=study_fingerprint(cfg))
+        status.update(threads=torch.get_num_threads(), study_sha256=study_fingerprint(cfg), code=code_fingerprints())
         clock = time.monotonic()
         start = starting_model_config(cfg, run)  # may train an upstream stage: before seeding, which it would disturb
         status.timing("upstream_s", time.monotonic() - clock)

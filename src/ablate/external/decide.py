@@ -13,19 +13,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from datetime import datetime
 from pathlib import Path
 
 import pandas as pd
 
 from ablate.external.tidy import RUNS_REGIME, TidyRuns
+from ablate.stats.claims.aliasing import places_by_label, refuse_aliased
 from ablate.stats.claims.engine import ClaimsResult, claim_metrics, components, evaluate, reach_thresholds
 from ablate.stats.values.reach import reach_metric
-from ablate.stats.claims.registration import find_registration, parse_time, read_registration
+from ablate.stats.claims.registration import find_registration, read_registration
 from ablate.stats.claims.standing import decide, fingerprint_problems, first_start
 from ablate.stats.values.table import CURVE_REGIME, VALUE_COLUMNS, curve_value, eval_values, is_curve_metric, reach_values
-
-REFUSED = "refused"
 
 
 def on_table_columns(declared, columns) -> object:
@@ -103,51 +101,8 @@ def decide_table(tr: TidyRuns, study, labels: dict, effect: float, registration:
     result.note = result.note.replace("python -m ablate.studies.register experiment=<study>",
                                       "python -m ablate.studies.register --study STUDY.yaml")
     result.problems += fingerprint_problems(tr.sweep.runs, reg)
-    refuse_aliased(result, tr, labels)
+    refuse_aliased(result, places_by_label(tr.sweep.runs, labels))
     return result
-
-
-def _starts(tr: TidyRuns, runs) -> list[datetime]:
-    return [t for t in (parse_time(tr.blocks[r.rel].get("started_at")) for r in runs) if t is not None]
-
-
-def aliasing(tr: TidyRuns, arm, other) -> str | None:
-    """Why two arms' runs (lists of Run) cannot be compared, or None: no machine, torch version or time
-    span shared (each reads only where every run of both arms names it)."""
-    for key, what in (("machine", "machine"), ("torch_version", "torch version")):
-        a = {tr.blocks[r.rel].get(key) for r in arm}
-        b = {tr.blocks[r.rel].get(key) for r in other}
-        if None not in a | b and a.isdisjoint(b):
-            return f"the arms ran on different {what}s ({', '.join(sorted(a))} vs {', '.join(sorted(b))})"
-    ta, tb = _starts(tr, arm), _starts(tr, other)
-    if len(ta) == len(arm) and len(tb) == len(other) and ta and tb and (max(ta) < min(tb) or max(tb) < min(ta)):
-        first, second = (ta, tb) if max(ta) < min(tb) else (tb, ta)
-        return (f"the arms ran in separate time spans (one's runs all started by {max(first).isoformat()}, the "
-                f"other's from {min(second).isoformat()}): interleave them (every arm's seed s before any arm's "
-                f"seed s+1)")
-    return None
-
-
-def refuse_aliased(result: ClaimsResult, tr: TidyRuns, labels: dict) -> None:
-    """Two-sample verdicts whose arms `aliasing` separates become `not testable`, the reason saying why;
-    one problem line each."""
-    by_label: dict[str, list] = {}
-    for run in tr.sweep.runs:
-        by_label.setdefault(labels.get(run.condition, run.label), []).append(run)
-    t = result.table
-    for i in t.index:
-        arm, other = by_label.get(t.at[i, "condition"]), by_label.get(t.at[i, "baseline"])
-        if not arm or not other or t.at[i, "verdict"] == "not testable":
-            continue
-        why = aliasing(tr, arm, other)
-        if why is None:
-            continue
-        was = t.at[i, "verdict"]
-        t.at[i, "verdict"] = "not testable"
-        t.at[i, "reason"] = f"{REFUSED} ({was} otherwise): {why}"
-        result.problems.append(f"claim {t.at[i, 'id']}: {REFUSED}, {why}")
-        looks = result.looks
-        looks.loc[looks["id"] == t.at[i, "id"], "verdict"] = "not testable"
 
 
 def arm_sizes(tr: TidyRuns, labels: dict) -> dict[str, int]:

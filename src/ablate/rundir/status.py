@@ -66,6 +66,7 @@ class Status:
     init: str | None = None  # the starting model's name or path
     init_sha256: str | None = None  # of its weights (a random init has none)
     study_sha256: str | None = None  # the study block's fingerprint
+    code: dict | None = None  # the training and analysis code's fingerprints (ablate.rundir.code)
     threads: int | None = None
     world_size: int | None = None  # the data-parallel processes over all nodes (written by ablate.fit)
     effective_batch: int | None = None  # world_size x the stage's per-device batch

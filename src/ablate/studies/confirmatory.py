@@ -11,10 +11,17 @@ runs.jsonl.gz, prompts.csv.gz, ...):
 Only rows whose standing is `confirmatory` (or `removed after registration`) count: a claim amended or
 added after the data is exploratory there too. The table is rendered from the committed claims.csv
 files (the rows report.md renders), so `python -m ablate.studies.findings --check` holds it in CI.
+
+The committed claims.csv is what the registered analysis decided; it is never replaced. Beside it, a
+fifth column re-decides the same archived runs with today's analysis (`reanalysis`: the registration's
+code binding, arms aliased with a machine or a time span refused): where the two differ the row says
+so, and `--check` fails until the difference is rendered, so no verdict moves silently. The headline
+counts the registered verdicts, then says how many of them today's analysis keeps.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -36,9 +43,58 @@ def confirmatory_rows(study_dir: Path) -> list[dict]:
     return [r for r in table.to_dict("records") if r.get("standing") in COUNTED and r.get("verdict") != "descriptive"]
 
 
+def reanalysis(study_dir: Path) -> dict[str, dict]:
+    """The confirmatory runs (the archive committed beside claims.csv) re-decided by today's analysis under
+    the same registration: claim id -> its row; {} when no archive was committed."""
+    from ablate.stats.read.archive import RUNS_FILE
+    from ablate.stats.read.load import load_sweep
+    from ablate.stats.stages.analysis import decide_claims
+    from ablate.stats.stages.conditions import group_conditions
+    from ablate.stats.stages.settings import Settings
+
+    folder = study_dir / SUBDIR
+    if not (folder / RUNS_FILE).is_file():
+        return {}
+    sweep = load_sweep([folder])
+    result = decide_claims(group_conditions(sweep, Settings(registration=folder / "registration.yaml",
+                                                            report_dir=folder)))
+    if result is None:
+        return {}
+    rows = {r["id"]: r for r in result.table.to_dict("records")}
+    for problem in result.problems:  # a registered claim today's declaration checks refuse: said, not dropped
+        found = re.search(r"claim '([^']+)'", problem)
+        if found and found.group(1) not in rows:
+            rows[found.group(1)] = {"id": found.group(1), "verdict": "not testable", "standing": "refused",
+                                    "reason": f"today's declaration checks refuse the registered claim: "
+                                              f"{problem.split(': ', 1)[-1]}"}
+    return rows
+
+
+def kept(registered: dict, today: dict | None) -> bool:
+    """Whether today's analysis keeps a registered confirmatory verdict: same verdict, still confirmatory
+    (None: no archive to re-decide, nothing to compare)."""
+    return today is None or (today["verdict"] == registered["verdict"] and today.get("standing") in COUNTED)
+
+
+def _today(registered: dict, today: dict | None) -> str:
+    if today is None:
+        return "–"
+    if kept(registered, today):
+        return "same"
+    if today.get("standing") == "refused":
+        return f"**{today['verdict']}**: {today['reason']}"
+    if today.get("standing") not in COUNTED:
+        why = "exploratory: the runs ran other training code than the registration binds"
+        return f"**{today['verdict']}**, {why}" if today["verdict"] == registered["verdict"] else \
+            f"**{today['verdict']}** ({why}): {today.get('reason')}"
+    return f"**{today['verdict']}**: {today.get('reason')}"
+
+
 def _cell(r: dict | None) -> str:
     if r is None:
         return "–"
+    if pd.isna(r.get("n")):  # not measured on these runs (e.g. a curve window the committed files lack)
+        return f"**{r['verdict']}** (no values)"
     n = f"{int(r['n'])} vs {int(r['n_baseline'])}" if pd.notna(r.get("n_baseline")) else f"n {int(r['n'])}"
     return f"**{r['verdict']}** {fmt_ci(r['estimate'], r['ci_low'], r['ci_high'])} ({n})"
 
@@ -82,7 +138,7 @@ def headline(pairs: list[tuple[dict | None, dict]]) -> str:
 def side_by_side(exploratory: dict[Path, pd.DataFrame], findings_dir: Path) -> str:
     """The markdown block: the headline counts, then one row per confirmatory claim of every study.
     `exploratory`: study directory -> its re-decided claims table (findings.render's results)."""
-    rows, pairs, pending, waiting = [], [], [], []
+    rows, pairs, pending, waiting, kept_today = [], [], [], [], []
     for study_dir in sorted(p for p in Path(findings_dir).iterdir() if p.is_dir()):
         conf = confirmatory_rows(study_dir)
         if not conf:
@@ -91,22 +147,31 @@ def side_by_side(exploratory: dict[Path, pd.DataFrame], findings_dir: Path) -> s
             continue
         before = {r["id"]: r for r in exploratory.get(study_dir, pd.DataFrame()).to_dict("records")
                   if r.get("standing") not in ("amended after the data", "added after the data")}
+        today = reanalysis(study_dir)
         for r in conf:
             b = before.get(r["id"])
             if arm_not_run(r):
                 waiting.append(f"{study_dir.name} {r['id']}")
                 rows.append(f"| {study_dir.name} | {r['id']}: {r['claim']} | {_cell(b)} | {WAITS} "
-                            f"({r['reason']}) | waits |")
+                            f"({r['reason']}) | waits | – |")
                 continue
             pairs.append((b, r))
-            rows.append(f"| {study_dir.name} | {r['id']}: {r['claim']} | {_cell(b)} | {_cell(r)} | {agreement(b, r)} |")
+            kept_today.append(kept(r, today.get(r["id"])))
+            rows.append(f"| {study_dir.name} | {r['id']}: {r['claim']} | {_cell(b)} | {_cell(r)} | {agreement(b, r)} "
+                        f"| {_today(r, today.get(r['id']))} |")
     agree = sum(agreement(b, r) == "yes" for b, r in pairs)
     head = (headline(pairs) + f" All rows: {agree} of {len(pairs)} verdicts agree." if pairs
             else "**No confirmatory verdict yet.**")
+    if pairs:
+        both = [k for (b, r), k in zip(pairs, kept_today) if r["verdict"] in DECIDED and b is not None
+                and b["verdict"] in DECIDED and not declared_untestable(r)]
+        head += (f" **Today's analysis** (the registration's code binding checked, arms aliased with a machine or a "
+                 f"time span refused) keeps {sum(both)} of the {len(both)} decided-on-both verdicts confirmatory and "
+                 f"unchanged, and {sum(kept_today)} of all {len(kept_today)} rows (last column).")
     if pending:
         head += f" Registered, runs not yet reported: {', '.join(pending)}."
     if waiting:
         head += f" Waiting for an arm not yet run (not counted): {', '.join(waiting)}."
     table = ["| study | claim | exploratory (earlier editions' seeds) | confirmatory (fresh seeds, registered first) "
-             "| agree |", "|---|---|---|---|---|", *rows]
+             "| agree | today's analysis of the confirmatory runs |", "|---|---|---|---|---|---|", *rows]
     return head + "\n\n" + ("\n".join(table) + "\n" if rows else "")

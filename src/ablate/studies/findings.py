@@ -204,8 +204,9 @@ def study_claims(study_dir: Path, conf: Path | None = None):
         registration.path = Path("findings") / study_dir.name / FILE
     values = study_values(study_dir, bridge)
     effect = float(block.get("effect") or 0.03)
-    return decide(block, registration, first_start(run_statuses(study_dir, bridge)),
-                  lambda declared: evaluate(declared, values, effect))
+    statuses = run_statuses(study_dir, bridge)
+    return decide(block, registration, first_start(statuses), lambda declared: evaluate(declared, values, effect),
+                  statuses=statuses if statuses else None)
 
 
 def report_with_claims(text: str, result) -> str:
@@ -335,6 +336,9 @@ def mechanisms_block(study_dir: Path, bridge: dict | None = None) -> str | None:
             f"{looks}.\n")
 
 
+KNOWN_CODE = "commit_code.json"  # commit -> code fingerprints (ablate.rundir.code), for clones without the history
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m ablate.studies.findings", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -345,7 +349,12 @@ def main(argv: list[str] | None = None) -> int:
     doc = args.doc or args.findings_dir.with_suffix(".md")
     if not args.findings_dir.is_dir():
         p.error(f"{args.findings_dir} is not a directory")
+    from ablate.rundir import code
+
+    code.KNOWN.clear(), code.RESOLVED.clear()  # only what these studies name
+    code.use_known(args.findings_dir / KNOWN_CODE)  # the commits' code fingerprints, where git lacks them
     blocks, files, results = render(args.findings_dir)
+    files[args.findings_dir / KNOWN_CODE] = code.known_text()
     text = doc.read_text(encoding="utf-8") if doc.is_file() else ""
     new = embed(text, blocks)
     missing = [s for s in blocks if f"<!-- claims:{s} -->" not in text and s not in ("preconditions", "testbeds", "confirmatory")

@@ -80,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     what = "registered" if len(reg.records) == 1 else f"amendment {len(reg.records) - 1} recorded"
     print(f"{path}: {reg.study} {what} at {last.at} (commit {(last.commit or 'unknown')[:10]}, "
           f"fingerprint {last.fingerprint[:12]}, {len(block.get('claims') or [])} claim(s))")
+    print(f"  code bound: training {last.code['training'][:12]}, analysis {last.code['analysis'][:12]} (a run whose "
+          "training code differs is not confirmatory unless an amendment (--amend) precedes it)")
     for change in last.changes:
         print(f"  {change}")
     return 0

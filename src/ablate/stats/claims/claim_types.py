@@ -123,11 +123,6 @@ class Superiority(ClaimType):
         if not (claim.bar > 0):
             problems.append(f"claim {claim.id!r}: a superiority claim needs its smallest effect of interest: give "
                             "`effect` (in the metric's units; the paper's effect stands in when `paper` is given)")
-        sign = one_signed(claim.metric)
-        if claim.baseline is None and sign and sign * claim.direction > 0 and sign * claim.null <= 0:
-            problems.append(f"claim {claim.id!r}: {claim.metric} is {'>=' if sign > 0 else '<='} 0 by construction, so "
-                            f"'{'higher' if claim.direction > 0 else 'lower'} than {claim.null:g}' cannot fail; compare "
-                            "it between conditions (a baseline), or against a value it could miss (`against`)")
 
     def decide(self, claim, lo, hi):
         bar = claim.bar

@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from ablate.metrics import REGIME_NO_TOOL
 from ablate.stats.claims.claim_types import CLAIM_TYPES, check_words
+from ablate.stats.claims.method_checks import check_method
 from ablate.stats.maths.level import DEFAULT_TEST, TESTS
 from ablate.stats.maths.multiplicity import ROLES, Graph, parse_multiplicity
 from ablate.stats.maths.sequential import SPENDING
@@ -259,6 +260,7 @@ def parse_claim(raw: Any, index: int, problems: list[str], named: Mapping | None
     CLAIM_TYPES[kind].check(claim, raw, found)
     check_words(claim, found)
     check_gates(claim, found)
+    check_method(claim, found)
     problems.extend(found)
     return None if found else claim
 

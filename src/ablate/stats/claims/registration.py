@@ -23,6 +23,7 @@ import yaml
 from ablate.stats.read.runs import StatsInputError
 
 FILE = "registration.yaml"
+CODE_PARTS = ("training", "analysis")
 FORMAT = 1
 
 
@@ -64,6 +65,15 @@ class Record:
     at: str
     commit: str | None
     changes: list[str] = field(default_factory=list)  # an amendment's differences from the version before
+    code: dict | None = None  # the code's fingerprints when registered (ablate.rundir.code); None: older files
+
+    def code_fingerprints(self) -> dict | None:
+        """The registered code's fingerprints: recorded, or (registrations from before they were) derived
+        from the registered commit through git where the repository is at hand."""
+        if self.code:
+            return self.code
+        from ablate.rundir.code import fingerprints_at  # git, only for registrations that predate `code`
+        return fingerprints_at(self.commit)
 
     @property
     def time(self) -> datetime | None:
@@ -96,6 +106,8 @@ class Registration:
 def _record_dict(r: Record, kind: str) -> dict:
     out = {"kind": kind, "registered_at" if kind == "original" else "amended_at": r.at, "commit": r.commit,
            "fingerprint": r.fingerprint}
+    if r.code:
+        out["code"] = dict(r.code)
     if kind != "original":
         out["changes"] = list(r.changes)
     out["study"] = r.block
@@ -121,7 +133,11 @@ def _record(raw: Mapping, kind: str, where: str) -> Record:
     at = raw.get("registered_at" if kind == "original" else "amended_at")
     if parse_time(at) is None:
         raise StatsInputError(f"{where}: no readable time ({at!r}); restore it from git")
-    return Record(block, want, str(at), raw.get("commit"), [str(c) for c in raw.get("changes") or []])
+    code = raw.get("code")
+    if code is not None and not (isinstance(code, dict) and all(isinstance(code.get(k), str) for k in CODE_PARTS)):
+        raise StatsInputError(f"{where}: `code` must map {' and '.join(CODE_PARTS)} to fingerprints, got {code!r}; "
+                              "restore it from git")
+    return Record(block, want, str(at), raw.get("commit"), [str(c) for c in raw.get("changes") or []], code)
 
 
 def read_registration(path: Path) -> Registration:
@@ -140,22 +156,28 @@ def read_registration(path: Path) -> Registration:
 
 
 def register(path: Path, block: dict, *, amend: bool = False, commit: str | None = None,
-             now: str | None = None) -> Registration:
-    """Write (or, with `amend`, add an amendment to) the registration at `path`, atomically."""
+             now: str | None = None, code: dict | None = None) -> Registration:
+    """Write (or, with `amend`, add an amendment to) the registration at `path`, atomically, with the
+    fingerprints of the code that will train and decide (`code`, default: this checkout's)."""
     from ablate.rundir.atomic import write_text
+    from ablate.rundir.code import code_fingerprints
     from ablate.stats.claims.block_diff import block_changes
 
     now = now or utc_now()
-    record = Record(block, fingerprint(block), now, commit)
+    record = Record(block, fingerprint(block), now, commit, code=dict(code or code_fingerprints()))
     if Path(path).exists():
         if not amend:
             raise StatsInputError(f"{path} exists (registered {read_registration(path).original.at}): a "
                                   "registration is never overwritten; pass --amend to record an amendment")
         reg = read_registration(path)
-        if record.fingerprint == reg.records[-1].fingerprint:
-            raise StatsInputError(f"{path}: the study block is unchanged since the last registered version; "
-                                  "nothing to amend")
-        record.changes = block_changes(reg.records[-1].block, block) or ["(formatting only)"]
+        last = reg.records[-1]
+        moved = [f"{part} code {(last.code_fingerprints() or {}).get(part, 'unknown')[:12]} -> {record.code[part][:12]}"
+                 for part in CODE_PARTS if (last.code_fingerprints() or {}).get(part) != record.code[part]]
+        if record.fingerprint == last.fingerprint and not moved:
+            raise StatsInputError(f"{path}: the study block and the code are unchanged since the last registered "
+                                  "version; nothing to amend")
+        record.changes = (block_changes(last.block, block) if record.fingerprint != last.fingerprint else []) + moved
+        record.changes = record.changes or ["(formatting only)"]
         reg.records.append(record)
     elif amend:
         raise StatsInputError(f"{path} does not exist: nothing to amend; register without --amend")

@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterable, Mapping
 import pandas as pd
 
 from ablate.stats.claims.block_diff import claim_changes
+from ablate.stats.claims.code_binding import Binding, binding
 from ablate.stats.claims.declared import Declared, parse_declared
 from ablate.stats.claims.registration import Registration, parse_time
 
@@ -58,10 +59,11 @@ def _mark(result, standing: str, amendment: dict[str, str] | None = None, keep: 
 
 
 def decide(current: Mapping, registration: Registration | None, started: datetime | None,
-           evaluate_fn: Callable[[Declared], Any]):
+           evaluate_fn: Callable[[Declared], Any], statuses: Iterable[Mapping | None] | None = None):
     """The ClaimsResult the reports render: the registered block's claims (confirmatory, or exploratory
-    when registered late), then the preset's amended and added claims (exploratory), with `note`
-    saying which registration decided and why."""
+    when registered late or when runs ran other training code than it binds: `statuses`, the runs'
+    status.json; None compares no code), then the preset's amended and added claims (exploratory), with
+    `note` saying which registration decided and why."""
     problems: list[str] = []
     if registration is None:
         result = evaluate_fn(_declared(current, "study block", problems))
@@ -73,6 +75,8 @@ def decide(current: Mapping, registration: Registration | None, started: datetim
         return result
     record = registration.effective(started)
     late = started is None or record.time is None or record.time > started
+    code = binding(record, statuses) if statuses is not None else Binding(True, "")
+    late = late or not code.binds
     result = evaluate_fn(_declared(record.block, f"the registration {registration.path}", problems))
     amended, added, removed = claim_changes(record.block, current)
     notes = {i: "removed from the preset after registration; still decided and counted in the family"
@@ -92,8 +96,11 @@ def decide(current: Mapping, registration: Registration | None, started: datetim
     which = "registered" if record is registration.original else f"amended ({len(registration.records) - 1} amendment(s))"
     head = (f"Registration {registration.path} ({which} {record.at}, commit {(record.commit or 'unknown')[:10]}, "
             f"fingerprint {record.fingerprint[:12]}); {when}")
+    timely = record.time is not None and started is not None and record.time <= started
     result.note = head + (": registered after the data (or not shown to precede it), so every verdict is exploratory."
-                          if late else ": the registered claims are confirmatory.")
+                          if not timely else ": the registered claims would be confirmatory, but the code differs."
+                          if not code.binds else ": the registered claims are confirmatory.")
+    result.note += f" {code.note}" if code.note else ""
     result.problems[:0] = problems
     if amended or added or removed:
         result.note += (f" The preset changed since: {len(amended)} claim(s) amended, {len(added)} added (exploratory, "
@@ -119,6 +126,7 @@ def fingerprint_problems(runs, registration: Registration | None) -> list[str]:
 
 def sweep_decided(sweep, study, labels: dict, regimes, effect: float, explicit=None, report_dir=None):
     """`ablate.stats`' claims: the sweep's study decided under its registration, if one is found."""
+    from ablate.stats.claims.aliasing import places_by_label, refuse_aliased
     from ablate.stats.claims.engine import sweep_claims
     from ablate.stats.claims.registration import find_registration, read_registration
 
@@ -126,6 +134,8 @@ def sweep_decided(sweep, study, labels: dict, regimes, effect: float, explicit=N
     registration = read_registration(path) if path is not None else None
     started = first_start(r.status for r in sweep.runs)
     result = decide(study.block, registration, started,
-                    lambda declared: sweep_claims(sweep, declared, labels, regimes, effect))
+                    lambda declared: sweep_claims(sweep, declared, labels, regimes, effect),
+                    statuses=[r.status for r in sweep.runs if r.ok])
     result.problems += fingerprint_problems(sweep.runs, registration)
+    refuse_aliased(result, places_by_label(sweep.runs, labels))
     return result

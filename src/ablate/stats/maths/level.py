@@ -149,7 +149,7 @@ def guard(verdict: str, reason: str, x, y, alpha: float, p_value) -> tuple[str, 
     cannot reach that level at all, the look is undecidable at this n. `p_value()`: the claim type's
     randomization p for its 'replicated' side (claim_types.ClaimType.exact_p), computed only when needed.
     One-sample claims and other verdicts are returned unchanged."""
-    if verdict != "replicated" or y is None:
+    if verdict != "replicated" or y is None or alpha <= 0:  # no alpha: the engine says so itself
         return verdict, reason
     n, m = len(x), len(y)
     level = alpha / 2.0

@@ -4,6 +4,7 @@ the engine's claims table (claims.csv) or its looks table (claims_looks.csv)."""
 from __future__ import annotations
 
 import math
+import re
 
 import pandas as pd
 
@@ -68,7 +69,18 @@ def claim_cells(r) -> list[str]:
     paper = "–" if pd.isna(r["paper"]) else f"{r['paper']:+.3f}"
     return [f"**{r['id']}**: {r['claim']}", f"{r['metric']} (`{r['regime']}`)", f"{r['condition']} vs {r['baseline']}",
             r["claimed"], paper,
-            fmt_ci(r["estimate"], r["ci_low"], r["ci_high"]), _seeds(r), _look(r), verdict_cell(r)]
+            estimate_cell(r), _seeds(r), _look(r), verdict_cell(r)]
+
+
+def estimate_cell(r) -> str:
+    """The estimate and its interval; a one-sample claim against a value other than 0 (its baseline cell
+    `(value V)`) is shown on the metric's own scale first, then as the shift over V that the verdict reads."""
+    shift = fmt_ci(r["estimate"], r["ci_low"], r["ci_high"])
+    m = re.fullmatch(r"\(value (.+)\)", str(r["baseline"]))
+    bar = float(m.group(1)) if m else 0.0
+    if not bar or pd.isna(r["estimate"]):
+        return shift
+    return f"{fmt_ci(r['estimate'] + bar, r['ci_low'] + bar, r['ci_high'] + bar)}; {shift} over {bar:g}"
 
 
 def claims_tables(result) -> list[str]:

@@ -25,7 +25,8 @@ from ablate.stats.read.runs import StatsInputError
 # the clock of a run's metrics.csv: the project's own column first, then older or foreign names
 TIME_COLUMNS = ("time/elapsed_s", "elapsed_s", "time/elapsed", "wall_time_s", "time_s")
 _TARGET = re.compile(r"^\s*(.+?)\s*(>=|<=|=)\s*(\S+)\s*$")
-_CLAIM = re.compile(r"^reach(_time)?:(.+)$")
+_CLAIM = re.compile(r"^reach(_time|_cpu)?:(.+)$")
+CPU_COLUMN = "time/cpu_s"  # the process's CPU seconds (ablate.lit.elapsed): `reach_cpu:`'s clock
 BASELINE = "baseline"
 
 
@@ -33,7 +34,8 @@ class Target(NamedTuple):
     column: str
     op: str  # ">=" or "<="
     value: float | str  # a number, or BASELINE (claims only)
-    time: bool = False  # seconds to reach (reach_time:) rather than steps
+    time: bool = False  # seconds to reach (reach_time: wall, reach_cpu: CPU) rather than steps
+    cpu: bool = False  # reach_cpu: CPU seconds (time/cpu_s), the cost a shared machine's load does not inflate
 
 
 def _target(spec: str, baseline: bool) -> Target | str:
@@ -60,10 +62,10 @@ def parse_reach(spec: str) -> Target:
 
 
 def reach_metric(metric: str) -> Target | None:
-    """The target of a claim's `reach:` / `reach_time:` metric; None for any other metric name."""
+    """The target of a claim's `reach:` / `reach_time:` / `reach_cpu:` metric; None for any other metric name."""
     m = _CLAIM.match(metric)
     found = None if m is None else _target(m.group(2), baseline=True)
-    return found._replace(time=bool(m.group(1))) if isinstance(found, Target) else None
+    return found._replace(time=bool(m.group(1)), cpu=m.group(1) == "_cpu") if isinstance(found, Target) else None
 
 
 def smoothed(series: pd.Series, window: int) -> pd.Series:
@@ -89,7 +91,7 @@ class Reached(NamedTuple):
 
 
 def first_reach(frame: pd.DataFrame | None, column: str, op: str, threshold: float,
-                window: int = 1) -> Reached | None:
+                window: int = 1, clock: str | None = None) -> Reached | None:
     """When one run (its metrics.csv, indexed by step) reaches `column OP threshold`, censored at its
     last logged step; None when the run logs no value of `column` or the threshold is NaN."""
     if frame is None or column not in frame.columns or math.isnan(threshold) or frame[column].isna().all():
@@ -98,8 +100,8 @@ def first_reach(frame: pd.DataFrame | None, column: str, op: str, threshold: flo
     hit = values >= threshold if op == ">=" else values <= threshold
     reached = bool(hit.any())
     step = hit.idxmax() if reached else frame.index.max()
-    clock = time_column(frame)
-    ticks = frame[clock].loc[:step].dropna() if clock is not None else ()
+    clock = clock if clock is not None else time_column(frame)
+    ticks = frame[clock].loc[:step].dropna() if clock in frame.columns else ()
     return Reached(float(step), float(ticks.iloc[-1]) if len(ticks) else math.nan, reached)
 
 

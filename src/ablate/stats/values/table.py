@@ -27,7 +27,7 @@ import pandas as pd
 
 from ablate.metrics import prompt_ratios
 from ablate.stats.values.blocks import flatten_summary
-from ablate.stats.values.reach import first_reach, reach_metric
+from ablate.stats.values.reach import CPU_COLUMN, first_reach, reach_metric
 
 VALUE_COLUMNS = ["run", "batch", "condition", "seed", "regime", "metric", "value"]
 CURVE_REGIME = "train"  # metrics.csv has no eval regime
@@ -171,7 +171,7 @@ def reach_values(sweep, labels: dict, metric: str, threshold: float) -> pd.DataF
     batches = run_batches(sweep)
     rows = []
     for r in (r for r in sweep.runs if r.ok):
-        found = first_reach(r.metrics, target.column, target.op, threshold)
+        found = first_reach(r.metrics, target.column, target.op, threshold, clock=CPU_COLUMN if target.cpu else None)
         value = math.nan if found is None else found.time_s if target.time else found.step
         rows.append({"run": r.rel, "batch": batches.get(r.rel, 0), "condition": labels.get(r.condition, r.label),
                      "seed": r.seed, "regime": CURVE_REGIME, "metric": metric, "value": value})
