@@ -33,7 +33,7 @@ from ablate.external.calibrate import planted_study, planted_table, rejection_ra
 
 
 def calibration(replications: int) -> None:
-    print(f"planted tables, 6 vs 6 seeds, sd 0.05, {replications} replications each (one-sided level 0.025)")
+    print(f"planted tables, 6 vs 6 seeds, sd 0.05, {replications} replications each (one-sided level 0.025)\n")
     print("| test | planted effect | replicated | not replicated | inconclusive | rate [95% Wilson] |")
     print("|---|---|---|---|---|---|")
     from ablate.stats.maths.intervals import wilson_interval

@@ -81,6 +81,9 @@ def sections(args) -> list[dict]:
          "command": [py, "bench/bench_tiny_model.py", "--steps", "5", *threads]},
         {"name": "stats", "title": "ablate.stats report time (fixed sizes)", "markdown": False,
          "command": [py, "bench/bench_stats.py", "--quick"]},
+        {"name": "external", "title": "External studies: planted tables' verdicts through the CLI, a 1,000-run table's "
+                                      "report time", "markdown": True,
+         "command": [py, "bench/bench_external.py", "--replications", "50"]},
         {"name": "countdown", "title": "Countdown generator, solver and verifier", "markdown": False,
          "command": [py, "bench/bench_countdown.py", "--n", "5000"]},
         {"name": "hostile", "title": "Verifier and calculator on hostile input (worst case per function, up to 5 MB)",

@@ -65,6 +65,8 @@ def test_planted_effect_is_replicated_and_null_is_not(tmp_path, name):
     md = (tmp_path / "report" / "report.md").read_text()
     assert "dapo_beats_grpo" in md and "exploratory" in md  # no registration: every verdict exploratory
     assert "python -m ablate.studies.register --study STUDY.yaml" in md
+    # a table's column has no eval regime: the claim shows the summary's neutral `runs`, not a preset's no_tool
+    assert row["regime"] == "runs" and "accuracy (`runs`)" in md and "no_tool" not in md
     rc, claims = report(tmp_path, *write(tmp_path, table(0.0, rng_seed=1), name=name))
     assert rc == 0 and claims.iloc[0]["verdict"] != "replicated"
 
@@ -208,12 +210,17 @@ def test_per_prompt_table_for_the_describing_tests(tmp_path):
     rows.append({"algo": "dapo", "seed": 42, "id": "q0", "n": 4, "n_correct": 1})  # a run RUNS lacks
     prompts = tmp_path / "prompts.csv"
     pd.DataFrame(rows).to_csv(prompts, index=False)
+    gate = {"check": "dapo solves prompts", "metric": "pass@1", "op": ">=", "threshold": 0.5}
     study = {**STUDY, "metrics": ["pass@1", "accuracy"], "claims": [
-        {**STUDY["claims"][0], "id": "pass1", "metric": "pass@1", "effect": 0.1}]}
+        {**STUDY["claims"][0], "id": "pass1", "metric": "pass@1", "effect": 0.1},
+        {**STUDY["claims"][0], "id": "gated", "effect": 0.02, "precondition": gate}]}
     rc, claims = report(tmp_path, *write(tmp_path, table(0.05), study), "--prompts", str(prompts))
     assert rc == 0
-    row = claims.iloc[0]
+    row, gated = claims.iloc[0], claims.iloc[1]
     assert row["verdict"] == "replicated" and row["estimate"] == pytest.approx(0.4, abs=0.08)
+    assert row["regime"] == "no_tool"  # a per-prompt metric keeps its table's regime (no_tool by default)
+    # a claim on a column (regime `runs`) gated on a per-prompt metric: the gate still reads it under no_tool
+    assert gated["regime"] == "runs" and gated["precondition_status"] == "held" and gated["verdict"] == "replicated"
     cmp = pd.read_csv(tmp_path / "report" / "comparisons.csv")
     assert len(cmp) and (cmp["n_shared_prompts"] == 20).all()  # the paired prompt test describes the models
     md = (tmp_path / "report" / "report.md").read_text()

@@ -9,7 +9,8 @@ or wandb-csv (a CSV exported from the W&B runs table, or a line-plot panel's CSV
                 seed 3; `lr{lr}/seed{seed}` spans two directories. Files under no match are listed, not read.
   --map CSV     a table with a `path` column (relative to the CSV) and the condition columns and `seed`: each
                 path is one run's directory or file.
-  wandb         without --pattern: the run directory's files/config.yaml gives `seed` and the --conditions keys.
+  wandb         without --pattern: each run's own config (in its run-<id>.wandb log, read by wandb's own
+                reader: ablate.external.wandb_runs) gives `seed` and the --conditions keys.
   wandb-csv     the table's own columns (seed and --conditions), or --pattern on its Name column.
 
 It prints which runs and metrics it found and one line per problem (a damaged event file, a path no
@@ -25,13 +26,10 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from ablate.external.readers import READERS
+from ablate.external.wandb_runs import runs_by_config, wandb_csv
 from ablate.rundir.atomic import write_bytes
-
-FINISHED = {"finished"}
-
 
 def compile_pattern(pattern: str) -> re.Pattern:
     """`{algo}_s{seed}` -> a regex with one named group per field (a field never spans a `/`)."""
@@ -60,11 +58,16 @@ def identify(rel: Path, pattern: re.Pattern) -> tuple[int, dict[str, str]] | Non
     return None
 
 
-def discover(root: Path, glob: str) -> list[Path]:
-    return [root] if root.is_file() else sorted(p for p in root.rglob(glob) if p.is_file())
+def globs(glob: str | tuple[str, ...]) -> tuple[str, ...]:
+    """A reader's file name glob(s) (ablate.external.readers.READERS) as a tuple."""
+    return (glob,) if isinstance(glob, str) else tuple(glob)
 
 
-def runs_by_pattern(roots: list[Path], glob: str, pattern: re.Pattern, problems: list[str]) -> dict:
+def discover(root: Path, glob: str | tuple[str, ...]) -> list[Path]:
+    return [root] if root.is_file() else sorted({p for g in globs(glob) for p in root.rglob(g) if p.is_file()})
+
+
+def runs_by_pattern(roots: list[Path], glob, pattern: re.Pattern, problems: list[str]) -> dict:
     """run name -> (fields, files): every file below `roots` grouped by the directory the pattern named."""
     runs: dict[str, tuple[dict, list[Path]]] = {}
     for root in roots:
@@ -81,7 +84,7 @@ def runs_by_pattern(roots: list[Path], glob: str, pattern: re.Pattern, problems:
     return runs
 
 
-def runs_by_map(mapping: Path, glob: str, problems: list[str]) -> dict:
+def runs_by_map(mapping: Path, glob, problems: list[str]) -> dict:
     table = pd.read_csv(mapping, dtype=str, keep_default_na=False)
     if "path" not in table.columns or "seed" not in table.columns:
         raise SystemExit(f"error: --map {mapping} needs a `path` and a `seed` column")
@@ -90,31 +93,9 @@ def runs_by_map(mapping: Path, glob: str, problems: list[str]) -> dict:
         path = (mapping.parent / row["path"]) if not Path(row["path"]).is_absolute() else Path(row["path"])
         files = discover(path, glob) if path.exists() else []
         if not files:
-            problems.append(f"--map {mapping.name} line {i + 2}: {path} holds no {glob}; run not read")
+            problems.append(f"--map {mapping.name} line {i + 2}: {path} holds no {' or '.join(globs(glob))}; run not read")
             continue
         runs[str(row["path"])] = ({k: v for k, v in row.items() if k != "path"}, files)
-    return runs
-
-
-def runs_by_wandb_config(roots: list[Path], conditions: list[str], problems: list[str]) -> dict:
-    """wandb run directories identified by their own files/config.yaml ({key: {value: v}})."""
-    runs = {}
-    for root in roots:
-        for summary in discover(root, "wandb-summary.json"):
-            config_file = summary.parent / "config.yaml"
-            run_dir = summary.parent.parent if summary.parent.name == "files" else summary.parent
-            try:
-                raw = yaml.safe_load(config_file.read_text(encoding="utf-8")) or {}
-            except (OSError, yaml.YAMLError) as exc:
-                problems.append(f"{run_dir}: files/config.yaml unreadable ({' '.join(str(exc).split())[:120]}); "
-                                "run not read")
-                continue
-            values = {k: (v.get("value") if isinstance(v, dict) else v) for k, v in raw.items()}
-            lacking = [k for k in ["seed", *conditions] if values.get(k) is None]
-            if lacking:
-                problems.append(f"{run_dir}: its config has no {', '.join(lacking)}; run not read")
-                continue
-            runs[run_dir.name] = ({k: str(values[k]) for k in ["seed", *conditions]}, [summary])
     return runs
 
 
@@ -134,48 +115,6 @@ def read_runs(kind: str, runs: dict, problems: list[str]) -> pd.DataFrame:
         frame.insert(0, "run", name)
         parts.append(frame)
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
-
-
-def wandb_csv(path: Path, pattern: re.Pattern | None, problems: list[str]) -> pd.DataFrame:
-    """A W&B CSV export: the runs table (one row per run; Name, State, Created, config and summary columns)
-    or a line plot's (Step, `<run> - <metric>`, with __MIN/__MAX companions, which are dropped)."""
-    table = pd.read_csv(path)
-    if "Step" in table.columns and any(" - " in c for c in table.columns):
-        return _wandb_history(table, pattern, path, problems)
-    if "State" in table.columns:
-        bad = table["State"].astype(str).str.lower().map(lambda s: s not in FINISHED)
-        for i in table.index[bad]:
-            problems.append(f"{path.name} line {i + 2} ({table.at[i, 'Name'] if 'Name' in table else i}): state "
-                            f"{table.at[i, 'State']!r}, not finished; left out of the table")
-        table = table[~bad]
-    if "Created" in table.columns:
-        table = table.rename(columns={"Created": "started_at"})
-    if pattern is not None and "Name" in table.columns:
-        table = _fields_from_names(table, "Name", pattern, path, problems)
-    return table.drop(columns=[c for c in ("State", "Notes", "User", "Tags", "Sweep") if c in table.columns])
-
-
-def _fields_from_names(table: pd.DataFrame, column: str, pattern: re.Pattern, path: Path, problems) -> pd.DataFrame:
-    rows = []
-    for i, name in table[column].astype(str).items():
-        m = pattern.fullmatch(name)
-        if m is None:
-            problems.append(f"{path.name}: run {name!r} does not match the pattern {pattern.pattern!r}; left out")
-            continue
-        rows.append({**table.loc[i].to_dict(), **{k.replace("__", "."): v for k, v in m.groupdict().items()}})
-    return pd.DataFrame(rows).rename(columns={column: "run"})
-
-
-def _wandb_history(table: pd.DataFrame, pattern, path: Path, problems) -> pd.DataFrame:
-    if pattern is None:
-        raise SystemExit(f"error: {path} is a W&B line-plot export: give --pattern to read each run's condition "
-                         "and seed from its name")
-    cols = [c for c in table.columns if " - " in c and not c.endswith(("__MIN", "__MAX"))]
-    long = table.melt(id_vars=["Step"], value_vars=cols, var_name="key", value_name="value").dropna(subset=["value"])
-    long[["Name", "metric"]] = long["key"].str.split(" - ", n=1, expand=True)
-    wide = long.pivot_table(index=["Name", "Step"], columns="metric", values="value", aggfunc="last").reset_index()
-    wide.columns.name = None
-    return _fields_from_names(wide.rename(columns={"Step": "step"}), "Name", pattern, path, problems)
 
 
 def found_lines(table: pd.DataFrame, fields: list[str]) -> list[str]:
@@ -200,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("paths", nargs="+", type=Path, metavar="PATH")
     p.add_argument("--pattern", help="a run's condition and seed from its path, e.g. '{algo}_s{seed}'")
     p.add_argument("--map", type=Path, help="CSV: path, condition columns, seed (paths relative to it)")
-    p.add_argument("--conditions", default="", help="wandb / wandb-csv: the condition keys, e.g. algo,lr")
+    p.add_argument("--conditions", default="", help="wandb / wandb-csv: the condition keys, e.g. algo,optim.lr")
     p.add_argument("--out", type=Path, required=True, help="the tidy table to write (.csv, .parquet or .jsonl)")
     args = p.parse_args(argv)
     missing = [str(x) for x in args.paths if not x.exists()]
@@ -235,7 +174,7 @@ def _convert(args, pattern, conditions, problems, parser) -> pd.DataFrame:
     elif pattern is not None:
         runs = runs_by_pattern(args.paths, glob, pattern, problems)
     elif args.kind == "wandb":
-        runs = runs_by_wandb_config(args.paths, conditions, problems)
+        return runs_by_config(args.paths, conditions, problems)
     else:
         parser.error("say which run is which: --pattern '{algo}_s{seed}' or --map runs_map.csv")
     return read_runs(args.kind, runs, problems)

@@ -11,18 +11,41 @@ refused: the arm is aliased with where or when it ran, so no verdict can say whi
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
 import pandas as pd
 
-from ablate.external.tidy import TidyRuns
+from ablate.external.tidy import RUNS_REGIME, TidyRuns
 from ablate.stats.claims.aliasing import places_by_label, refuse_aliased
-from ablate.stats.claims.engine import ClaimsResult, claim_metrics, evaluate, reach_thresholds
+from ablate.stats.claims.engine import ClaimsResult, claim_metrics, components, evaluate, reach_thresholds
 from ablate.stats.values.reach import reach_metric
 from ablate.stats.claims.registration import find_registration, read_registration
 from ablate.stats.claims.standing import decide, fingerprint_problems, first_start
 from ablate.stats.values.table import CURVE_REGIME, VALUE_COLUMNS, curve_value, eval_values, is_curve_metric, reach_values
+
+
+def on_table_columns(declared, columns) -> object:
+    """`declared` with each claim on the table's own columns read in regime `runs`: a table has no eval
+    regime, so the claims table shows the same neutral label as the summary (not a preset's default
+    `no_tool`). Claims on per-prompt metrics keep theirs, and so do their preconditions."""
+    columns = set(columns)
+
+    def own(metric) -> bool:
+        return isinstance(metric, str) and all(part in columns for part in components(metric))
+
+    def retag(claim):
+        if not own(claim.metric):
+            return claim
+        gates = {g: dataclasses.replace(g, regime=claim.regime) for g in claim.gates
+                 if g.metric and g.regime is None and not own(g.metric)}
+        return dataclasses.replace(claim, regime=RUNS_REGIME, baseline_regime=None,
+                                   precondition=gates.get(claim.precondition, claim.precondition),
+                                   also=tuple(gates.get(g, g) for g in claim.also))
+
+    return dataclasses.replace(declared, claims=[retag(c) for c in declared.claims])
+
 
 def claim_regimes(declared) -> list[str]:
     """The eval regimes the claims read a plain metric in (a table has none: its values serve each)."""
@@ -51,6 +74,7 @@ def tidy_values(tr: TidyRuns, labels: dict, metrics, regimes) -> pd.DataFrame:
 
 def table_claims(tr: TidyRuns, declared, labels: dict, effect: float) -> ClaimsResult:
     """`declared` decided on the table's runs (ablate.stats.claims.engine.sweep_claims' steps, from the table)."""
+    declared = on_table_columns(declared, tr.metric_columns)
     table = tidy_values(tr, labels, claim_metrics(declared), claim_regimes(declared))
     thresholds = reach_thresholds(declared, table)
     done: set[str] = set()

@@ -6,10 +6,15 @@ rows (None when nothing could be read). No reader raises on a damaged file: it n
   any torch.utils.tensorboard.SummaryWriter) — every scalar, by its tag, at its step; `started_at` is the
   first event's wall time.
 - trl: a Hugging Face / TRL `trainer_state.json` — its `log_history`, one entry per logging step.
-- verl: verl's console log (`step:3 - actor/entropy:0.512 - ...`, its LocalLogger; other lines ignored) or
-  its JSON-lines file logger (`{"step": 3, "data": {...}}`).
-- summary: a JSON object of one run's final numbers (nested keys joined by `/`), one row at step 0;
-  wandb's `files/wandb-summary.json` is one.
+- verl: what verl's trainer logs (verl/utils/tracking.py, Tracking) with `trainer.logger` `console` or `file`.
+  console: its LocalLogger prints `concat_dict_to_str` (verl/utils/logger/aggregate_logger.py) to stdout,
+  `step:3 - actor/entropy:0.512 - ...` behind Ray's `(TaskRunner pid=..)` prefix; the value is
+  `pprint.pformat(v)` (numpy scalars as `np.float64(0.5)`; verl before 2025 wrote `{v:.3f}`); other lines of
+  the log are ignored. file: its FileLogger writes `{"step": 3, "data": {...}}` a line (orjson: NaN as null)
+  to $VERL_FILE_LOGGER_PATH or `<VERL_FILE_LOGGER_ROOT>/<project>/<experiment>.jsonl`; a JSON-lines file of
+  another shape (the rollout dumps of `trainer.rollout_data_dir`) is named and skipped.
+- summary: a JSON object of one run's final numbers (nested keys joined by `/`), one row at step 0.
+- wandb: a W&B run's transaction log `run-<id>.wandb`, read by wandb's own reader (ablate.external.wandb_runs).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ablate.external.wandb_runs import LOG_GLOB, read_wandb
 from ablate.stats.read.samples import short
 
 MAX_FILE = 512 << 20  # a log far larger than this is damage, not a log
@@ -145,49 +151,86 @@ def read_trainer_state(files: list[Path], problems: list[str], where: str) -> pd
 
 _VERL_LINE = re.compile(r"step:(\d+)\s+-\s+(.*)$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_NUMPY_REPR = re.compile(r"^np\.\w+\((.*)\)$")  # pprint.pformat(np.float64(0.5)) under numpy >= 2
 
 
 def read_verl(files: list[Path], problems: list[str], where: str) -> pd.DataFrame | None:
-    rows = []
+    rows: list[dict] = []
     for path in sorted(files):
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError as exc:
             problems.append(f"{where}: {path.name} unreadable ({short(exc)}); not used")
             continue
-        before = len(rows)
-        for n, line in enumerate(text.splitlines(), 1):
-            line = _ANSI.sub("", line).strip()
-            if line.startswith("{"):
-                rows += _verl_json(line, path.name, n, problems, where)
-                continue
-            m = _VERL_LINE.search(line)
-            if m is None:
-                continue
-            row = {"step": int(m.group(1))}
-            for item in m.group(2).split(" - "):
-                key, sep, value = item.rpartition(":")
-                try:
-                    row[key.strip()] = float(value)
-                except ValueError:
-                    problems.append(f"{where}: {path.name} line {n}: {item.strip()!r} is not key:number; not used")
-            rows.append(row)
-        if len(rows) == before:
-            problems.append(f"{where}: {path.name} has no verl metric line (step:N - key:value ...); nothing read")
+        found = (_verl_jsonl(text, path.name, problems, where) if path.suffix == ".jsonl" or _is_file_logger(text)
+                 else _verl_console(text, path.name, problems, where))
+        if found is None:
+            continue
+        rows += found
+        if not found:
+            problems.append(f"{where}: {path.name} has no verl metric line (step:N - key:value ..., or "
+                            '{"step": N, "data": {...}}); nothing read')
+    bad: dict[str, int] = {}
+    for row in rows:
+        for key in [k for k, v in row.items() if not math.isfinite(v)]:
+            bad[key] = bad.get(key, 0) + 1
+            del row[key]
+    for key, count in sorted(bad.items()):
+        problems.append(f"{where}: {key} logged {count} non-finite value(s) (NaN or infinite); not used")
     return _frame(rows)
 
 
-def _verl_json(line: str, name: str, n: int, problems: list[str], where: str) -> list[dict]:
+def _is_file_logger(text: str) -> bool:
+    """Whether the file's first line is the FileLogger's (at $VERL_FILE_LOGGER_PATH it may have any name)."""
+    first = text.lstrip().partition("\n")[0]
     try:
-        entry = json.loads(line)
-    except ValueError as exc:
-        problems.append(f"{where}: {name} line {n} unreadable ({short(exc)}); not used")
-        return []
-    if not isinstance(entry, dict) or not isinstance(entry.get("step"), int):
-        problems.append(f"{where}: {name} line {n} has no whole `step`; not used")
-        return []
-    data = entry.get("data") if isinstance(entry.get("data"), dict) else {k: v for k, v in entry.items() if k != "step"}
-    return [{**_numbers(data), "step": entry["step"]}]
+        entry = json.loads(first)
+    except ValueError:
+        return False
+    return isinstance(entry, dict) and "step" in entry and "data" in entry
+
+
+def _verl_console(text: str, name: str, problems: list[str], where: str) -> list[dict]:
+    """The metric lines of a console log (verl prints every numbers.Number: a bool is no metric, and is skipped)."""
+    rows = []
+    for n, line in enumerate(text.splitlines(), 1):
+        m = _VERL_LINE.search(_ANSI.sub("", line).strip())
+        if m is None:
+            continue
+        row = {"step": int(m.group(1))}
+        for item in m.group(2).split(" - "):
+            key, _, value = item.rpartition(":")
+            value = _NUMPY_REPR.sub(r"\1", value.strip())
+            try:
+                row[key.strip()] = float(value)
+            except ValueError:
+                if value not in ("True", "False"):  # a bool is a numbers.Number; numpy's np.True_ is not
+                    problems.append(f"{where}: {name} line {n}: {item.strip()!r} is not key:number; not used")
+        rows.append(row)
+    return rows
+
+
+def _verl_jsonl(text: str, name: str, problems: list[str], where: str) -> list[dict] | None:
+    """The lines of verl's FileLogger; None (and one problem line) when the file is JSON lines of another shape."""
+    rows, unreadable = [], []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            unreadable.append(n)
+            continue
+        if not (isinstance(entry, dict) and isinstance(entry.get("step"), int) and isinstance(entry.get("data"), dict)):
+            problems.append(f"{where}: {name} line {n} is not verl's file logger's {{\"step\": N, \"data\": {{...}}}}; "
+                            "the file is not read")
+            return None
+        rows.append({**{k: math.nan if v is None else float(v) for k, v in entry["data"].items()  # orjson: NaN as null
+                        if v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))}, "step": entry["step"]})
+    if unreadable:
+        problems.append(f"{where}: {name} line(s) {', '.join(map(str, unreadable[:10]))}"
+                        f"{' ...' if len(unreadable) > 10 else ''} unreadable (not JSON); not used")
+    return rows
 
 
 def read_summary(files: list[Path], problems: list[str], where: str) -> pd.DataFrame | None:
@@ -199,7 +242,7 @@ def read_summary(files: list[Path], problems: list[str], where: str) -> pd.DataF
         if not isinstance(data, dict):
             problems.append(f"{where}: {path.name} is not a JSON object of metrics; not used")
             continue
-        numbers = {k: v for k, v in _numbers(data).items() if not k.startswith("_")}  # wandb's _step, _runtime ...
+        numbers = {k: v for k, v in _numbers(data).items() if not k.startswith("_")}  # e.g. wandb-summary.json's _step
         if not numbers:
             problems.append(f"{where}: {path.name} holds no numbers; nothing read")
             continue
@@ -215,7 +258,7 @@ def read_summary(files: list[Path], problems: list[str], where: str) -> pd.DataF
 READERS = {  # kind -> (file name glob, reader, what it reads)
     "tensorboard": ("events.out.tfevents.*", read_tensorboard, "TensorBoard event files"),
     "trl": ("trainer_state.json", read_trainer_state, "trainer_state.json log history (TRL, HF Trainer)"),
-    "verl": ("*.log", read_verl, "verl console logs (step:N - key:value) or its JSON-lines file logger"),
+    "verl": (("*.log", "*.out", "*.jsonl"), read_verl, "verl's console log (step:N - key:value) or file logger (.jsonl)"),
     "summary": ("*.json", read_summary, "one JSON object of final numbers per run"),
-    "wandb": ("wandb-summary.json", read_summary, "wandb run directories' files/wandb-summary.json"),
+    "wandb": (LOG_GLOB, read_wandb, "W&B run directories (their run-<id>.wandb logs, read by wandb itself)"),
 }

@@ -18,7 +18,7 @@ import pandas as pd
 import yaml
 
 from ablate.external.decide import decide_table
-from ablate.external.tidy import TidyError, TidyRuns, read_table, tidy_runs
+from ablate.external.tidy import RUNS_REGIME, TidyError, TidyRuns, read_table, tidy_runs
 from ablate.stats.stages.analysis import Analysis
 from ablate.stats.values.blocks import available_metrics
 from ablate.stats.stages.compare import compare
@@ -33,7 +33,6 @@ from ablate.stats.stages.summary import SUMMARY_COLUMNS, summarize
 from ablate.stats.values.table import AGGREGATES
 
 _CURVE = re.compile(rf"^(?:{'|'.join(AGGREGATES)}):(.+?)(?:@-?\d*:-?\d*)?$")  # AGG:COLUMN[@START:END]
-RUNS_REGIME = "runs"  # summary.csv's regime of the table's run-level metrics
 NO_PROMPTS = ("The table has run-level metrics only: each condition is described by its seeds' mean and t-interval "
               "(regime `runs`); the claims table decides. Comparisons over prompts need per-prompt results.")
 

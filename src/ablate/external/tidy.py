@@ -33,6 +33,7 @@ TABLE_SUFFIXES = {".csv": "csv", ".tsv": "csv", ".parquet": "parquet", ".pq": "p
 BLOCK_COLUMNS = ("machine", "torch_version", "started_at")  # where and when a run ran: never its condition
 RESERVED = {"seed", "step", "look", "run", *BLOCK_COLUMNS}
 MAX_LINES = 40  # bad cells listed one line each up to this many, then counted in one line
+RUNS_REGIME = "runs"  # a table's metrics have no eval regime: this neutral label stands for one (summary, claims)
 
 
 class TidyError(StatsInputError):
