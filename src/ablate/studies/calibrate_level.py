@@ -335,11 +335,15 @@ def markdown(table: pd.DataFrame) -> str:
 
 def _grid(table: pd.DataFrame, counted: bool) -> str:
     levels = sorted(table["alpha"].unique())
-    n = table.groupby("alpha")["sweeps"].min()
-    cols = [f"{t}, α={a:g} ({int(n[a]):,} sweeps)" for t in ("Welch", "randomization") for a in levels]
+    lo, hi = table.groupby("alpha")["sweeps"].min(), table.groupby("alpha")["sweeps"].max()
+    n = {a: f"{int(lo[a]):,}" if lo[a] == hi[a] else f"{int(lo[a]):,}-{int(hi[a]):,}" for a in levels}
+    cols = [f"{t}, α={a:g} ({n[a]} sweeps)" for t in ("Welch", "randomization") for a in levels]
     first = ["regime", "counts (nominal rate)", "plan"] if counted else ["regime", "plan"]
     lines = ["| " + " | ".join(first) + " | " + " | ".join(cols) + " |", "|" + "---|" * (len(first) + len(cols))]
-    for (regime, plan), g in table.groupby(["regime", "plan"], sort=False):
+    groups = list(table.groupby(["regime", "plan"], sort=False))
+    if counted:  # futility, then non-inferiority, then one-sample; plans in order within each
+        groups.sort(key=lambda kv: (list(VERDICTS).index(family(kv[0][0])), list(PLANS).index(kv[0][1])))
+    for (regime, plan), g in groups:
         g = g.set_index(["test", "alpha"])
         cells = []
         for t in TESTS:
