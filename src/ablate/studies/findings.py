@@ -135,7 +135,8 @@ def _curve_rows(study_dir: Path, bridge: dict) -> list[dict]:
         at = curves[(curves["metric"] == spec["curve"]) & (curves["step"] == spec["step"])]
         rows += [{"run": f"{r.condition}: curves.csv.gz mean", "batch": 0, "condition": r.condition, "seed": "",
                   "regime": CURVE_REGIME, "metric": metric, "value": float(r.mean),
-                  "band_low": float(r.ci_low), "band_high": float(r.ci_high)} for r in at.itertuples()]
+                  "band_low": float(getattr(r, "ci_low", math.nan)), "band_high": float(getattr(r, "ci_high", math.nan))}
+                 for r in at.itertuples()]
     return rows
 
 
