@@ -1,5 +1,6 @@
 """docs/findings.md's claims tables are rendered from the committed reports, never typed."""
 
+import math
 from pathlib import Path
 
 import pytest
@@ -104,6 +105,11 @@ def test_a_curve_precondition_reads_curves_csv_gz_and_names_an_unconverted_curve
     curves.to_csv(tmp_path / "curves.csv.gz", index=False, compression={"method": "gzip", "mtime": 0})
     rows = _curve_rows(tmp_path, bridge)
     assert {(r["condition"], r["value"]) for r in rows} == {("off", 0.2), ("tool=on", 0.4)}
+    assert all(math.isnan(r["band_low"]) for r in rows)  # a table without its band: the gate has no interval
+    curves.assign(ci_low=[0.0, 0.15, 0.3], ci_high=[0.2, 0.25, 0.5]).to_csv(
+        tmp_path / "curves.csv.gz", index=False, compression={"method": "gzip", "mtime": 0})
+    band = {r["condition"]: (r["band_low"], r["band_high"]) for r in _curve_rows(tmp_path, bridge)}
+    assert band == {"off": (0.15, 0.25), "tool=on": (0.3, 0.5)}  # the condition mean's t band: its interval
     assert _curve_rows(tmp_path, {"metrics": {"x": "a_mechanism_column"}}) == []  # no curve metric: not read
 
 

@@ -148,20 +148,23 @@ def test_gatekeeping_passes_the_primarys_alpha_to_the_secondary_and_the_default_
 
 
 def test_the_harness_fast_path_is_the_engines_decision():
-    """plan_rejections (vectorised) against engine.evaluate, sweep by sweep, in every regime, for both
-    tests; a planted shift in half the sweeps makes decisions happen at every look."""
-    from ablate.studies.calibrate_level import REGIMES, entry_rejections, plant, plan_rejections
+    """plan_rejections (vectorised) against engine.evaluate, sweep by sweep, in every regime (false positives,
+    futility, non-inferiority, one-sample), for both tests; planted shifts of either sign in some sweeps make
+    each verdict happen at every look, fully separated seeds with unequal spreads among them."""
+    from ablate.studies.calibrate_level import REGIMES, VERDICTS, entry_rejections, family, plant, plan_rejections
 
     rng = np.random.default_rng(0)
-    decided = 0
+    decided = {}
     for regime in REGIMES:
-        x, y = plant(regime, 10, 8, rng)
-        x[::2] += 3 * np.std(y[::2], axis=1, keepdims=True) + 0.02 * (regime == "zero-variance arm")
+        x, y = plant(regime, 10, 12, rng)
+        spread = np.std(np.concatenate([x, y], axis=1), axis=1, keepdims=True) + 0.01
+        x[::3] += 3 * spread[::3]
+        x[1::3] -= 3 * spread[1::3]
         for test in ("welch", "randomization"):
-            fast = plan_rejections(x, y, (5, 10), 0.05, test)
-            assert (fast == entry_rejections(x, y, (5, 10), 0.05, test)).all(), (regime, test)
-            decided += int(fast.sum())
-    assert decided > 25
+            fast = plan_rejections(x, y, (5, 10), 0.05, test, regime=regime)
+            assert (fast == entry_rejections(x, y, (5, 10), 0.05, test, regime)).all(), (regime, test)
+            decided[family(regime)] = decided.get(family(regime), 0) + int(fast.sum())
+    assert set(decided) == {"false positive", *VERDICTS} and min(decided.values()) >= 4, decided
 
 
 def test_the_planted_curve_summaries_are_the_reports():
@@ -193,6 +196,21 @@ def test_calibration_at_the_studies_levels_ci_sized():
     assert rows["welch", 0.008]["ratio"] > 1.9
 
 
+def test_futility_and_one_sample_verdicts_at_the_studies_levels_ci_sized():
+    """The new rows of the level table, small: "not replicated" when the effect of interest is true holds
+    alpha / 2 (3/6/12; 1,665 sweeps at 0.05: at a true 1.0x the rate exceeds 1.45x with probability < 0.01);
+    a one-sample claim holds alpha on normal seeds and not on a bimodal arm (no exact test guards it)."""
+    from ablate.studies.calibrate_level import nominal, run_cell
+
+    assert nominal("futility: sd ratio 1", 0.05) == 0.025 and nominal("one-sample: normal", 0.05) == 0.05
+    for regime, most in (("futility: sd ratio 1", 1.45), ("futility: zero-variance arm", 1.45),
+                         ("one-sample: normal", 1.45)):
+        rows = run_cell(regime, "3/6/12", 1665, seed=7, levels=(0.05,))
+        assert all(r["ratio"] <= most for r in rows), (regime, rows)
+    rows = run_cell("one-sample: bimodal", "3/6/12", 812, seed=7, levels=(0.05,))
+    assert all(r["ratio"] > 3 and not r["refused"] for r in rows)  # the guard has nothing to exchange
+
+
 def test_the_level_table_in_stats_md_is_rendered_from_the_saved_run():
     import re
     from pathlib import Path
@@ -206,11 +224,16 @@ def test_the_level_table_in_stats_md_is_rendered_from_the_saved_run():
     (have,) = re.findall(r"<!-- calibration:level -->\n(.*?)<!-- /calibration:level -->", doc, re.S)
     assert have == markdown(table), ("run: python -m ablate.studies.calibrate_level --render "
                                      "docs/calibration/level/*.csv --doc docs/stats.md")
-    # the saved run is the one the docs describe: every regime and plan, each level at its +-30% count
-    from ablate.studies.calibrate_level import LEVELS, PLANS, REGIMES, TESTS, sweeps_for
+    # the saved run is the one the docs describe: every regime and plan, each level at its +-30% count (the
+    # futility regimes, whose randomization half is the costly one, at the levels 0.008-0.05 only)
+    from ablate.studies.calibrate_level import LEVELS, PLANS, REGIMES, TESTS, family, nominal, sweeps_for
 
-    assert len(table) == len(REGIMES) * len(PLANS) * len(LEVELS) * len(TESTS)
-    assert (table.groupby("alpha")["sweeps"].min() >= [sweeps_for(a) for a in sorted(LEVELS)]).all()
+    for regime in REGIMES:
+        levels = [a for a in LEVELS if a >= 0.008] if family(regime) == "futility" else LEVELS
+        cells = table[table["regime"] == regime]
+        assert len(cells) == len(PLANS) * len(levels) * len(TESTS), regime
+        assert all(r.sweeps >= sweeps_for(nominal(regime, r.alpha)) for r in cells.itertuples()), regime
+    assert table["entry_mismatches"].sum() == 0
 
 
 def test_re_runs_share_the_claims_error_budget():

@@ -119,8 +119,8 @@ def _mechanism_rows(study_dir: Path, bridge: dict, runs: pd.DataFrame, sweep: st
 
 def _curve_rows(study_dir: Path, bridge: dict) -> list[dict]:
     """Bridge metrics read from curves.csv.gz at one step: the condition's mean over seeds (one row per
-    condition). For preconditions only, which compare that mean with a threshold: as a claim's
-    metric a condition mean would count as one seed."""
+    condition) with its t band (`band_low` / `band_high`). For preconditions only, which decide on that
+    interval: as a claim's metric a condition mean would count as one seed."""
     specs = {m: s for m, s in (bridge.get("metrics") or {}).items() if isinstance(s, dict) and "curve" in s}
     path = study_dir / "curves.csv.gz"
     if specs and not path.is_file() and path.with_suffix("").is_file():  # read nowhere since reports gzip it
@@ -134,7 +134,9 @@ def _curve_rows(study_dir: Path, bridge: dict) -> list[dict]:
     for metric, spec in specs.items():
         at = curves[(curves["metric"] == spec["curve"]) & (curves["step"] == spec["step"])]
         rows += [{"run": f"{r.condition}: curves.csv.gz mean", "batch": 0, "condition": r.condition, "seed": "",
-                  "regime": CURVE_REGIME, "metric": metric, "value": float(r.mean)} for r in at.itertuples()]
+                  "regime": CURVE_REGIME, "metric": metric, "value": float(r.mean),
+                  "band_low": float(getattr(r, "ci_low", math.nan)), "band_high": float(getattr(r, "ci_high", math.nan))}
+                 for r in at.itertuples()]
     return rows
 
 
@@ -169,7 +171,10 @@ def study_values(study_dir: Path, bridge: dict) -> pd.DataFrame:
     for sub, sweep in _reports(bridge).items():
         extra += _mechanism_rows(study_dir / sub, bridge, table, sweep)
     extra += _curve_rows(study_dir, bridge)
-    return pd.concat([table, pd.DataFrame(extra, columns=VALUE_COLUMNS)], ignore_index=True)
+    extra = pd.DataFrame(extra, columns=VALUE_COLUMNS + ["band_low", "band_high"])
+    if extra[["band_low", "band_high"]].isna().all().all():
+        extra = extra[VALUE_COLUMNS]
+    return pd.concat([table, extra], ignore_index=True)
 
 
 def run_statuses(study_dir: Path, bridge: dict) -> list[dict]:
@@ -303,7 +308,8 @@ def preconditions_block(results: dict) -> str:
                 continue
             check, _, _, needs = precondition_parts(r["precondition"])
             detail = str(r["precondition"]).partition(": ")[2]
-            measured = f"{r['precondition_value']:.3g}" if pd.notna(r["precondition_value"]) else "–"
+            # the engine's text: the mean and its interval (`= VALUE [LOW, HIGH] (needs ...)`)
+            measured = detail.partition(" = ")[2].rpartition(" (needs ")[0] or "–"
             if r["precondition_status"] == "declared":
                 needs, measured = "–", detail
             rows.append(f"| {study_dir.name} | {r['id']} | {check} | {needs} | {measured} | {r['precondition_status']} |")

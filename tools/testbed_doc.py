@@ -40,7 +40,7 @@ def committed_rows(findings_dir: Path) -> list[dict]:
         testbed = (yaml.safe_load((study_dir / BRIDGE).read_text()) or {}).get("testbed", "tiny")
         for r in result.table.to_dict("records"):
             status = r["precondition_status"]
-            if status not in ("held", "failed", "not measured"):
+            if status not in ("held", "failed", "undetermined", "not measured"):
                 continue
             check, metric, condition, needs = precondition_parts(r["precondition"])
             key = (study_dir.name, check)

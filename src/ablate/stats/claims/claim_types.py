@@ -24,7 +24,7 @@ import numpy as np
 
 from ablate.registry import Registry
 from ablate.stats.maths import level, rates
-from ablate.stats.maths.verdicts import Estimate, welch
+from ablate.stats.maths.verdicts import Estimate, rate_or_welch
 
 # a claim's `type` -> one instance of its class (`@CLAIM_TYPES.register` on the class, under its `name`)
 CLAIM_TYPES = Registry("type", entry=lambda name, cls: cls())
@@ -58,9 +58,11 @@ class ClaimType(abc.ABC):
         """The per-seed values the claim is about (default: the metric's own)."""
         return v
 
-    def estimate(self, claim, xs: np.ndarray, ys: np.ndarray | None, confidence: float) -> Estimate:
-        """The difference and its interval at `confidence` (default: Welch's, or the one-sample t)."""
-        return welch(xs, ys, confidence, claim.null)
+    def estimate(self, claim, xs: np.ndarray, ys: np.ndarray | None, confidence: float,
+                 trials: tuple | None = None) -> Estimate:
+        """The difference and its interval at `confidence` (default: Welch's, or the one-sample t; an arm of a
+        rate metric with no events on any seed: its exact Clopper-Pearson bound, `trials` its trial counts)."""
+        return rate_or_welch(xs, ys, confidence, claim.null, trials)
 
     def exact_p(self, claim, xs: np.ndarray, ys: np.ndarray) -> float | None:
         """The randomization p-value over seed labels for the claim's 'replicated' side (None: this type
@@ -78,14 +80,22 @@ class ClaimType(abc.ABC):
         if not self.has_exact_test:
             return "inconclusive", (f"{reason}; type {self.name} has no randomization test (declare "
                                     "`test: welch`, or give the type an `exact_p`)")
-        return level.guard(verdict, reason, xs, ys, alpha, lambda: self.exact_p(claim, xs, ys))
+        return level.guard(verdict, reason, xs, ys, alpha, lambda: self.exact_p(claim, xs, ys),
+                           self.apart(claim, xs, ys))
+
+    def apart(self, claim, xs, ys) -> bool:
+        """Whether every seed of the condition lies beyond every seed of the baseline on the side the exact
+        test's 'replicated' reads (level.separated): then no spread can fake the result and the guard lets
+        the exact test decide (default: no such side, e.g. a two-sided equivalence)."""
+        return False
 
     def settled_spread(self, claim, xs, ys, test: str) -> float | None:
         """The low end of the arms' SD ratio when the spread guard is expected to refuse them at any n
-        (level.spread_settled), else None: more seeds cannot decide the claim then."""
+        (level.spread_settled), else None: more seeds cannot decide the claim then (fully separated seeds
+        are not refused, so more of them can)."""
         if test != "randomization" or not self.in_family or ys is None or not self.has_exact_test:
             return None
-        return level.spread_settled(xs, ys)
+        return None if self.apart(claim, xs, ys) else level.spread_settled(xs, ys)
 
     def floor(self, claim, n: int, m: int, test: str) -> float:
         """The smallest one-sided p the look's exact test can reach at n vs m seeds (0: no such test)."""
@@ -140,6 +150,9 @@ class Superiority(ClaimType):
     def exact_p(self, claim, xs, ys):  # H0: d * diff <= 0
         return level.randomization_p(xs, ys, claim.direction, 0.0)
 
+    def apart(self, claim, xs, ys):
+        return bool(level.separated(xs, ys, claim.direction))
+
     def claimed(self, claim):
         whose = "" if math.isfinite(claim.effect) else " (the paper's)"
         return f"superiority, {'higher' if claim.direction > 0 else 'lower'}; effect of interest {claim.bar:.3g}{whose}"
@@ -169,6 +182,9 @@ class NonInferiority(ClaimType):
 
     def exact_p(self, claim, xs, ys):  # H0: d * diff <= -margin (keeps_gain: its margin a share of the gain)
         return level.randomization_p(xs, ys, claim.direction, -claim.margin)
+
+    def apart(self, claim, xs, ys):  # the values the exact test reads: x shifted by the margin
+        return bool(level.separated(np.asarray(xs) + claim.direction * claim.margin, ys, claim.direction))
 
     def claimed(self, claim):
         return f"non-inferiority, margin {claim.margin:.3g}"
@@ -286,7 +302,7 @@ class SuccessRate(Superiority):
     def values(self, claim, v):
         return rates.meets(v, *claim.success)
 
-    def estimate(self, claim, xs, ys, confidence):
+    def estimate(self, claim, xs, ys, confidence, trials=None):  # counts of seeds: the metric's trials do not apply
         k, n, j, m = int(xs.sum()), xs.size, int(ys.sum()), ys.size
         if n < 1 or m < 1:
             return Estimate(math.nan, math.nan, math.nan, math.nan, math.nan, "no seeds")

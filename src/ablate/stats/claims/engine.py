@@ -22,9 +22,9 @@ from ablate.stats.maths import level
 from ablate.stats.maths.multiplicity import sequentially_rejective
 from ablate.stats.maths.power import pooled_sd, seeds_needed
 from ablate.stats.maths.sequential import information, nominal_levels
-from ablate.stats.maths.verdicts import compare, rate
+from ablate.stats.maths.verdicts import gate, rate
 from ablate.stats.values.reach import reach_metric
-from ablate.stats.values.table import CURVE_REGIME, is_curve_metric, reach_values, sweep_values
+from ablate.stats.values.table import CURVE_REGIME, OPTIONAL_COLUMNS, is_curve_metric, reach_values, sweep_values
 
 NO_ALPHA = "the plan has no alpha left at this look"  # a look the spending function gave nothing
 CLAIM_COLUMNS = [
@@ -61,7 +61,8 @@ def condition_values(table: pd.DataFrame, condition: str, regime: str, metric: s
         a, b = (condition_values(table, condition, regime, m) for m in parts)
         both = a.merge(b[["run", "value"]], on="run", suffixes=("", "_minus"))
         both["value"] = both["value"] - both["value_minus"]
-        return both.drop(columns="value_minus").sort_values("batch", kind="stable")
+        own = [c for c in OPTIONAL_COLUMNS if c in both]  # a component's trials or band are not the difference's
+        return both.drop(columns=["value_minus", *own]).sort_values("batch", kind="stable")
     regime = CURVE_REGIME if is_curve_metric(metric) else regime
     rows = table[(table["condition"] == condition) & (table["regime"] == regime) & (table["metric"] == metric)]
     rows = rows[np.isfinite(rows["value"].to_numpy(dtype=np.float64))]
@@ -70,7 +71,7 @@ def condition_values(table: pd.DataFrame, condition: str, regime: str, metric: s
 
 def _precondition(claim: Claim, table: pd.DataFrame) -> tuple[str, float, str]:
     """(status, value, text) of the first gate that does not hold, else of the last: status held /
-    failed / not measured / declared (none: no gate)."""
+    failed / undetermined / not measured / declared (none: no gate)."""
     out = ("none", math.nan, "")
     for pre in claim.gates:
         out = _gate(claim, pre, table)
@@ -86,10 +87,11 @@ def _gate(claim: Claim, pre, table: pd.DataFrame) -> tuple[str, float, str]:
     rows = condition_values(table, cond, pre.regime or claim.regime, pre.metric)
     if rows.empty:
         return "not measured", math.nan, f"{pre.check}: no {pre.metric} for {cond}"
-    value = float(rows["value"].mean())
-    held = compare(pre.op, value, pre.threshold)
-    text = f"{pre.check}: {pre.metric} of {cond} = {value:.3g} (needs {pre.op} {pre.threshold:g})"
-    return ("held" if held else "failed"), value, text
+    band = (float(rows["band_low"].iloc[0]), float(rows["band_high"].iloc[0])) if "band_low" in rows else None
+    g = gate(rows["value"], pre.op, pre.threshold, band=band if len(rows) == 1 else None)
+    shown = (f"{g.value:.3g} (one value: no interval)" if not math.isfinite(g.low) else f"{g.value:.3g}"
+             if g.low == g.high else f"{g.value:.3g} [{g.low:.3g}, {g.high:.3g}]")  # a point: no seed spread
+    return g.status, g.value, f"{pre.check}: {pre.metric} of {cond} = {shown} (needs {pre.op} {pre.threshold:g})"
 
 
 def look_history(x: pd.DataFrame, y: pd.DataFrame | None) -> list[tuple[int, int, int]]:
@@ -122,11 +124,13 @@ def _planned(now: tuple, before: tuple | None, plan: Plan) -> bool:
     return plan.declared and bool(changed) and all(n in plan.looks for n in changed)
 
 
-def look_verdict(claim: Claim, xs: np.ndarray, ys: np.ndarray | None, a: float, test: str = "welch"):
+def look_verdict(claim: Claim, xs: np.ndarray, ys: np.ndarray | None, a: float, test: str = "welch",
+                 trials: tuple | None = None):
     """(estimate, verdict, excluded, reason) of one look at nominal level `a` (xs, ys: the claim's
-    per-seed values so far, ClaimType.values applied)."""
+    per-seed values so far, ClaimType.values applied; trials: each arm's per-seed trial counts of a rate
+    metric, or None)."""
     rule = CLAIM_TYPES[claim.kind]
-    est = rule.estimate(claim, xs, ys, 1.0 - a if a > 0 else 1.0 - 1e-12)
+    est = rule.estimate(claim, xs, ys, 1.0 - a if a > 0 else 1.0 - 1e-12, trials)
     v, excluded, why = decide(claim, est.low, est.high)
     if claim.in_family:  # the study's test (or the claim type's exact test) has its say
         guarded, why = rule.guard(claim, v, why, xs, ys, a, test)
@@ -149,7 +153,8 @@ def _decide_looks(claim: Claim, x: pd.DataFrame, y: pd.DataFrame | None, plan: P
     for (b, nx, ny), t, a in zip(history, fractions, levels):
         xs = x[x["batch"] <= b]["value"].to_numpy(dtype=np.float64)
         ys = None if one_sample else y[y["batch"] <= b]["value"].to_numpy(dtype=np.float64)
-        est, v, excluded, why = look_verdict(claim, xs, ys, a, test)
+        trials = (_trials(x, b), None if one_sample else _trials(y, b))
+        est, v, excluded, why = look_verdict(claim, xs, ys, a, test, trials)
         if a <= 0 and claim.in_family:
             v, excluded, why = "inconclusive", "", NO_ALPHA
         out.append({"n": nx, "n_baseline": None if one_sample else ny, "fraction": t, "alpha_nominal": a,
@@ -157,6 +162,11 @@ def _decide_looks(claim: Claim, x: pd.DataFrame, y: pd.DataFrame | None, plan: P
                     "planned": _planned((nx, None if one_sample else ny), before, plan)})
         before = (nx, None if one_sample else ny)
     return out
+
+
+def _trials(rows: pd.DataFrame, batch: int) -> np.ndarray | None:
+    """The per-seed trial counts of a rate metric's rows up to `batch` (the values table's `trials`), or None."""
+    return rows[rows["batch"] <= batch]["trials"].to_numpy(dtype=np.float64) if "trials" in rows else None
 
 
 def _multiplicity_reason(reason: str, procedure: str, level: float) -> str:
@@ -246,7 +256,7 @@ def _evaluate_one(claim: Claim, table: pd.DataFrame, plan: Plan, alpha: float, e
     y = None if claim.baseline is None else condition_values(table, claim.baseline, claim.baseline_regime or claim.regime,
                                                     claim.metric)
     missing = [c for c, v in ((claim.condition, x), (claim.baseline, y)) if c is not None and v is not None and v.empty]
-    if status in ("failed", "declared", "not measured"):
+    if status in ("failed", "undetermined", "declared", "not measured"):
         row.update(verdict="not testable", reason=f"precondition {status}: {text}")
     elif missing:
         row.update(verdict="not testable", reason=f"no {claim.metric} [{row['regime']}] values for "

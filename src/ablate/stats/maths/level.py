@@ -8,7 +8,10 @@ decides it AND the exact randomization test over seed labels agrees at the claim
 under "the recipe changes nothing" (the arms' seed values exchangeable) that test is exact at any n,
 so the pair's level is at most its own. Where the arms' seed SDs differ more than SPREAD_MAX-fold
 (a bimodal arm, an arm with no seed variance, SD ratios of 4-12) the means' null is not "the recipe
-changes nothing", no test of means holds its level at these n, and the look is undecidable. Its smallest attainable p-value is 1 / C(n + m, n): 5 vs 5
+changes nothing", no test of means holds its level at these n, and the look is undecidable, unless the
+seeds are fully separated (every seed of one arm beyond every seed of the other, on the claimed side):
+then "the recipe changes nothing" is what the data refute, the randomization p is exact for it whatever
+the spreads, and it decides (`separated`). Its smallest attainable p-value is 1 / C(n + m, n): 5 vs 5
 cannot go below 1/252, 3 vs 3 below 1/20, so a look at which that floor exceeds the level is
 **undecidable at this n**, and a plan whose first look is undecidable is refused at declaration with
 the seeds it needs (`first_look_problems`).
@@ -66,10 +69,11 @@ def welch_t(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 @functools.lru_cache(maxsize=64)
 def _relabellings(n: int, m: int) -> np.ndarray:
-    """Every assignment of n of the n + m pooled seeds to arm x: a [C(n+m, n), n+m] boolean mask."""
+    """Every assignment of n of the n + m pooled seeds to arm x: a [C(n+m, n), n+m] 0/1 mask (float64, the
+    dtype `_stats` multiplies with, so a cached mask is not converted again at every call)."""
     idx = np.fromiter(itertools.chain.from_iterable(itertools.combinations(range(n + m), n)), dtype=np.int32)
-    mask = np.zeros((idx.size // n, n + m), dtype=bool)
-    mask[np.repeat(np.arange(idx.size // n), n), idx] = True
+    mask = np.zeros((idx.size // n, n + m), dtype=np.float64)
+    mask[np.repeat(np.arange(idx.size // n), n), idx] = 1.0
     return mask
 
 
@@ -78,7 +82,7 @@ def _stats(pooled: np.ndarray, mask: np.ndarray) -> np.ndarray:
     n = int(mask[0].sum())
     m = pooled.size - n
     c = pooled - pooled.mean()  # centred: the sums of squares lose no precision
-    mx = mask.astype(np.float64)
+    mx = mask if mask.dtype == np.float64 else mask.astype(np.float64)
     sx, qx = mx @ c, mx @ (c * c)
     sy, qy = c.sum() - sx, (c * c).sum() - qx
     vx = np.maximum(qx - sx * sx / n, 0.0) / (n - 1)
@@ -128,6 +132,15 @@ def spread_ratio(x, y) -> np.ndarray:
         return np.where(lo > 0, hi / lo, np.where(hi > 0, np.inf, 1.0))
 
 
+def separated(x, y, direction: int = 1) -> np.ndarray:
+    """Along the last axis: every seed of x beyond every seed of y on the `direction` side (+1: min x > max y,
+    -1: max x < min y). Then the observed labelling is the most extreme one and no spread can fake it."""
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if direction > 0:
+        return x.min(-1) > y.max(-1)
+    return x.max(-1) < y.min(-1)
+
+
 def spread_settled(x, y, confidence: float = 0.975) -> float | None:
     """The low end of the arms' seed-SD ratio (larger over smaller) at one-sided `confidence`, from the F
     interval of the variance ratio, when that low end is over SPREAD_MAX, else None. Then the guard is
@@ -143,12 +156,14 @@ def spread_settled(x, y, confidence: float = 0.975) -> float | None:
     return low if low > SPREAD_MAX else None
 
 
-def guard(verdict: str, reason: str, x, y, alpha: float, p_value) -> tuple[str, str]:
+def guard(verdict: str, reason: str, x, y, alpha: float, p_value, apart: bool = False) -> tuple[str, str]:
     """A look's verdict under `test: randomization`: a 'replicated' stands only when the randomization
     test agrees at alpha / 2 (the one-sided level of the claim's two-sided interval); where n vs m
-    cannot reach that level at all, the look is undecidable at this n. `p_value()`: the claim type's
-    randomization p for its 'replicated' side (claim_types.ClaimType.exact_p), computed only when needed.
-    One-sample claims and other verdicts are returned unchanged."""
+    cannot reach that level at all, the look is undecidable at this n; where the arms' spreads differ
+    over SPREAD_MAX-fold, too, unless the seeds are fully separated on the claimed side (`apart`:
+    `separated` of the values the type's exact test reads), where the exact test decides. `p_value()`:
+    the claim type's randomization p for its 'replicated' side (claim_types.ClaimType.exact_p), computed
+    only when needed. One-sample claims and other verdicts are returned unchanged."""
     if verdict != "replicated" or y is None or alpha <= 0:  # no alpha: the engine says so itself
         return verdict, reason
     n, m = len(x), len(y)
@@ -159,7 +174,7 @@ def guard(verdict: str, reason: str, x, y, alpha: float, p_value) -> tuple[str, 
                                 f"1/{math.comb(n + m, n)} exceeds the one-sided level {level:.2g} "
                                 f"(needs {seeds_to_decide(level)} seeds per arm); Welch alone: {reason}")
     ratio = float(spread_ratio(x, y))
-    if ratio > SPREAD_MAX:
+    if ratio > SPREAD_MAX and not apart:
         return "inconclusive", (f"undecidable at {n} vs {m} seeds: the arms' seed SDs differ {ratio:.3g}-fold "
                                 f"(> {SPREAD_MAX:g}), where no test of means holds its level at these n "
                                 f"(docs/stats.md, the level table); Welch alone: {reason}")
@@ -167,7 +182,9 @@ def guard(verdict: str, reason: str, x, y, alpha: float, p_value) -> tuple[str, 
     if p > level:
         return "inconclusive", (f"Welch's interval decides, the randomization test over seed labels does not "
                                 f"(p {p:.2g} > {level:.2g})")
-    return verdict, f"{reason}; randomization test p {p:.2g} <= {level:.2g}"
+    apart_note = (f" (the arms' seed SDs differ {ratio:.3g}-fold, but every seed of one arm lies beyond every seed "
+                  "of the other: the test is exact for 'the recipe changes nothing')" if ratio > SPREAD_MAX else "")
+    return verdict, f"{reason}; randomization test p {p:.2g} <= {level:.2g}{apart_note}"
 
 
 def first_look_level(first: int, last: int, alpha: float, spending: str) -> float:

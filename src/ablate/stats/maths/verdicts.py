@@ -61,6 +61,65 @@ def welch(x: Sequence[float], y: Sequence[float] | None, confidence: float, null
     return Estimate(diff, float(ci.low) - shift, float(ci.high) - shift, float(res.pvalue), float(res.df))
 
 
+def clopper_pearson(k: int, n: int, confidence: float) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) interval of a binomial rate, k events in n trials: scipy's binomtest."""
+    ci = scipy.stats.binomtest(int(k), int(n)).proportion_ci(confidence_level=confidence, method="exact")
+    return float(ci.low), float(ci.high)
+
+
+def no_events(values: Sequence[float], trials: Sequence[float] | None) -> tuple[int, int] | None:
+    """(k, N) when every seed of an arm of a rate metric has no events (every value 0: k = 0) or no
+    non-events (every value 1: k = N), else None. N = seeds x the fewest trials a seed has: the product of
+    (1 - p_i) over every trial is at most (1 - mean p)^N (AM-GM), so the exact bound for k of N holds
+    for the mean of the seeds' rates however they (and the prompts within a seed) differ."""
+    a, t = _finite(values), None if trials is None else np.asarray(trials, dtype=np.float64).ravel()
+    if a.size == 0 or t is None or t.size != a.size or not (np.all(np.isfinite(t)) and t.min() >= 1):
+        return None
+    n = int(a.size * t.min())
+    return (0, n) if np.all(a == 0) else (n, n) if np.all(a == 1) else None
+
+
+def _mean_interval(a: np.ndarray, trials, confidence: float) -> tuple[float, float, str]:
+    """One arm's mean and its interval: exact where it has no events, else the one-sample t (the point
+    without seed spread)."""
+    counts = no_events(a, trials)
+    if counts is not None:
+        return (*clopper_pearson(*counts, confidence), f"{counts[0]:,} of {counts[1]:,} trials")
+    if np.ptp(a) == 0:
+        return float(a[0]), float(a[0]), ""
+    ci = scipy.stats.ttest_1samp(a, a.mean()).confidence_interval(confidence_level=confidence)
+    return float(ci.low), float(ci.high), ""
+
+
+def rate_or_welch(x: Sequence[float], y: Sequence[float] | None, confidence: float, null: float = 0.0,
+                  trials: tuple | None = None) -> Estimate:
+    """`welch`, unless an arm is a rate metric with no events (or no non-events) on any seed (`trials`:
+    each arm's per-seed trial counts, `no_events`). Then no seed varies and a t-interval is the point,
+    claiming a certainty the counts do not give: that arm's interval is the exact Clopper-Pearson one of
+    its pooled counts. One-sample: that interval, less `null` (p: the exact binomial test of `null`). Two
+    arms: each arm's interval at 1 - (1 - confidence) / 2 (exact, or the other arm's t), their difference's
+    the widest pair (Bonferroni: it covers with at least `confidence`); p: Fisher's exact test on the
+    pooled counts when both arms have no events, else none."""
+    a, b = _finite(x), None if y is None else _finite(y)
+    tx, ty = trials if trials is not None else (None, None)
+    cx, cy = no_events(a, tx), None if b is None else no_events(b, ty)
+    if (cx is None and cy is None) or a.size < 2 or (b is not None and b.size < 2):
+        return welch(x, y, confidence, null)
+    if b is None:
+        lo, hi, note = _mean_interval(a, tx, confidence)
+        k, n = cx
+        p = scipy.stats.binomtest(k, n, null).pvalue if 0 < null < 1 else float(k / n == null)
+        return Estimate(float(a.mean() - null), lo - null, hi - null, float(p), math.nan,
+                        f"{note} on every seed: exact (Clopper-Pearson) interval")
+    each = 1.0 - (1.0 - confidence) / 2.0
+    (lx, hx, nx), (ly, hy, ny) = _mean_interval(a, tx, each), _mean_interval(b, ty, each)
+    p = (scipy.stats.fisher_exact([[cx[0], cy[0]], [cx[1] - cx[0], cy[1] - cy[0]]]).pvalue
+         if cx is not None and cy is not None else math.nan)
+    note = " vs ".join(n or "the t-interval of its seeds" for n in (nx, ny))
+    return Estimate(float(a.mean() - b.mean()), lx - hy, hx - ly, float(p), math.nan,
+                    f"{note}: exact (Clopper-Pearson) interval of an arm whose seeds all agree, Bonferroni over the arms")
+
+
 def rate(values: Sequence[float], op: str, threshold: float, confidence: float) -> tuple[int, int, float, float]:
     """Seeds meeting `op threshold` (a bimodal outcome: recover / collapse) with the Clopper-Pearson
     exact interval of their rate: (k, n, low, high)."""
@@ -75,3 +134,40 @@ def rate(values: Sequence[float], op: str, threshold: float, confidence: float) 
 def compare(op: str, value: float, threshold: float) -> bool:
     return {">=": value >= threshold, "<=": value <= threshold, ">": value > threshold,
             "<": value < threshold}[op]
+
+
+GATE_CONFIDENCE = 0.95  # a precondition's interval: the report's default confidence
+
+
+class Gate(NamedTuple):
+    status: str  # held / failed / undetermined
+    value: float  # the mean over the condition's seeds
+    low: float
+    high: float
+
+
+def gate(values: Sequence[float], op: str, threshold: float, confidence: float = GATE_CONFIDENCE,
+         band: tuple[float, float] | None = None) -> Gate:
+    """A precondition (the mean of a condition's per-seed values `op threshold`) decided on an interval,
+    not on the point: held when the whole interval clears the threshold, failed when none of it does,
+    undetermined when it holds the threshold. The interval is the t-interval of the mean over seeds
+    (scipy's ttest_1samp) at `confidence`; no seed spread: the point (the data leave no doubt); one value:
+    `band` (a condition mean's own interval, e.g. curves.csv.gz's t band), else none (undetermined)."""
+    a = _finite(values)
+    if a.size == 0:
+        return Gate("undetermined", math.nan, math.nan, math.nan)
+    mean = float(a.mean())
+    if a.size >= 2 and np.ptp(a) > 0:
+        ci = scipy.stats.ttest_1samp(a, mean).confidence_interval(confidence_level=confidence)
+        low, high = float(ci.low), float(ci.high)
+    elif a.size >= 2:
+        low = high = mean
+    elif band is not None and all(math.isfinite(b) for b in band):
+        low, high = float(band[0]), float(band[1])
+    else:
+        return Gate("undetermined", mean, math.nan, math.nan)
+    if compare(op, low, threshold) and compare(op, high, threshold):
+        return Gate("held", mean, low, high)
+    if not compare(op, low, threshold) and not compare(op, high, threshold):
+        return Gate("failed", mean, low, high)
+    return Gate("undetermined", mean, low, high)

@@ -59,6 +59,8 @@ def verdict_cell(r) -> str:
     text = f"**{shown}**: {r['reason']}"
     if r["precondition"] and r["precondition_status"] in ("failed", "declared", "not measured"):
         text = f"**{shown}**: {r['precondition']}"
+    if r["precondition"] and r["precondition_status"] == "undetermined":  # its interval holds the threshold
+        text = f"**{shown}**: precondition undetermined: {r['precondition']}"
     if r["rate"]:
         text += f"; seeds meeting the success threshold: {r['rate']} vs {r['rate_baseline'] or '–'}"
     return text

@@ -30,9 +30,29 @@ from ablate.stats.values.blocks import flatten_summary
 from ablate.stats.values.reach import CPU_COLUMN, first_reach, reach_metric
 
 VALUE_COLUMNS = ["run", "batch", "condition", "seed", "regime", "metric", "value"]
+# optional, read where present: `trials`, the count a rate metric's value is a share of (its samples or
+# prompts: `rate_trials`), for the exact bound of a rate with no events; `band_low` / `band_high`, the
+# interval of a row that is already a condition's mean (a curves.csv.gz band standing in for its seeds)
+OPTIONAL_COLUMNS = ("trials", "band_low", "band_high")
 CURVE_REGIME = "train"  # metrics.csv has no eval regime
 AGGREGATES = ("final", "mean", "max", "min", "auc", "slope", "changes")
 _CURVE = re.compile(r"^(final|mean|max|min|auc|slope|changes):(.+?)(?:@(-?\d*):(-?\d*))?$")
+
+
+# rates over the whole test set, as ablate.metrics.prompt_ratios defines them: a count of events over the run's
+# samples (its n_samples; pass@1 = correct / samples, evaluation drawing the same n for every prompt) or over
+# its prompts (n_prompts). A by-operand subset's counts are not in summary.csv, so it has none.
+# tests/test_stats_rates.py holds the rule to prompt_ratios' table.
+_PER_SAMPLE = re.compile(r"^(pass@1|pass\^1|exact_pass@1|coverage|verdict_rate/.+|tool/calc_emission_rate)$")
+_PER_PROMPT = re.compile(r"^(mixed_fraction|best_of_n)$")
+
+
+def rate_trials(metric: str, n_prompts: float, n_samples: float) -> float:
+    """The count a rate metric's value is a share of (one run: its samples or prompts), NaN for any other
+    metric: the `trials` column, which lets a rate with no events be decided on its exact bound."""
+    if _PER_SAMPLE.match(metric):
+        return float(n_samples)
+    return float(n_prompts) if _PER_PROMPT.match(metric) else math.nan
 
 
 def is_curve_metric(metric: str) -> bool:
@@ -156,12 +176,14 @@ def sweep_values(sweep, labels: dict, metrics: Sequence[str], regimes: Sequence[
                 continue
             values = eval_values(ev.prompts, eval_metrics)
             flat = flatten_summary(ev.summary)
+            counts = (len(ev.prompts.ids), float(np.sum(ev.prompts.cols["n"])))
             for metric in eval_metrics:
                 value = values.get(metric, flat.get(metric, math.nan))
-                rows.append({**base, "regime": regime, "metric": metric, "value": value})
+                trials = rate_trials(metric, *counts) if metric in values else math.nan
+                rows.append({**base, "regime": regime, "metric": metric, "value": value, "trials": trials})
         for metric in curve_metrics:
             rows.append({**base, "regime": CURVE_REGIME, "metric": metric, "value": curve_value(run.metrics, metric)})
-    return pd.DataFrame(rows, columns=VALUE_COLUMNS)
+    return pd.DataFrame(rows, columns=[*VALUE_COLUMNS, "trials"])
 
 
 def reach_values(sweep, labels: dict, metric: str, threshold: float) -> pd.DataFrame:
@@ -190,4 +212,7 @@ def summary_values(summary: pd.DataFrame, order: list[str] | None = None) -> pd.
     known = list(dict.fromkeys(map(look_of, order or [])))
     rest = sorted((d for d in first_seed.index if d not in known), key=lambda d: (first_seed[d], d))
     rows["batch"] = rows["dir"].map({d: i for i, d in enumerate(known + rest)})
+    if {"n_prompts", "n_samples"} <= set(rows.columns):  # a report written before them has no counts
+        rows["trials"] = [rate_trials(m, p, n) for m, p, n in zip(rows["metric"], rows["n_prompts"], rows["n_samples"])]
+        return rows[[*VALUE_COLUMNS, "trials"]].reset_index(drop=True)
     return rows[VALUE_COLUMNS].reset_index(drop=True)
