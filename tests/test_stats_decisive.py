@@ -62,10 +62,18 @@ def test_a_rate_with_no_events_gets_its_exact_bound_and_is_decided():
     40,000 excludes the effect of interest: not replicated."""
     zeros = [0.0] * 5
     claim = {"metric": "verdict_rate/substitution_error", "baseline": None, "direction": "higher", "effect": 0.1}
-    row = _decide(claim, _table({"x": zeros}, "verdict_rate/substitution_error", trials=8000))
+    row = _decide(claim, _table({"x": zeros}, "verdict_rate/substitution_error", trials=8000), test="welch")
     assert row["verdict"] == "not replicated" and row["ci_low"] == 0.0
     assert row["ci_high"] == pytest.approx(clopper_pearson(0, 40_000, 0.95)[1])
     assert "0 of 40,000 trials on every seed: exact (Clopper-Pearson) interval" in row["reason"]
+    # under the default exact guard the seed is the unit: 5 seeds cannot reach the one-sided 0.025 by the
+    # sign test (1/32), whatever the pooled trials say (a 10% rate could sit on one seed in ten); 6 can
+    row = _decide(claim, _table({"x": zeros}, "verdict_rate/substitution_error", trials=8000))
+    assert row["verdict"] == "inconclusive" and row["ci_high"] == pytest.approx(clopper_pearson(0, 40_000, 0.95)[1])
+    assert "undecidable at 5 seeds: the exact sign test's smallest p 1/32" in row["reason"] and "needs 6" in row["reason"]
+    six = _decide(claim, _table({"x": [0.0] * 6}, "verdict_rate/substitution_error", trials=8000),
+                  plan={"looks": [6], "spending": "pocock"})
+    assert six["verdict"] == "not replicated" and "sign test p 0.016 <= 0.025" in six["reason"]
     # without the counts (a table from a tool that has none) the point stays, and so does its note
     old = _decide(claim, _table({"x": zeros}, "verdict_rate/substitution_error"))
     assert (old["ci_low"], old["ci_high"]) == (0.0, 0.0) and "no seed-to-seed variation" in old["reason"]
@@ -175,3 +183,56 @@ def test_dapos_overlong_gate_is_undetermined_and_its_claim_not_testable():
     assert verdict_cell(row).startswith("**not testable**: precondition undetermined: the penalty")
     held = _decide({"effect": 0.03, "precondition": {**pre, "threshold": -0.0001}}, table)
     assert held["precondition_status"] == "held" and held["verdict"] != "not testable"
+
+
+# --------------------------------------------------------------------------------------------- futility, one-sample
+
+
+def test_a_not_replicated_verdict_needs_its_own_exact_test():
+    """'not replicated' (the interval excludes the effect of interest) is confirmed by the randomization test
+    of H0: difference >= effect, and refused where the arms' spreads differ over 3-fold without separation."""
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(0.300, 0.004, 10), rng.normal(0.300, 0.004, 10)
+    claim = {"direction": "higher", "effect": 0.03}
+    row = _decide(claim, _table({"x": x, "y": y}), plan={"looks": [10], "spending": "pocock"})
+    assert row["verdict"] == "not replicated" and "randomization test p" in row["reason"]
+    assert _decide(claim, _table({"x": x, "y": y}), plan={"looks": [10], "spending": "pocock"},
+                   test="welch")["verdict"] == "not replicated"
+    wide = 0.27 + 0.07 * np.r_[-1, 1].repeat(5)  # SD ~0.074 against ~0.004, seeds on both sides of y + 0.03
+    row = _decide(claim, _table({"x": wide, "y": y}), plan={"looks": [10], "spending": "pocock"})
+    assert row["verdict"] == "inconclusive" and "SDs differ" in row["reason"] and "Welch alone: not replicated" in row["reason"]
+    # 3 vs 3 cannot reach the one-sided 0.025: undecidable, not futile
+    row = _decide(claim, _table({"x": x[:3], "y": y[:3]}), plan={"looks": [3], "spending": "pocock"})
+    assert row["verdict"] == "inconclusive" and "undecidable at 3 vs 3" in row["reason"]
+
+
+def test_refute_nulls_read_the_side_the_interval_excluded():
+    from ablate.stats.claims.claim_types import CLAIM_TYPES
+    from types import SimpleNamespace
+
+    c = SimpleNamespace(direction=1, bar=0.03, margin=0.02, bounds=(0.0, 0.03), null=0.3)
+    assert CLAIM_TYPES["superiority"].refute_nulls(c) == ((-1, -0.03),)
+    assert CLAIM_TYPES["non_inferiority"].refute_nulls(c) == ((-1, 0.02),)
+    assert CLAIM_TYPES["equivalence"].refute_nulls(c) == ((1, 0.02), (-1, 0.02))
+    # x far below y by more than the effect: the exact futility p is small; x above y: it is large
+    x, y = np.linspace(0.20, 0.21, 6), np.linspace(0.30, 0.31, 6)
+    assert CLAIM_TYPES["superiority"].refute_p(c, x, y) <= 1 / 924 + 1e-12
+    assert CLAIM_TYPES["superiority"].refute_p(c, y, x) > 0.5
+    # one-sample sign test: 6 of 6 seeds above the constant
+    assert level.sign_p(np.full(6, 0.4), 0.3, +1) == pytest.approx(1 / 64)
+    assert level.sign_p(np.r_[np.full(5, 0.4), 0.3], 0.3, +1) == pytest.approx(7 / 64)  # a tie counts against
+    assert level.seeds_to_sign(0.025) == 6 and level.seeds_to_sign(0.005) == 8
+
+
+def test_a_one_sample_verdict_needs_the_exact_sign_test():
+    """Against a constant there are no labels to exchange: the sign test over seeds confirms the t-interval."""
+    claim = {"baseline": None, "against": 0.30, "direction": "higher", "effect": 0.01}
+    up = 0.33 + 0.002 * np.arange(8)
+    row = _decide(claim, _table({"x": up}), plan={"looks": [8], "spending": "pocock"})
+    assert row["verdict"] == "replicated" and "sign test p 0.0039 <= 0.025" in row["reason"]
+    # two seeds collapse below the constant: the mean still clears it, the sign test (6 of 8) does not
+    mixed = np.r_[0.40 + 0.001 * np.arange(6), 0.29, 0.29]
+    row = _decide(claim, _table({"x": mixed}), plan={"looks": [8], "spending": "pocock"})
+    assert row["verdict"] == "inconclusive" and "exact sign test over seeds does not" in row["reason"]
+    assert _decide(claim, _table({"x": mixed}), plan={"looks": [8], "spending": "pocock"},
+                   test="welch")["verdict"] == "replicated"

@@ -30,8 +30,13 @@ Every regime but the `futility:` ones is a null, and the table counts the verdic
   at the bar; one non-inferiority claim counts "replicated". Nominal alpha / 2 (lo > -margin).
 * `one-sample:` (a claim about one condition against a constant): the arm's seeds have mean MU (normal;
   the bimodal law; skewed: MU + SD (Exp(1) - 1)), and two one-sample superiority claims against MU count
-  "replicated" either way. Nominal alpha. The randomization guard does not apply to them (no seed labels
-  to exchange), so both halves of the table agree.
+  "replicated" either way. Nominal alpha. With no seed labels to exchange, `test: randomization` guards them
+  with the exact sign test over seeds instead (level.sign_guard).
+
+Under `test: randomization` every decisive verdict is confirmed by the exact test of its own null (issue 58):
+a "replicated" by the randomization test of "no difference" (or of the margin), a "not replicated" by the
+randomization test of "the difference is the effect of interest" (claim_types' `refute_nulls`), each with
+the floor and the spread guard; a one-sample verdict by the sign test (`_guarded`).
 """
 
 from __future__ import annotations
@@ -196,10 +201,11 @@ def plan_rejections(x: np.ndarray, y: np.ndarray, looks, alpha: float, test: str
     look that decided some claim of the regime (x, y: [sweeps, N]).
 
     The engine's rule per claim: at each look (the first n seeds of each arm) Welch's interval at the look's
-    nominal level a, read by the claim type's rule (`_decide`); a 'replicated' of a two-sample claim under
-    `randomization` stands only where the randomization test agrees at a / 2, never where its floor exceeds
-    a / 2, and where the arms' seed SDs differ over SPREAD_MAX-fold only when the seeds are fully separated
-    on the claimed side (the claim then stays open); the first decisive look stops the claim. `memo` keeps
+    nominal level a, read by the claim type's rule (`_decide`); under `randomization` a 'replicated' or 'not
+    replicated' of a two-sample claim stands only where the randomization test of that verdict's null agrees
+    at a / 2, never where its floor exceeds a / 2, and where the arms' seed SDs differ over SPREAD_MAX-fold
+    only when the seeds are fully separated on that side (the claim then stays open); a one-sample one only
+    where the exact sign test agrees (`_guarded`); the first decisive look stops the claim. `memo` keeps
     randomization p-values across calls on the same x, y (one per sweep, look and claim). A success_rate
     claim reads each look's counts of seeds meeting THRESHOLD (`_rate_verdicts`).
     """
@@ -221,26 +227,39 @@ def plan_rejections(x: np.ndarray, y: np.ndarray, looks, alpha: float, test: str
             else:
                 rep, nrep = _decide(claim, *intervals[i_look])
                 mine, other = alive & rep, alive & nrep
-                # the guard only stops claims: at the last look a futility count does not need it
-                last = i_look == len(looks) - 1 and want != "replicated"
-                if test == "randomization" and not one_sample and not last:
-                    mine = _randomization(mine, x, y, n, a, claim, (c, n), memo)
+                if test == "randomization":  # each verdict confirmed by the exact test of its own null
+                    mine, other = (_guarded(sel, x, y, n, a, null, (c, n, side), memo)
+                                   for side, (sel, null) in enumerate(zip((mine, other), _nulls(claim))))
             out |= mine if want == "replicated" else other
             alive &= ~(mine | other)
     return out
 
 
-def _randomization(mine: np.ndarray, x, y, n: int, a: float, claim: dict, key, memo: dict) -> np.ndarray:
-    """The randomization guard (level.guard) on the sweeps Welch replicates at this look."""
+def _nulls(claim: dict) -> tuple[tuple[int, float], tuple[int, float]]:
+    """The (direction, delta) of `randomization_p` / the sign test that 'replicated' and 'not replicated'
+    reject (claim_types' `replicate_nulls` / `refute_nulls` of superiority and non-inferiority)."""
+    s = 1 if claim["direction"] == "higher" else -1
+    if claim["type"] == "non_inferiority":
+        return (s, -claim["margin"]), (-s, claim["margin"])
+    return (s, 0.0), (-s, -claim["effect"])
+
+
+def _guarded(mine: np.ndarray, x, y, n: int, a: float, null: tuple[int, float], key, memo: dict) -> np.ndarray:
+    """The randomization guard (level.guard) on the sweeps whose verdict tests `null` at this look; one-sample
+    (y None): the exact sign guard (level.sign_guard)."""
+    d, delta = null
+    if y is None:
+        if 0.5 ** n > a / 2:
+            return np.zeros_like(mine)
+        k = np.sum(d * (x[:, :n] - (MU + d * delta)) > 0, axis=-1)
+        return mine & (scipy.stats.binom.sf(k - 1, n, 0.5) <= a / 2)
     if floor_p(n, n) > a / 2:
         return np.zeros_like(mine)
-    s = 1 if claim["direction"] == "higher" else -1
-    delta = -claim["margin"] if claim["type"] == "non_inferiority" else 0.0  # the exact test reads x - s * delta
-    xs, ys = x[:, :n] - s * delta, y[:, :n]
-    mine = mine & ((spread_ratio(xs, ys) <= SPREAD_MAX) | separated(xs, ys, s))
+    xs, ys = x[:, :n] - d * delta, y[:, :n]  # the values the exact test reads
+    mine = mine & ((spread_ratio(xs, ys) <= SPREAD_MAX) | separated(xs, ys, d))
     for i in np.flatnonzero(mine):
         if (i, *key) not in memo:
-            memo[i, *key] = randomization_p(x[i, :n], y[i, :n], s, delta)
+            memo[i, *key] = randomization_p(x[i, :n], y[i, :n], d, delta)
         mine[i] = memo[i, *key] <= a / 2
     return mine
 

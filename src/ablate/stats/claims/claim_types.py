@@ -73,15 +73,53 @@ class ClaimType(abc.ABC):
     def has_exact_test(self) -> bool:
         return type(self).exact_p is not ClaimType.exact_p
 
+    def refute_nulls(self, claim) -> tuple[tuple[int, float], ...]:
+        """The one-sided nulls a 'not replicated' rejects, as `level.randomization_p`'s (direction, delta)
+        (H0: direction * difference <= delta): the verdict stands when the exact test rejects one of them
+        (default none: the type has no futility side)."""
+        return ()
+
+    def refute_p(self, claim, xs: np.ndarray, ys: np.ndarray) -> float:
+        """The randomization p for the 'not replicated' side: the smallest over `refute_nulls`."""
+        return min((level.randomization_p(xs, ys, d, delta) for d, delta in self.refute_nulls(claim)), default=1.0)
+
+    def refute_apart(self, claim, xs, ys) -> bool:
+        """Every seed beyond every seed of the other arm on a 'not replicated' side, in the values its exact
+        test reads (x - direction * delta)."""
+        return any(bool(level.separated(np.asarray(xs) - d * delta, ys, d)) for d, delta in self.refute_nulls(claim))
+
     def guard(self, claim, verdict: str, reason: str, xs, ys, alpha: float, test: str) -> tuple[str, str]:
-        """A look's verdict once the study's `test` has had its say (randomization: level.guard)."""
-        if test != "randomization" or not self.in_family or ys is None or verdict != "replicated":
+        """A look's verdict once the study's `test` has had its say. Under `randomization`: a two-sample
+        'replicated' or 'not replicated' by level.guard with the exact test of that verdict's null; a
+        one-sample one by the exact sign test (level.sign_guard)."""
+        if test != "randomization" or not self.in_family or verdict not in level.GUARDED:
             return verdict, reason
+        if ys is None:
+            return level.sign_guard(verdict, reason, xs, alpha, lambda: self.sign_p(claim, xs, verdict))
+        if verdict == "not replicated":
+            if not self.refute_nulls(claim):
+                return verdict, reason
+            return level.guard(verdict, reason, xs, ys, alpha, lambda: self.refute_p(claim, xs, ys),
+                               self.refute_apart(claim, xs, ys))
         if not self.has_exact_test:
             return "inconclusive", (f"{reason}; type {self.name} has no randomization test (declare "
                                     "`test: welch`, or give the type an `exact_p`)")
         return level.guard(verdict, reason, xs, ys, alpha, lambda: self.exact_p(claim, xs, ys),
                            self.apart(claim, xs, ys))
+
+    def sign_p(self, claim, xs, verdict: str) -> float:
+        """A one-sample verdict's exact sign test against the claim's constant (`against`): 'replicated'
+        reads the 'replicated' null at delta 0 (superiority) or -margin (non-inferiority), 'not replicated'
+        the smallest over `refute_nulls`. A type with neither side: 1 (the guard keeps it open)."""
+        if verdict == "replicated":  # every null of that side rejected
+            return max((level.sign_p(xs, claim.null + d * delta, d) for d, delta in self.replicate_nulls(claim)),
+                       default=1.0)
+        return min((level.sign_p(xs, claim.null + d * delta, d) for d, delta in self.refute_nulls(claim)), default=1.0)
+
+    def replicate_nulls(self, claim) -> tuple[tuple[int, float], ...]:
+        """The one-sided nulls a 'replicated' rejects, all of them, as (direction, delta) (superiority: the
+        claimed direction at 0); the one-sample sign guard reads them."""
+        return ((claim.direction, 0.0),)
 
     def apart(self, claim, xs, ys) -> bool:
         """Whether every seed of the condition lies beyond every seed of the baseline on the side the exact
@@ -153,6 +191,9 @@ class Superiority(ClaimType):
     def apart(self, claim, xs, ys):
         return bool(level.separated(xs, ys, claim.direction))
 
+    def refute_nulls(self, claim):  # 'not replicated': the difference is below the effect of interest
+        return ((-claim.direction, -claim.bar),)
+
     def claimed(self, claim):
         whose = "" if math.isfinite(claim.effect) else " (the paper's)"
         return f"superiority, {'higher' if claim.direction > 0 else 'lower'}; effect of interest {claim.bar:.3g}{whose}"
@@ -185,6 +226,12 @@ class NonInferiority(ClaimType):
 
     def apart(self, claim, xs, ys):  # the values the exact test reads: x shifted by the margin
         return bool(level.separated(np.asarray(xs) + claim.direction * claim.margin, ys, claim.direction))
+
+    def refute_nulls(self, claim):  # 'not replicated': worse by more than the margin
+        return ((-claim.direction, claim.margin),)
+
+    def replicate_nulls(self, claim):
+        return ((claim.direction, -claim.margin),)
 
     def claimed(self, claim):
         return f"non-inferiority, margin {claim.margin:.3g}"
@@ -236,6 +283,12 @@ class Equivalence(ClaimType):
     def exact_p(self, claim, xs, ys):  # two one-sided tests at -margin and +margin (TOST)
         return max(level.randomization_p(xs, ys, +1, -claim.margin), level.randomization_p(xs, ys, -1, -claim.margin))
 
+    def refute_nulls(self, claim):  # 'not replicated': beyond +margin or below -margin
+        return ((+1, claim.margin), (-1, claim.margin))
+
+    def replicate_nulls(self, claim):
+        return ((+1, -claim.margin), (-1, -claim.margin))
+
     def claimed(self, claim):
         return f"equivalence, margin ±{claim.margin:.3g}"
 
@@ -270,6 +323,14 @@ class Bounded(ClaimType):
     def exact_p(self, claim, xs, ys):  # the larger of H0: d * diff <= low and H0: d * diff >= high
         a, b = claim.bounds
         return max(level.randomization_p(xs, ys, claim.direction, a), level.randomization_p(xs, ys, -claim.direction, -b))
+
+    def refute_nulls(self, claim):  # 'not replicated': above the high bound or below the low one
+        a, b = claim.bounds
+        return ((claim.direction, b), (-claim.direction, -a))
+
+    def replicate_nulls(self, claim):
+        a, b = claim.bounds
+        return ((claim.direction, a), (-claim.direction, -b))
 
     def claimed(self, claim):
         return f"bounded, in [{claim.bounds[0]:.3g}, {claim.bounds[1]:.3g}]"

@@ -156,15 +156,19 @@ def spread_settled(x, y, confidence: float = 0.975) -> float | None:
     return low if low > SPREAD_MAX else None
 
 
+GUARDED = ("replicated", "not replicated")  # the verdicts an exact test must confirm under `test: randomization`
+
+
 def guard(verdict: str, reason: str, x, y, alpha: float, p_value, apart: bool = False) -> tuple[str, str]:
-    """A look's verdict under `test: randomization`: a 'replicated' stands only when the randomization
-    test agrees at alpha / 2 (the one-sided level of the claim's two-sided interval); where n vs m
-    cannot reach that level at all, the look is undecidable at this n; where the arms' spreads differ
-    over SPREAD_MAX-fold, too, unless the seeds are fully separated on the claimed side (`apart`:
-    `separated` of the values the type's exact test reads), where the exact test decides. `p_value()`:
-    the claim type's randomization p for its 'replicated' side (claim_types.ClaimType.exact_p), computed
-    only when needed. One-sample claims and other verdicts are returned unchanged."""
-    if verdict != "replicated" or y is None or alpha <= 0:  # no alpha: the engine says so itself
+    """A look's verdict under `test: randomization`: a 'replicated' or a 'not replicated' (futility: the
+    interval excludes the effect of interest) stands only when the randomization test of that verdict's
+    own one-sided null agrees at alpha / 2 (the one-sided level of the claim's two-sided interval); where
+    n vs m cannot reach that level at all, the look is undecidable at this n; where the arms' spreads
+    differ over SPREAD_MAX-fold, too, unless the seeds are fully separated on the verdict's side (`apart`:
+    `separated` of the values the exact test reads), where the exact test decides. `p_value()`: the claim
+    type's randomization p for that side (claim_types.ClaimType.exact_p / refute_p), computed only when
+    needed. One-sample claims (y None) have their own guard (`sign_guard`); other verdicts pass."""
+    if verdict not in GUARDED or y is None or alpha <= 0:  # no alpha: the engine says so itself
         return verdict, reason
     n, m = len(x), len(y)
     level = alpha / 2.0
@@ -172,19 +176,55 @@ def guard(verdict: str, reason: str, x, y, alpha: float, p_value, apart: bool = 
     if floor > level:
         return "inconclusive", (f"undecidable at {n} vs {m} seeds: the randomization test's smallest p "
                                 f"1/{math.comb(n + m, n)} exceeds the one-sided level {level:.2g} "
-                                f"(needs {seeds_to_decide(level)} seeds per arm); Welch alone: {reason}")
+                                f"(needs {seeds_to_decide(level)} seeds per arm); Welch alone: {verdict}: {reason}")
     ratio = float(spread_ratio(x, y))
     if ratio > SPREAD_MAX and not apart:
         return "inconclusive", (f"undecidable at {n} vs {m} seeds: the arms' seed SDs differ {ratio:.3g}-fold "
                                 f"(> {SPREAD_MAX:g}), where no test of means holds its level at these n "
-                                f"(docs/stats.md, the level table); Welch alone: {reason}")
+                                f"(docs/stats.md, the level table); Welch alone: {verdict}: {reason}")
     p = p_value()
     if p > level:
-        return "inconclusive", (f"Welch's interval decides, the randomization test over seed labels does not "
-                                f"(p {p:.2g} > {level:.2g})")
+        return "inconclusive", (f"Welch's interval says {verdict}, the randomization test over seed labels does "
+                                f"not (p {p:.2g} > {level:.2g})")
     apart_note = (f" (the arms' seed SDs differ {ratio:.3g}-fold, but every seed of one arm lies beyond every seed "
                   "of the other: the test is exact for 'the recipe changes nothing')" if ratio > SPREAD_MAX else "")
     return verdict, f"{reason}; randomization test p {p:.2g} <= {level:.2g}{apart_note}"
+
+
+def sign_p(x, null: float, direction: int = 1) -> float:
+    """One-sided exact sign test of H0: the seeds' median of direction * (x - null) <= 0 (x: 1-D): the
+    binomial tail of the seeds strictly beyond `null`, ties counted against the claim (conservative).
+    Exact for any law of the seeds, with no symmetry assumed; its smallest p is 2^-n."""
+    from scipy.stats import binom  # heavy: scipy.stats, as spread_settled's (this module imports numpy only)
+
+    d = direction * (np.asarray(x, dtype=np.float64) - null)
+    k = int(np.sum(d > 0))
+    return float(binom.sf(k - 1, d.size, 0.5))
+
+
+def seeds_to_sign(level: float) -> int:
+    """The fewest seeds whose sign-test floor 2^-n is at most `level`."""
+    return max(1, math.ceil(-math.log2(level))) if level > 0 else 0
+
+
+def sign_guard(verdict: str, reason: str, x, alpha: float, p_value) -> tuple[str, str]:
+    """A one-sample look's verdict under `test: randomization`: a claim about one condition against a
+    constant has no seed labels to exchange, and its t-interval breaks its level with skewed or bimodal
+    seeds at these n (docs/stats.md's level table: 3-89x nominal). A 'replicated' or 'not replicated'
+    stands only when the exact sign test of that verdict's null (`p_value()`, `sign_p`) agrees at
+    alpha / 2; where 2^-n exceeds that level, the look is undecidable at n seeds."""
+    if verdict not in GUARDED or alpha <= 0:
+        return verdict, reason
+    n, level = len(x), alpha / 2.0
+    if 0.5 ** n > level:
+        return "inconclusive", (f"undecidable at {n} seeds: the exact sign test's smallest p 1/{2 ** n} exceeds "
+                                f"the one-sided level {level:.2g} (needs {seeds_to_sign(level)} seeds); "
+                                f"the t-interval alone: {verdict}: {reason}")
+    p = p_value()
+    if p > level:
+        return "inconclusive", (f"the t-interval says {verdict}, the exact sign test over seeds does not "
+                                f"(p {p:.2g} > {level:.2g})")
+    return verdict, f"{reason}; sign test p {p:.2g} <= {level:.2g}"
 
 
 def first_look_level(first: int, last: int, alpha: float, spending: str) -> float:
