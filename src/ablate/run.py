@@ -44,7 +44,10 @@ def study_fingerprint(cfg: DictConfig) -> str | None:
 
     from ablate.stats.claims.registration import fingerprint
 
-    return fingerprint(OmegaConf.to_container(cfg.study, resolve=True))
+    from ablate.config.scale import scaled_block
+
+    return fingerprint(scaled_block(OmegaConf.to_container(cfg.study, resolve=True),
+                                    OmegaConf.to_container(cfg.model, resolve=True)))
 
 
 def _run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any]) -> Path:

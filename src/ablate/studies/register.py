@@ -29,7 +29,9 @@ def compose_study(overrides: list[str]) -> dict:
         raise SystemExit(f"error: {' '.join(overrides) or 'the default config'} has no study block; "
                          "name a study preset, e.g. experiment=curriculum_study")
     check_study(cfg)
-    return OmegaConf.to_container(cfg.study, resolve=True)
+    from ablate.config.scale import scaled_block  # the study at its model's scale: `model=small` is its own study
+
+    return scaled_block(OmegaConf.to_container(cfg.study, resolve=True), OmegaConf.to_container(cfg.model, resolve=True))
 
 
 def main(argv: list[str] | None = None) -> int:

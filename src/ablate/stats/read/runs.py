@@ -14,6 +14,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ablate.rundir import RunDir
+from ablate.config.scale import scaled_block
 
 # Directories a run writes that never contain other runs; skipping them keeps discovery fast.
 _NO_DESCEND = {*RunDir.SUBDIRS, "wandb", "lightning_logs", "__pycache__", ".git"}
@@ -90,8 +91,10 @@ class Run:
 
     @property
     def study(self) -> dict | None:
+        """The run's study block, named after its model's scale (ablate.config.scale: a study run at
+        model=small is its own study, never pooled with the tiny model's)."""
         block = (self.config or {}).get("study")
-        return block if isinstance(block, dict) else None
+        return scaled_block(block, (self.config or {}).get("model") or {}) if isinstance(block, dict) else None
 
     @property
     def ok(self) -> bool:

@@ -103,8 +103,9 @@ def preset_mechanisms(study_name: str, notes: list[str]) -> dict[str, str]:
     import yaml
 
     from ablate.config import CONF_DIR
+    from ablate.config.scale import base_name
 
-    path = CONF_DIR / "experiment" / f"{study_name}.yaml"
+    path = CONF_DIR / "experiment" / f"{base_name(study_name)}.yaml"  # a scaled study reads its preset's
     if not path.is_file():
         return {}
     try:
