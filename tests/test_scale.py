@@ -22,7 +22,27 @@ def test_the_scale_label_comes_from_the_composed_model_alone():
     assert scale_of(TINY) == "tiny" and scale_of(SMALL) == "small"
     assert scale_of({**SMALL, "arch": {"hidden_size": 512, "num_hidden_layers": 8}}) == "h512l8"
     assert scale_of({"kind": "hf", "name_or_path": "Qwen/Qwen2.5-0.5B-Instruct"}) == "qwen2.5-0.5b-instruct"
-    assert scale_of({**TINY, "name_or_path": "/runs/x/model/"}) == "model"  # a pretrained directory: its name
+    assert scale_of({**TINY, "name_or_path": "builtin:tiny-sft"}) == "tiny"  # embedded: its shape, whatever weights
+    assert scale_of({"kind": "hf", "name_or_path": "/runs/x/model/"}) == "model"  # a pretrained directory: its name
+
+
+def test_a_small_model_started_from_the_tiny_weights_is_refused_before_compute():
+    """The weights win over model.arch when loading: model=small under a testbed that starts from
+    builtin:tiny-sft would train the tiny model under the small study's name."""
+    from hydra import compose as hydra_compose, initialize_config_dir
+
+    import ablate.parts  # noqa: F401 - every part's schema, before Hydra composes
+    from ablate.checks import ConfigError, check_config
+    from ablate.config import CONF_DIR
+
+    def compose(overrides):
+        with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+            return hydra_compose("config", overrides=overrides)
+
+    cfg = compose(["experiment=tool_annealing_study", "model=small"])
+    with pytest.raises(ConfigError, match=r"holds a model of hidden 128 x 4 layers, but model.arch says 256 x 6"):
+        check_config(cfg)
+    check_config(compose(["experiment=tool_annealing_study"]))  # the tiny preset as shipped passes
 
 
 def test_the_tiny_study_keeps_its_name_and_fingerprint_and_a_small_one_gets_its_own():

@@ -39,10 +39,33 @@ def check_model_and_task(cfg: DictConfig) -> None:
     if m.get("name_or_path") and cfg.stage.get("init") != "scratch":
         error = model_source_error(m.name_or_path)
         require(error is None, str(error))
+        if m.kind == "tiny":
+            require_arch_matches(m)
 
     require(cfg.task.name in TASKS, f"task.name={cfg.task.name!r}: expected one of {tuple(TASKS)} (the registered "
                                     "tasks, ablate.tasks.register_task)")
     TASKS[cfg.task.name].check(cfg)  # the task's own values, and the reward it scores with
+
+
+def require_arch_matches(m: DictConfig) -> None:
+    """An embedded model started from saved weights loads their shape, not `model.arch`: refuse a mismatch
+    (e.g. `model=small` under a testbed that starts from builtin:tiny-sft would train the tiny model while
+    the study is named after the small one, ablate.config.scale)."""
+    import json
+    from pathlib import Path
+
+    from ablate.models import resolve_path
+
+    config = Path(str(resolve_path(m.name_or_path))) / "config.json"
+    if not config.is_file():
+        return
+    saved = json.loads(config.read_text(encoding="utf-8"))
+    keys = ("hidden_size", "num_hidden_layers")
+    have, want = tuple(saved.get(k) for k in keys), tuple((m.get("arch") or {}).get(k) for k in keys)
+    require(have == want, f"model.name_or_path={m.name_or_path} holds a model of hidden {have[0]} x {have[1]} layers, "
+                          f"but model.arch says {want[0]} x {want[1]}: the weights would win and the run would not "
+                          "be the model it is named after; drop model.name_or_path (stage.init=sft trains this "
+                          "model's own SFT) or use the model those weights are")
 
 
 def check_stage(cfg: DictConfig) -> None:

@@ -21,9 +21,10 @@ EMBEDDED = {(128, 4): "tiny", (256, 6): "small"}
 
 def scale_of(model: Mapping[str, Any]) -> str:
     """The model's scale label: `tiny` / `small` for the shipped embedded shapes, `h<hidden>l<layers>` for
-    another embedded shape, the lower-cased last part of `name_or_path` for a pretrained model."""
-    if model.get("kind") == "tiny" and not model.get("name_or_path"):
-        arch = model.get("arch") or {}
+    another embedded shape (started from saved weights or not), the lower-cased last part of
+    `name_or_path` for a pretrained (`hf`) model."""
+    if model.get("kind") == "tiny":  # the embedded architecture, whatever weights it starts from (checks.py
+        arch = model.get("arch") or {}   # refuses saved weights of another shape)
         shape = (int(arch.get("hidden_size", 0)), int(arch.get("num_hidden_layers", 0)))
         return EMBEDDED.get(shape, f"h{shape[0]}l{shape[1]}")
     path = str(model.get("name_or_path") or model.get("kind") or "model")
