@@ -228,8 +228,10 @@ def plan_rejections(x: np.ndarray, y: np.ndarray, looks, alpha: float, test: str
                 rep, nrep = _decide(claim, *intervals[i_look])
                 mine, other = alive & rep, alive & nrep
                 if test == "randomization":  # each verdict confirmed by the exact test of its own null
-                    mine, other = (_guarded(sel, x, y, n, a, null, (c, n, side), memo)
-                                   for side, (sel, null) in enumerate(zip((mine, other), _nulls(claim))))
+                    last = i_look == len(looks) - 1  # there the verdict not counted stops nothing: unguarded
+                    mine, other = (sel if last and verdict != want else _guarded(sel, x, y, n, a, null, (c, n, side), memo)
+                                   for side, (sel, null, verdict) in enumerate(
+                                       zip((mine, other), _nulls(claim), ("replicated", "not replicated"))))
             out |= mine if want == "replicated" else other
             alive &= ~(mine | other)
     return out
