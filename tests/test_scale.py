@@ -79,4 +79,4 @@ def test_the_scale_table_lists_a_registered_second_scale_before_its_runs(tmp_pat
     table = scale_block(tmp_path, {})
     row = next(line for line in table.splitlines() if line.startswith("| curriculum_study |"))
     assert "c: x beats y" in row and "not run yet" in row and "commit 0123456" in row
-    assert "no pretrained weights offline" in row and "model=qwen2.5-0.5b" in row
+    assert "no pretrained weights offline" in row and "experiment=curriculum_study model=qwen2.5-0.5b" in table

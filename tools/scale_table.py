@@ -44,15 +44,16 @@ def _deciding(result) -> dict[str, dict]:
 
 def scale_block(findings_dir: Path, results: dict) -> str:
     """The table: one row per claim (descriptive ones left out) of every second-scale registration."""
-    rows = list(HEADER)
+    rows, commands = list(HEADER), []
     by_name = {d.name: r for d, r in results.items()}
     for study_dir in scaled_studies(findings_dir):
         base = base_name(study_dir.name)
         reg = read_registration(study_dir / "registration.yaml")
         tiny, small = _deciding(by_name.get(base)), _deciding(by_name.get(study_dir.name))
         waiting = f"registered {reg.original.at[:10]} (commit {str(reg.original.commit)[:7]}), not run yet"
-        command = (f"not run here (no pretrained weights offline): `python -m ablate.train -m experiment={base} "
-                   f"model={PRETRAINED[0]} trainer.accelerator=gpu rollout=hf`")
+        commands.append(f"- {base} at {PRETRAINED[1]}: `python -m ablate.train -m experiment={base} "
+                        f"model={PRETRAINED[0]} trainer.accelerator=gpu rollout=hf`")
+        command = "not run here (no pretrained weights offline)"
         for claim in reg.records[-1].block.get("claims") or []:
             if claim.get("type") == "descriptive":
                 continue
@@ -61,4 +62,5 @@ def scale_block(findings_dir: Path, results: dict) -> str:
                         f"{cell(small.get(cid)) if small else waiting} | {command} |")
     if len(rows) == len(HEADER):
         rows.append("| – | no study is registered at a second scale yet | – | – | – |")
-    return "\n".join(rows) + "\n"
+    tail = ["", "The papers' scale, for a user with a GPU and the model hub:", "", *commands] if commands else []
+    return "\n".join(rows + tail) + "\n"
