@@ -103,7 +103,7 @@ def per_device_batch(stage: DictConfig) -> int:
 def record_data_parallel(status, stage: DictConfig):
     """A Lightning callback that records, when training starts, the world size and the effective batch
     (world size x `per_device_batch`) in status.json (ablate.rundir.status.WORLD_SIZE, EFFECTIVE_BATCH)."""
-    from lightning.pytorch.callbacks import Callback  # heavy: lightning (seconds), off ablate.train's refusal path
+    from lightning.pytorch.callbacks import Callback  # heavy: lightning (seconds), off the refusal path
 
     class RecordDataParallel(Callback):
         def on_train_start(self, trainer, *_args) -> None:

@@ -170,7 +170,7 @@ def step_boundaries(last_checkpoint: str | None = None):
     warning, `PREEMPT_SIGNALS`) waits for the step's end, saves `last_checkpoint` there (every rank
     decides alike under DDP) and stops after the row. Place it right before the ModelCheckpoint callback
     (Lightning runs checkpoint callbacks last)."""
-    from lightning.pytorch.callbacks import Callback  # heavy: lightning (seconds), off ablate.train's refusal path
+    from lightning.pytorch.callbacks import Callback  # heavy: lightning (seconds), off the refusal path
 
     def release(*_args) -> None:
         _signals.holding = False

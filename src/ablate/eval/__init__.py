@@ -96,7 +96,7 @@ def evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problem
     `tool` regime) and score them with the task's verifier: (summary, per-prompt rows). The run's `tool`
     config (`tool_cfg`) decorates the prompts given the regime (`ablate.rollout.tools.ToolPrompt`). `eval_cfg`:
     the `eval` config, composed or a mapping of its keys (the schema's defaults fill the rest)."""
-    from ablate.rollout.hf import HFEngine  # heavy: transformers' modeling stack, off check_eval's path (ablate.checks)
+    from ablate.rollout.hf import HFEngine  # heavy: transformers' modeling stack, off the config checks
 
     e = typed(EvalConfig, eval_cfg)
     n = e.n
