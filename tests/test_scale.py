@@ -19,7 +19,7 @@ BLOCK = {"name": "curriculum_study", "claims": [{"id": "c", "claim": "x beats y"
 
 
 def test_the_scale_label_comes_from_the_composed_model_alone():
-    assert scale_of(TINY) == "tiny" and scale_of(SMALL) == "small"
+    assert scale_of(TINY) == "tiny" and scale_of(SMALL) == "small" and scale_of({}) == "tiny"
     assert scale_of({**SMALL, "arch": {"hidden_size": 512, "num_hidden_layers": 8}}) == "h512l8"
     assert scale_of({"kind": "hf", "name_or_path": "Qwen/Qwen2.5-0.5B-Instruct"}) == "qwen2.5-0.5b-instruct"
     assert scale_of({**TINY, "name_or_path": "builtin:tiny-sft"}) == "tiny"  # embedded: its shape, whatever weights

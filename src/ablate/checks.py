@@ -8,6 +8,9 @@ never this."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from omegaconf import DictConfig, OmegaConf
 
 from ablate.config import ConfigError, require
@@ -51,10 +54,7 @@ def require_arch_matches(m: DictConfig) -> None:
     """An embedded model started from saved weights loads their shape, not `model.arch`: refuse a mismatch
     (e.g. `model=small` under a testbed that starts from builtin:tiny-sft would train the tiny model while
     the study is named after the small one, ablate.config.scale)."""
-    import json
-    from pathlib import Path
-
-    from ablate.models import resolve_path
+    from ablate.models import resolve_path  # heavy: ablate.models imports torch and transformers (as above)
 
     config = Path(str(resolve_path(m.name_or_path))) / "config.json"
     if not config.is_file():

@@ -79,7 +79,8 @@ def setup(interactive: bool) -> None:
         os.environ.pop("TQDM_DISABLE", None)
     if not interactive:
         _disable_tqdm()
-    import lightning  # noqa: F401 - adds its console handler on import: import first, then remove it
+    # heavy: lightning (seconds), imported once the config is checked; it adds its console handler on import:
+    import lightning  # noqa: F401 - import first, then remove that handler
 
     for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
         logger = logging.getLogger(name)
@@ -101,7 +102,7 @@ def setup(interactive: bool) -> None:
     for message in QUIET_WARNINGS:
         warnings.filterwarnings("ignore", message=message)
     try:
-        from transformers.utils import logging as hf_logging
+        from transformers.utils import logging as hf_logging  # heavy: transformers, off the refusal path
 
         hf_logging.disable_progress_bar()
     except ImportError:  # pragma: no cover
@@ -111,7 +112,7 @@ def setup(interactive: bool) -> None:
 def _disable_tqdm() -> None:
     """Wrap tqdm's constructor so every bar starts disabled: TQDM_DISABLE alone does not stop a bar made
     with an explicit `disable=False` (`progress=True` callers), nor one from a tqdm imported earlier."""
-    import tqdm.std
+    import tqdm.std  # order: tqdm reads TQDM_* when imported, after `setup` sets them
 
     if getattr(tqdm.std.tqdm, "_ablate_quiet", False):
         return
@@ -138,7 +139,7 @@ def tracked(iterable: Iterable[T], desc: str, total: int, unit: str = "it", enab
         yield from iterable
         return
     if progress_bars():
-        from tqdm import tqdm
+        from tqdm import tqdm  # order: tqdm reads TQDM_* when imported, after `setup` sets them
 
         yield from tqdm(iterable, desc=desc, total=total, unit=unit)
         return
@@ -160,7 +161,7 @@ def progress_log(every: int | None = None):
     """A Lightning callback that logs `step s/N` and the step's train/* metrics every `every` steps
     (a tenth of the run by default), at least every `LOG_EVERY_S` seconds, and at the end: the periodic
     line that replaces the bar."""
-    from lightning.pytorch.callbacks import Callback
+    from lightning.pytorch.callbacks import Callback  # heavy: lightning (seconds), off the refusal path
 
     class ProgressLog(Callback):
         def __init__(self):

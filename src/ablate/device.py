@@ -12,7 +12,7 @@ from typing import Any, Mapping
 def cuda() -> bool:
     """Whether this machine has a CUDA GPU (torch imported only when asked: the entry point refuses
     bad configs before that import)."""
-    import torch
+    import torch  # heavy: torch; ablate.config (read by the stats CLI) imports this module
 
     return torch.cuda.is_available()
 

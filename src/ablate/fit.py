@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import warnings
 import zipfile
 from pathlib import Path
@@ -13,8 +14,14 @@ from typing import Any, Sequence
 from omegaconf import DictConfig
 
 from ablate.config import ConfigError, require
+from ablate.console import progress_bars, progress_log
 from ablate.device import device, precision
+from ablate.loggers import extra_loggers
 from ablate.rundir import RunDir
+from ablate.rundir.atomic import checkpoint_io
+from ablate.rundir.metrics_csv import merge_metrics, stash_metrics
+from ablate.rundir.status import EFFECTIVE_BATCH, WORLD_SIZE
+from ablate.stopping import step_boundaries
 
 log = logging.getLogger("ablate.train")
 
@@ -22,7 +29,7 @@ log = logging.getLogger("ablate.train")
 def global_rank() -> int:
     """This process's rank in data-parallel training (Lightning re-launches the command once per extra
     device with the rank in the environment); 0 without DDP."""
-    from lightning.pytorch.utilities import rank_zero_only
+    from lightning.pytorch.utilities import rank_zero_only  # heavy: lightning (seconds), off the refusal path
 
     return int(getattr(rank_zero_only, "rank", 0) or 0)
 
@@ -40,16 +47,12 @@ def launch_rank() -> int:
 def fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=None, gradient_clip: float | None = None,
          callbacks: Sequence[Any] = ()):
     """Lightning fit with the run directory's CSV log, checkpoints and resume (`callbacks`: e.g. validation)."""
+    # heavy: lightning (seconds; ablate.lit.elapsed imports it too), off ablate.train's refusal path
     import lightning as L
     from lightning.pytorch.callbacks import ModelCheckpoint
     from lightning.pytorch.loggers import CSVLogger
 
-    from ablate.rundir.atomic import checkpoint_io
     from ablate.lit.elapsed import ElapsedTime
-    from ablate.console import progress_bars, progress_log
-    from ablate.loggers import extra_loggers
-    from ablate.rundir.metrics_csv import merge_metrics, stash_metrics
-    from ablate.stopping import step_boundaries
 
     # name="" and version="": the CSV lands on the run directory's metrics.csv (RunDir.metrics_file)
     loggers: list[Any] = [CSVLogger(save_dir=str(run_dir), name="", version="", flush_logs_every_n_steps=10)]
@@ -100,9 +103,7 @@ def per_device_batch(stage: DictConfig) -> int:
 def record_data_parallel(status, stage: DictConfig):
     """A Lightning callback that records, when training starts, the world size and the effective batch
     (world size x `per_device_batch`) in status.json (ablate.rundir.status.WORLD_SIZE, EFFECTIVE_BATCH)."""
-    from lightning.pytorch.callbacks import Callback
-
-    from ablate.rundir.status import EFFECTIVE_BATCH, WORLD_SIZE
+    from lightning.pytorch.callbacks import Callback  # heavy: lightning (seconds), off the refusal path
 
     class RecordDataParallel(Callback):
         def on_train_start(self, trainer, *_args) -> None:
@@ -116,7 +117,7 @@ def slurm_plugins() -> list:
     """Under SLURM, Lightning's SLURM environment without its own requeue on SIGUSR1 (a checkpoint saved
     inside the signal handler, mid-step, and an `hpc_ckpt` a resume would prefer): ablate.stopping owns
     the scheduler's warning, checkpointing at a step's end and requeueing the job."""
-    from lightning.fabric.plugins.environments import SLURMEnvironment
+    from lightning.fabric.plugins.environments import SLURMEnvironment  # heavy: lightning (seconds)
 
     return [SLURMEnvironment(auto_requeue=False)] if SLURMEnvironment.detect() else []
 
@@ -167,8 +168,6 @@ def check_compile(cfg: DictConfig) -> None:
     """`trainer.compile=true` on CPU needs a C++ compiler (torch.compile's inductor builds its kernels with it)."""
     if not cfg.trainer.get("compile"):
         return
-    import shutil
-
     if device(cfg.trainer) == "cuda":
         return
     compilers = [c for c in (os.environ.get("CXX"), "g++", "c++", "clang++") if c]

@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 from ablate.registry import Registry
 
@@ -373,8 +374,6 @@ def chunked_logprobs(hidden: torch.Tensor, tokens: torch.Tensor, head: torch.nn.
     head, `chunk` positions at a time: the fp32 logits of one chunk [chunk, V] exist at once, never
     [N, T, V] (8 x 1,100 positions x 151,936 in fp32 is 5.3 GB), and under autograd each chunk is
     recomputed in backward (activation checkpointing) instead of stored. Returns ([N, T], [N, T])."""
-    from torch.utils.checkpoint import checkpoint
-
     flat, targets = hidden.reshape(-1, hidden.size(-1)), tokens.reshape(-1)
     logps, entropies = [], []
     for start in range(0, flat.size(0), chunk):

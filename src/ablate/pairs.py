@@ -25,6 +25,7 @@ from typing import Any, Mapping, Sequence
 
 from ablate import seeds
 from ablate.console import tracked
+from ablate.rundir.atomic import write_jsonl
 
 SOURCES = ("solver", "sampled", "file")
 ORDERS = ("none", "static")
@@ -137,8 +138,6 @@ def load_pairs(path: str | Path) -> list[Pair]:
 
 def save_pairs(path: str | Path, pairs: Sequence[Pair], extra: Sequence[Mapping[str, Any]] | None = None) -> Path:
     """Write pairs (plus per-pair `extra` fields) as jsonl, atomically."""
-    from ablate.rundir.atomic import write_jsonl
-
     return write_jsonl(path, ({**pair.to_row(), **(dict(extra[i]) if extra else {})} for i, pair in enumerate(pairs)))
 
 

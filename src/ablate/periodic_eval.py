@@ -27,6 +27,7 @@ import lightning as L
 
 from ablate.config import typed
 from ablate.config.schemas import EvalConfig
+from ablate.eval import evaluate
 from ablate.rundir.metrics_csv import TIME, VAL
 from ablate.seeds import seed_of
 from ablate.tasks import Task
@@ -76,8 +77,6 @@ class ValidationCallback(L.Callback):
         return [f"{b}{key}" for b in blocks for key in VAL_KEYS] + [f"{TIME}val_s"]
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx) -> None:
-        from ablate.eval import evaluate
-
         updates = trainer.global_step  # optimizer steps so far, this batch's included
         if not self.due(updates):
             # Lightning re-logs a value logged from a hook until that hook logs again: NaN keeps the

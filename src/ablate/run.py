@@ -16,6 +16,7 @@ from omegaconf import DictConfig
 
 from ablate.checks import check_config
 from ablate.config import torch_threads
+from ablate.config.scale import scaled_block
 from ablate.fit import global_rank, record_data_parallel, record_resume
 from ablate.rundir import RunDir
 from ablate.rundir.code import code_fingerprints
@@ -43,8 +44,6 @@ def study_fingerprint(cfg: DictConfig) -> str | None:
     from omegaconf import OmegaConf
 
     from ablate.stats.claims.registration import fingerprint
-
-    from ablate.config.scale import scaled_block
 
     return fingerprint(scaled_block(OmegaConf.to_container(cfg.study, resolve=True),
                                     OmegaConf.to_container(cfg.model, resolve=True)))

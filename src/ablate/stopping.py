@@ -22,13 +22,17 @@ vanished without that (SIGKILL, the OOM killer) notices within PARENT_POLL_S and
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
+import multiprocessing
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
+from multiprocessing.connection import wait
 from typing import Iterator
 
 log = logging.getLogger("ablate.stopping")
@@ -133,8 +137,6 @@ def requeue_job() -> str:
     """Put this SLURM job back in the queue (`scontrol requeue`, as Lightning's SLURM plugin does): it
     starts again as it was submitted and the run resumes from its checkpoint. One line saying what happened
     (with the fix when SLURM refused: a cluster with JobRequeue=0 wants `sbatch --requeue`)."""
-    import subprocess
-
     job = slurm_job_id()
     try:
         done = subprocess.run(["scontrol", "requeue", str(job)], capture_output=True, text=True, timeout=60)
@@ -168,7 +170,7 @@ def step_boundaries(last_checkpoint: str | None = None):
     warning, `PREEMPT_SIGNALS`) waits for the step's end, saves `last_checkpoint` there (every rank
     decides alike under DDP) and stops after the row. Place it right before the ModelCheckpoint callback
     (Lightning runs checkpoint callbacks last)."""
-    from lightning.pytorch.callbacks import Callback
+    from lightning.pytorch.callbacks import Callback  # heavy: lightning (seconds), off the refusal path
 
     def release(*_args) -> None:
         _signals.holding = False
@@ -212,8 +214,6 @@ def exit_now(code: int) -> None:
     """Leave the process at once (a sweep worker whose sweep is stopping: no more jobs, no result to
     hand back), after the exit handlers (which release its named semaphores: the sweep's resource
     tracker would report them leaked) and flushing what it printed and logged."""
-    import atexit
-
     with contextlib.suppress(Exception):
         atexit._run_exitfuncs()
     logging.shutdown()
@@ -227,9 +227,6 @@ def stop_workers(grace_s: float = STOP_GRACE_S) -> int:
     """SIGTERM every child process of this one (a local sweep's workers), wait up to `grace_s` for
     them to exit, SIGKILL the rest; returns how many there were. Exits are watched on each process's
     sentinel, which works whoever reaps it (joblib's own thread may)."""
-    import multiprocessing
-    from multiprocessing.connection import wait
-
     workers = multiprocessing.active_children()
     for worker in workers:
         with contextlib.suppress(OSError):

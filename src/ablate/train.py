@@ -13,20 +13,29 @@ Run directory (`ablate.rundir.RunDir`): `.hydra/` (config, overrides), `status.j
 
 from __future__ import annotations
 
-import logging
+import contextlib
 import errno
+import logging
 import os
 import sys
 from pathlib import Path
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 import ablate.parts  # noqa: F401 - every part's schema, before Hydra composes
-from ablate.config import CONF_DIR
+from ablate import console
+from ablate.config import CONF_DIR, local_sweep_worker
+from ablate.config.checks import added_keys_error
 from ablate.checks import ConfigError, check_config
 from ablate.fit import launch_rank
+from ablate.rundir.ownership import SKIPPED, RunOwned, owned
+from ablate.rundir.record import check_run_dir, restore_hydra_files
+from ablate.rundir.status import RunStatus
 from ablate.run import run
+from ablate.stopping import Stopped, exit_now, preempted, requeue_job, stop_on_signals, stop_signal
 
 log = logging.getLogger("ablate.train")
 
@@ -34,12 +43,6 @@ log = logging.getLogger("ablate.train")
 # CONF_DIR, not "conf": in a clone that did not follow the src/ablate/conf link it is the top-level tree
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
 def main(cfg: DictConfig) -> str | None:
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
-    from ablate.config import local_sweep_worker
-    from ablate.stopping import Stopped, exit_now, preempted, requeue_job, stop_on_signals, stop_signal
-
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     sweeping = HydraConfig.get().mode == RunMode.MULTIRUN
     worker = local_sweep_worker()  # a joblib worker process: it stops when its sweep does
@@ -65,14 +68,6 @@ def job(cfg: DictConfig, run_dir: Path, sweeping: bool) -> str | None:
     """One launch or sweep job in `run_dir`, once this process owns it (before anything is written,
     and before the seconds of importing Lightning: a refusal comes at once). Refused, a single launch
     exits 2 and a sweep's job is skipped (returning ablate.rundir.ownership.SKIPPED); the sweep goes on."""
-    import contextlib
-
-    from hydra.core.hydra_config import HydraConfig
-
-    from ablate.config import local_sweep_worker
-    from ablate.rundir.ownership import SKIPPED, RunOwned, owned
-    from ablate.rundir.record import restore_hydra_files
-
     rank0 = launch_rank() == 0  # data-parallel workers share rank 0's directory
     with contextlib.ExitStack() as ownership:
         if rank0:
@@ -94,10 +89,6 @@ def checked_run(cfg: DictConfig, run_dir: Path, sweeping: bool, rank0: bool) -> 
     """`run`, refused when the directory holds another config; errors end a single launch (exit 2
     for a config error) and are recorded and logged in a sweep, which goes on. The config is checked
     before the console is set up: that imports Lightning (seconds), which a refusal does not need."""
-    from ablate import console
-    from ablate.rundir.status import RunStatus
-    from ablate.rundir.record import check_run_dir
-
     try:
         conflict = check_run_dir(cfg, run_dir) if rank0 else None
         if conflict:
@@ -157,8 +148,6 @@ def drop_multirun_when_printing(argv: list[str]) -> list[str]:
 def refuse_added_keys(argv: list[str]) -> None:
     """`+key=value` naming a key no schema has: exit 2 naming it, before Hydra composes (which would
     refuse it too, with its own message and exit code 1)."""
-    from ablate.config.checks import added_keys_error
-
     error = added_keys_error([a for a in argv if not a.startswith("-")], CONF_DIR)
     if error:
         print(f"config error: {error}", file=sys.stderr)

@@ -23,6 +23,8 @@ def scale_of(model: Mapping[str, Any]) -> str:
     """The model's scale label: `tiny` / `small` for the shipped embedded shapes, `h<hidden>l<layers>` for
     another embedded shape (started from saved weights or not), the lower-cased last part of
     `name_or_path` for a pretrained (`hf`) model."""
+    if not model or not model.get("kind"):  # no model config (a planted or external run): the default scale
+        return DEFAULT
     if model.get("kind") == "tiny":  # the embedded architecture, whatever weights it starts from (checks.py
         arch = model.get("arch") or {}   # refuses saved weights of another shape)
         shape = (int(arch.get("hidden_size", 0)), int(arch.get("num_hidden_layers", 0)))

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 import torch
 
-from ablate.config import typed
+from ablate.config import require, typed
 from ablate.config.schemas import EvalConfig
 from ablate.console import tracked
 from ablate.metrics import REGIME_TOOL, REGIMES, prompt_ratios
@@ -35,6 +35,7 @@ from ablate.rollout import SamplingParams
 from ablate.rollout.tools import Tool, ToolPrompt
 from ablate.rundir import RunDir, RunDirLike
 from ablate.rundir import summary as summary_json
+from ablate.rundir.atomic import write_json, write_jsonl
 from ablate.seeds import seed_of
 from ablate.tasks import CORRECT, NO_ANSWER, OPERANDS, Task
 
@@ -95,7 +96,7 @@ def evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problem
     `tool` regime) and score them with the task's verifier: (summary, per-prompt rows). The run's `tool`
     config (`tool_cfg`) decorates the prompts given the regime (`ablate.rollout.tools.ToolPrompt`). `eval_cfg`:
     the `eval` config, composed or a mapping of its keys (the schema's defaults fill the rest)."""
-    from ablate.rollout.hf import HFEngine
+    from ablate.rollout.hf import HFEngine  # heavy: transformers' modeling stack, off the config checks
 
     e = typed(EvalConfig, eval_cfg)
     n = e.n
@@ -131,8 +132,6 @@ def evaluate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problem
 
 
 def write_eval(run_dir: RunDirLike, regime: str, summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> Path:
-    from ablate.rundir.atomic import write_json, write_jsonl
-
     run = RunDir.of(run_dir)
     out = run.eval_dir(regime)
     out.mkdir(parents=True, exist_ok=True)
@@ -155,8 +154,6 @@ def format_summary(summary: Mapping[str, Any]) -> str:
 
 def check_eval(cfg) -> None:
     """`eval=` config (and the validation split it takes from the task): ConfigError naming the key and the fix."""
-    from ablate.config import require
-
     e = cfg.eval
     require(int(e.n) >= 1, f"eval.n={e.n} must be >= 1")
     require(all(int(k) >= 1 for k in e.ks), f"eval.ks={list(e.ks)} must be positive")

@@ -5,33 +5,30 @@ parts import the library."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import hydra
 import torch
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+import ablate.device
 import ablate.parts  # noqa: F401 - every part's schema, before Hydra composes
 from ablate.config import CONF_DIR, torch_threads
 from ablate.eval import evaluate, format_summary, write_eval
 from ablate.metrics import REGIME_TOOL, REGIMES
+from ablate.models import load_model, load_tokenizer, resolve_path
 from ablate.rollout.tools import build_tool
+from ablate.rundir.ownership import RunOwned, owned
+from ablate.rundir.status import RunStatus
+from ablate.stopping import stop_on_signals
+from ablate.tasks import build_task
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="eval_model")
 def main(cfg: DictConfig) -> None:
     """Evaluate a saved model directory on the task's held-out split into this run's `eval/`."""
-    import contextlib
-
-    from hydra.core.hydra_config import HydraConfig
-
-    import ablate.device
-    from ablate.models import load_model, load_tokenizer, resolve_path
-    from ablate.rundir.ownership import RunOwned, owned
-    from ablate.rundir.status import RunStatus
-    from ablate.stopping import stop_on_signals
-    from ablate.tasks import build_task
-
     if cfg.regime not in REGIMES:
         raise SystemExit(f"config error: regime={cfg.regime!r}: expected no_tool or tool (the tool of `tool=...` answers)")
     try:

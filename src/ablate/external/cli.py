@@ -5,18 +5,18 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from rich.console import Console
+
+from ablate.external.report import analyze_table, read_runs
+from ablate.external.tidy import TidyError
+from ablate.stats.render.report import write_and_print
+from ablate.stats.read.runs import StatsInputError
+from ablate.stats.stages.settings import Settings
+
 
 def report_table(args, command: str, metrics: list[str] | None) -> int:
     """Read, analyse and write the report of RUNS (one table) under --study; exit 0 / 1 / 2 as ablate.stats.
     `command`: the command line, shown in the report's header."""
-    from rich.console import Console
-
-    from ablate.external.report import analyze_table, read_runs
-    from ablate.external.tidy import TidyError
-    from ablate.stats.render.report import write_and_print
-    from ablate.stats.read.runs import StatsInputError
-    from ablate.stats.stages.settings import Settings
-
     err = Console(stderr=True, soft_wrap=True)
     if len(args.sweep_dirs) != 1 or args.study is None:
         err.print("[red]error:[/red] a table of runs needs exactly one RUNS file and --study STUDY.yaml "

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ablate.external.decide import decide_table
+from ablate.external.report import read_runs
+from ablate.external.tidy import TidyError
+from ablate.stats.read.runs import StatsInputError
+from ablate.stats.stages.conditions import label_sweep
+
 
 def next_seeds(runs: Path, study_path: Path, registration: Path | None = None,
                conditions: list[str] | None = None) -> tuple[list[str], int]:
     """(one line per condition to train: its condition, the seeds, why; the next look's number)."""
-    from ablate.external.decide import decide_table
-    from ablate.external.report import read_runs
-    from ablate.stats.stages.conditions import label_sweep
-
     tr, _ = read_runs(runs, study_path, conditions)
     study, _, _, labels, _ = label_sweep(tr.sweep, (), False, [])
     if study is None or not study.declared.claims:
@@ -60,9 +62,6 @@ def _seeds(tr, cond) -> list[int]:
 
 
 def main_external(runs: Path, study_path: Path, registration: Path | None, conditions: str | None) -> int:
-    from ablate.external.tidy import TidyError
-    from ablate.stats.read.runs import StatsInputError
-
     cols = [c.strip() for c in conditions.split(",") if c.strip()] if conditions else None
     try:
         lines, _ = next_seeds(runs, study_path, registration, cols)

@@ -55,6 +55,7 @@ def _frame(rows: list[dict]) -> pd.DataFrame | None:
 
 def read_tensorboard(files: list[Path], problems: list[str], where: str) -> pd.DataFrame | None:
     try:
+        # optional: the tensorboard extra
         from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
         from tensorboard.util import tensor_util
     except ImportError:

@@ -18,6 +18,7 @@ import pandas as pd
 import yaml
 
 from ablate.external.decide import decide_table
+from ablate.external.prompts import attach_prompts
 from ablate.external.tidy import RUNS_REGIME, TidyError, TidyRuns, read_table, tidy_runs
 from ablate.stats.stages.analysis import Analysis
 from ablate.stats.values.blocks import available_metrics
@@ -25,6 +26,7 @@ from ablate.stats.stages.compare import compare
 from ablate.stats.stages.conditions import group_conditions, label_sweep
 from ablate.stats.stages.curves import training_curves
 from ablate.stats.claims.engine import components
+from ablate.stats.claims.study import check_study_block
 from ablate.stats.maths.intervals import t_interval
 from ablate.stats.stages.mechanisms import Mechanisms
 from ablate.stats.values.reach import reach_metric
@@ -40,8 +42,6 @@ NO_PROMPTS = ("The table has run-level metrics only: each condition is described
 def load_study(path: Path) -> dict:
     """The `study:` block of STUDY.yaml (a preset's block, or a file holding `study:`), checked as a preset's
     is at start-up: every problem one line (TidyError)."""
-    from ablate.stats.claims.study import check_study_block
-
     try:
         raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -108,8 +108,6 @@ def read_runs(runs: Path, study_path: Path, conditions: list[str] | None = None,
     block = load_study(study_path)
     tr = tidy_runs(read_table(runs), block, runs, conditions)
     if prompts is not None:
-        from ablate.external.prompts import attach_prompts
-
         attach_prompts(tr, Path(prompts))
     problems: list[str] = []
     _, _, _, labels, _ = label_sweep(tr.sweep, (), False, problems)

@@ -70,7 +70,7 @@ def _records(path: Path, problems: list[str], where: str) -> list[dict] | None:
         problems.append(f"{where}: reading {path.name} needs the `wandb` package (pip install 'wandb>=0.31'); not read")
         return None
     try:
-        from wandb.util import get_core_path
+        from wandb.util import get_core_path  # optional: wandb
 
         command = [get_core_path(), "leet", "inspect", "--no-observability", "--json", "--run-file",
                    str(path.resolve()), str(path.resolve().parent.parent)]

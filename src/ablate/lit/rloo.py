@@ -17,6 +17,7 @@ from lightning.pytorch.core.optimizer import LightningOptimizer
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+import ablate.lit
 from ablate.lit import CompilableLearner
 from ablate.lit import overlong
 from ablate.lit.collector import Collector
@@ -61,12 +62,11 @@ class RLOOModule(CompilableLearner, L.LightningModule):
         learner's batches): the whole model for a small vocabulary, its decoder for a large one (whose log-probs
         come from the hidden states: compiling the model's wrapper would leave its `get_decoder()` uncompiled).
         `_frozen` then holds the reference and, last, its compiled runner, which `learn` calls."""
-        from ablate.lit import COMPILE_BACKEND
-
-        self._learner = (torch.compile(self._runner(self.model), dynamic=True, backend=COMPILE_BACKEND),)
+        backend = ablate.lit.COMPILE_BACKEND  # read when called: a test swaps it
+        self._learner = (torch.compile(self._runner(self.model), dynamic=True, backend=backend),)
         if self._frozen:
             self._frozen = (self._frozen[0], torch.compile(self._runner(self._frozen[0]), dynamic=True,
-                                                           backend=COMPILE_BACKEND))
+                                                           backend=backend))
 
     def _runner(self, model: torch.nn.Module) -> torch.nn.Module:
         """What `_logprobs` calls: the model (its logits) for a small vocabulary, else its decoder (hidden states)."""

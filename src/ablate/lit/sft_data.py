@@ -14,6 +14,7 @@ from transformers import PreTrainedTokenizerBase
 from ablate import seeds
 from ablate.objectives import IGNORE
 from ablate.padding import attention_mask, right_pad
+from ablate.rollout.tools import ToolPrompt
 
 
 def tool_output_mask(ids: Sequence[int], open_id: int | None, close_id: int | None) -> list[bool]:
@@ -45,8 +46,6 @@ class TraceDataset(Dataset):
     def __init__(self, task: Any, problems: Sequence[Any], tokenizer: PreTrainedTokenizerBase, template: str,
                  style: str, seed: int, max_length: int, tool_cfg: Mapping[str, Any],
                  oracle: Mapping[str, Any] | None = None):
-        from ablate.rollout.tools import ToolPrompt
-
         self.task = task
         self.problems = list(problems)
         self.tokenizer = tokenizer

@@ -65,14 +65,14 @@ def weights_sha256(model: torch.nn.Module) -> str:
 
 
 def load_model(model_cfg: Mapping[str, Any], tokenizer: PreTrainedTokenizerBase) -> PreTrainedModel:
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM  # heavy: transformers' modeling stack, off the config checks
 
     path = resolve_path(model_cfg.get("name_or_path"))
     if path:
         return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     if model_cfg["kind"] != "tiny":
         raise ValueError("model.kind=hf needs model.name_or_path=<Hub id or local directory>")
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from transformers import Qwen2Config, Qwen2ForCausalLM  # heavy: transformers' modeling stack (Qwen2's)
 
     arch = dict(model_cfg["arch"])
     # arch.vocab_size: rows beyond the tokenizer's, as Qwen2.5 pads 151,665 tokens to 151,936, so that a

@@ -3,9 +3,18 @@ any compute (ablate.checks) without loading it."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
+
+from huggingface_hub import HfApi, try_to_load_from_cache
+from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+from huggingface_hub.utils import HFValidationError, validate_repo_id
+from safetensors import safe_open
+
+from ablate.models import resolve_path
+
 
 def _looks_local(name: str) -> bool:
     return (name.startswith(("/", "./", "../", "~")) or os.sep + os.sep in name or name.count("/") > 1
@@ -13,8 +22,6 @@ def _looks_local(name: str) -> bool:
 
 
 def _json_error(path: Path) -> str | None:
-    import json
-
     try:
         value = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, ValueError) as err:
@@ -34,8 +41,6 @@ def model_dir_damage(local: Path, key: str, name: str) -> str | None:
     weights = sorted(local.glob("*.safetensors"))
     if not weights and not any(local.glob("*.bin")):
         return f"{key}={name!r}: {local} has config.json but no weights (*.safetensors or *.bin); {fix}"
-    from safetensors import safe_open
-
     for path in weights:
         try:
             with safe_open(str(path), framework="pt") as f:  # reads and checks the header only
@@ -52,8 +57,6 @@ def model_source_error(name_or_path: Any, key: str = "model.name_or_path") -> st
         return None
     name = str(name_or_path)
     if name.startswith("builtin:"):
-        from ablate.models import resolve_path
-
         try:
             resolve_path(name)
         except ValueError as err:
@@ -68,15 +71,9 @@ def model_source_error(name_or_path: Any, key: str = "model.name_or_path") -> st
     if _looks_local(name):
         return f"{key}={name!r}: no such directory; point it at a save_pretrained directory, a Hub id or builtin:tiny-sft"
     try:
-        from huggingface_hub.utils import HFValidationError, validate_repo_id
-
         validate_repo_id(name)
     except HFValidationError:
         return f"{key}={name!r}: neither a local directory nor a valid Hub id (like Qwen/Qwen2.5-0.5B-Instruct)"
-    except ImportError:  # pragma: no cover
-        return None
-    from huggingface_hub import try_to_load_from_cache
-
     try:
         if isinstance(try_to_load_from_cache(name, "config.json"), str):
             return None
@@ -85,9 +82,6 @@ def model_source_error(name_or_path: Any, key: str = "model.name_or_path") -> st
     if os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0", "false", "False"):
         return f"{key}={name!r}: not a local directory and not in the Hugging Face cache (HF_HUB_OFFLINE is set)"
     try:
-        from huggingface_hub import HfApi
-        from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
-
         HfApi().model_info(name, timeout=10)
     except GatedRepoError:
         return None  # it exists; the download will ask for the token

@@ -9,6 +9,7 @@ from __future__ import annotations
 import string
 from pathlib import Path
 
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
 TOKENIZER_DIR = Path(__file__).resolve().parent / "tiny_tokenizer"
@@ -20,8 +21,6 @@ CHARACTERS = sorted(set(string.printable) - set("\r\x0b\x0c\t"))
 
 
 def build_tokenizer() -> PreTrainedTokenizerFast:
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-
     vocab = {token: index for index, token in enumerate(SPECIAL + TAGS + CHARACTERS)}
     backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     backend.pre_tokenizer = pre_tokenizers.Split(Regex("[\\s\\S]"), behavior="isolated")

@@ -20,6 +20,7 @@ import inspect
 
 import torch
 from torch._dynamo.callback import CallbackTrigger
+from torch._dynamo.utils import counters
 from transformers.cache_utils import Cache, DynamicLayer, StaticCache, StaticLayer
 
 # torch.compile's backend for the compiled step (tests swap in "eager" to check the logic without inductor)
@@ -247,8 +248,6 @@ def compile_counters() -> dict[str, float]:
     dynamo sent back to eager after too many recompiles: each is a decode loop silently running uncompiled) and
     `rollout/cudagraph_records` (CUDA graphs recorded, a GPU's: growing at every step means the static cache
     moves between rollouts, CompiledSteps)."""
-    from torch._dynamo.utils import counters
-
     hits = sum(n for reason, n in counters["unimplemented"].items() if "recompile limit" in reason.lower())
     return {"rollout/compiled_graphs": float(counters["stats"]["unique_graphs"]),
             "rollout/recompile_limit_hits": float(hits), "rollout/cudagraph_records": float(_RECORDS[0])}

@@ -24,8 +24,11 @@ from typing import Any, Mapping, Protocol, Sequence
 
 from transformers import PreTrainedTokenizerBase
 
+from ablate.config import require
 from ablate.models import encode_prompt
 from ablate.registry import Registry
+from ablate.rollout.schedules import PROMPT_MODES, SCHEDULES
+from ablate.tasks import TASKS
 
 # tool.kind -> tool class (`@TOOLS.register`, and every task's `tools()`): `build_tool` and the config check read
 # this. `tool.kind=<cls.kind>` builds `cls.from_config(tool_cfg, tokenizer, template)`, after `cls.check(tool_cfg)`
@@ -35,8 +38,6 @@ TOOLS = Registry("tool.kind", attr="kind")
 
 def tool_classes() -> Registry:
     """`TOOLS` with the tools every registered task offers (`Task.tools()`, imported on first use)."""
-    from ablate.tasks import TASKS
-
     for task in TASKS.values():
         for kind, cls in task.tools().items():
             TOOLS.setdefault(kind, cls)
@@ -102,9 +103,6 @@ def build_tool(tool_cfg: Mapping[str, Any], tokenizer: PreTrainedTokenizerBase, 
 def check_tool(cfg) -> None:
     """`tool=` config: ConfigError naming the key and the fix (whether a stage takes the tool is the
     stage's check: ablate.stages)."""
-    from ablate.config import require
-    from ablate.rollout.schedules import PROMPT_MODES, SCHEDULES
-
     t = cfg.tool
     tools = tool_classes()
     require(t.kind in tools, f"tool.kind={t.kind!r}: expected one of {tuple(tools)}")

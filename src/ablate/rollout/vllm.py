@@ -72,7 +72,7 @@ def _import_vllm():
                            f"or set it to 0 (it is {os.environ[INPROCESS_ENV]!r})")
     os.environ[INPROCESS_ENV] = "0"  # read by vLLM when the LLM is built
     try:
-        import vllm
+        import vllm  # optional: the vllm extra
     except ImportError as err:
         raise ImportError(f"rollout=vllm needs vLLM ({err}): {INSTALL_HINT}") from None
     return vllm
@@ -129,7 +129,7 @@ class VLLMEngine:
                  generator: torch.Generator, tool_available: Sequence[bool] | None = None) -> Rollouts:
         """k samples per prompt; `tool_available[i]` (per sampled sequence, prompt-major) says whether
         the tool answers in sequence i (default: whenever the engine has one)."""
-        from vllm.inputs import TokensPrompt
+        from vllm.inputs import TokensPrompt  # optional: the vllm extra
 
         eos, pad = self.tokenizer.eos_token_id, self.tokenizer.pad_token_id
         expanded = [list(p) for p in prompt_ids for _ in range(k)]

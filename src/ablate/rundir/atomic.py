@@ -172,6 +172,7 @@ def checkpoint_io():
     """A Lightning CheckpointIO whose saves are atomic inside the checkpoint's own directory (Lightning's
     own writes a temporary file under $TMPDIR and moves it: not atomic across filesystems, and a kill
     leaves the temporary file there)."""
+    # heavy: torch and lightning; the stats CLI and the config checks read this module
     import torch
     from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 

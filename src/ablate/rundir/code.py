@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import subprocess
 from pathlib import Path
 
@@ -77,16 +78,12 @@ KNOWN: dict[str, dict[str, str]] = {}
 
 def use_known(path: Path) -> None:
     """Read {commit: fingerprints} written by `write_known` (absent file: nothing known)."""
-    import json
-
     if Path(path).is_file():
         KNOWN.update(json.loads(Path(path).read_text(encoding="utf-8")))
 
 
 def known_text() -> str:
     """Every commit known or resolved in this process, as the JSON `use_known` reads."""
-    import json
-
     return json.dumps({**KNOWN, **RESOLVED}, indent=1, sort_keys=True) + "\n"
 
 

@@ -5,6 +5,8 @@ the earlier rows back after (`merge_metrics`)."""
 
 from __future__ import annotations
 
+import pandas as pd
+
 from ablate.rundir import atomic
 from ablate.rundir.layout import RunDir, RunDirLike
 
@@ -22,8 +24,6 @@ def stash_metrics(run_dir: RunDirLike) -> None:
     current, stash = run.metrics_file, run.metrics_stash
     if not current.is_file():
         return
-    import pandas as pd
-
     frames = [pd.read_csv(p) for p in (stash, current) if p.is_file() and p.stat().st_size]
     if frames:
         merged = pd.concat(frames, ignore_index=True).drop_duplicates(subset=["step"], keep="last")
@@ -37,8 +37,6 @@ def merge_metrics(run_dir: RunDirLike) -> None:
     current, stash = run.metrics_file, run.metrics_stash
     if not stash.is_file():
         return
-    import pandas as pd
-
     old = pd.read_csv(stash)
     if current.is_file() and current.stat().st_size:
         new = pd.read_csv(current)

@@ -56,7 +56,7 @@ def _lock(path: Path) -> tuple[int | None, bool]:
     """(fd, True) holding the flock, or (None, False) where there is no flock (status.json alone
     decides then); BlockingIOError when another process holds it."""
     try:
-        import fcntl
+        import fcntl  # optional: POSIX only
     except ImportError:  # Windows: no flock
         return None, False
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)

@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import platform
+import signal
 import socket
 import subprocess
 import threading
@@ -28,6 +29,7 @@ from typing import Any, Iterator, get_type_hints
 from ablate.rundir import atomic
 from ablate.rundir.checks import COUNT, NONNEGATIVE, bad_number, finite, show
 from ablate.rundir.layout import RunDir, RunDirLike
+from ablate.stopping import stop_signal
 
 log = logging.getLogger("ablate.train")
 
@@ -116,7 +118,7 @@ def versions() -> dict[str, str | None]:
         except metadata.PackageNotFoundError:
             found[name] = None
     try:  # torch picks its CPU kernels by the instruction set, and the last bits follow (AVX2 vs AVX512)
-        import torch
+        import torch  # heavy: torch; the stats CLI reads this module
 
         found["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
     except ImportError:
@@ -309,10 +311,6 @@ class RunStatus:
         """`with RunStatus(run_dir).running(stage=...) as status:` starts the attempt, completes it when
         the block ends, and records an exception out of the block (then re-raises it): a stop
         (ablate.stopping) as `interrupted`, anything else as the failure."""
-        import signal
-
-        from ablate.stopping import stop_signal
-
         self.start(**extra)
         try:
             yield self

@@ -162,6 +162,7 @@ def _check_args(parser: argparse.ArgumentParser, args) -> None:
 
 def _hold(sweep, settings, out: Path) -> int:
     """--hold: the runs' archive only, no analysis (a look's verdicts wait for all of its seeds)."""
+    # heavy: the analysis pipeline (pandas, scipy), after the arguments: --help and a bad argument answer at once
     from ablate.stats.render.report import write_archive
     from ablate.stats.stages.conditions import group_conditions
 
@@ -180,14 +181,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     _check_args(parser, args)
     metrics = [m.strip() for item in args.metric for m in item.split(",") if m.strip()] if args.metric else None
+    # heavy: the analysis pipeline (pandas, scipy), after the arguments: --help and a bad argument answer at once
     from ablate.external.tidy import is_table
 
     if args.study is not None or any(is_table(p) for p in args.sweep_dirs):  # runs of any trainer, as a table
-        from ablate.external.cli import report_table
+        from ablate.external.cli import report_table  # heavy: the table pipeline (pandas, scipy)
 
         shown = [relative_path(a) for a in (argv if argv is not None else sys.argv[1:])]
         return report_table(args, "python -m ablate.stats " + " ".join(shlex.quote(a) for a in shown), metrics)
 
+    # heavy: the analysis pipeline (pandas, scipy), after the arguments: --help and a bad argument answer at once
     from rich.console import Console
 
     from ablate.stats.read.load import load_sweep
@@ -199,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.baseline is not None and not args.baseline.strip():
             raise StatsInputError("--baseline is empty")
-        from ablate.stats.values.reach import parse_reach
+        from ablate.stats.values.reach import parse_reach  # heavy: the analysis pipeline (pandas)
 
         for spec in args.reach:  # a bad --reach fails before any run is read
             parse_reach(spec)
@@ -210,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
                       "(a run is a directory containing .hydra/overrides.yaml)", highlight=False)
             return 1
 
+        # heavy: the analysis (scipy), once runs are found: an empty sweep is told at once
         from ablate.stats.stages.analysis import analyze
         from ablate.stats.stages.settings import Settings
 
@@ -232,7 +236,7 @@ def _report(args, argv: list[str] | None, analysis, name: str, out_console, err)
     --quiet); 1 when no run could be compared, 2 when the report cannot be written."""
     shown = [relative_path(a) for a in (argv if argv is not None else sys.argv[1:])]
     command = "python -m ablate.stats " + " ".join(shlex.quote(a) for a in shown)
-    from ablate.stats.render.report import write_and_print
+    from ablate.stats.render.report import write_and_print  # heavy: the renderer (pandas, scipy)
 
     rc = write_and_print(analysis, args.out or Path("stats") / name, args, command.strip(), out_console, err)
     if rc == 0 and analysis.conditions.n_ok == 0:

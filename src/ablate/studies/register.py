@@ -13,6 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from ablate.config.scale import scaled_block  # the study at its model's scale: `model=small` is its own study
+
 
 def compose_study(overrides: list[str]) -> dict:
     """The composed, checked `study:` block of a run with these overrides."""
@@ -29,8 +31,6 @@ def compose_study(overrides: list[str]) -> dict:
         raise SystemExit(f"error: {' '.join(overrides) or 'the default config'} has no study block; "
                          "name a study preset, e.g. experiment=curriculum_study")
     check_study(cfg)
-    from ablate.config.scale import scaled_block  # the study at its model's scale: `model=small` is its own study
-
     return scaled_block(OmegaConf.to_container(cfg.study, resolve=True), OmegaConf.to_container(cfg.model, resolve=True))
 
 

@@ -13,14 +13,14 @@ from typing import Sequence
 from hydra.core.utils import JobReturn, JobStatus
 from hydra_plugins.hydra_joblib_launcher.joblib_launcher import JoblibLauncher
 
+from ablate.rundir.ownership import SKIPPED
+from ablate.stopping import workers_stop_with_parent
+
 log = logging.getLogger(__name__)
 
 
 class LocalJoblibLauncher(JoblibLauncher):
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from ablate.rundir.ownership import SKIPPED
-        from ablate.stopping import workers_stop_with_parent
-
         with workers_stop_with_parent():
             returns = super().launch(job_overrides, initial_job_idx)
         skipped = [r for r in returns if r.status == JobStatus.COMPLETED and r.return_value == SKIPPED]

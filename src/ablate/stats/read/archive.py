@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ablate.rundir import RunDir
+from ablate.rundir.atomic import write_bytes
 from ablate.stats.read.runs import PromptTable, RegimeEval, Run, split_overrides, task_level
 from ablate.stats.read.validate import check_prompt_rows, check_run_record, finite
 
@@ -76,8 +77,6 @@ def run_record(run: Run, root: Path) -> dict:
 
 def write_runs(runs: list[tuple[Run, Path]], out: Path) -> Path:
     """runs.jsonl.gz under `out`, atomically (a reader may be pooling it)."""
-    from ablate.rundir.atomic import write_bytes
-
     # a NaN/inf that reached a run's status or config (YAML has .nan) is null in JSON, never a crash
     text = "".join(json.dumps(finite(run_record(run, root), "", []), allow_nan=False) + "\n" for run, root in runs)
     path = Path(out) / RUNS_FILE

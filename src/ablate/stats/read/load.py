@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+import pandas as pd
 import yaml
 
 from ablate.rundir import RunDir
 from ablate.rundir.status import State, interrupted
 from ablate.stats.read import validate
+from ablate.stats.read.archive import PROMPTS_FILE, RUNS_FILE, is_archive, load_archive
 from ablate.stats.read.multirun import check_sweep_record
 from ablate.stats.read.runs import RegimeEval, Run, StatsInputError, Sweep, find_run_dirs, split_overrides, \
     task_level
@@ -66,8 +68,6 @@ def load_regime(run: RunDir, regime: str, rel: str, level: tuple[str, str] = OPE
 def load_metrics_csv(path: Path, issues: list[str], what: str):
     """metrics.csv by step (Lightning's CSVLogger: empty or nan cells are steps a column was not logged at).
     A cut last line is dropped and cells that are not finite numbers read as not logged, each named."""
-    import pandas as pd
-
     try:
         raw = path.read_bytes()
         text = raw.decode("utf-8")
@@ -280,8 +280,6 @@ def load_sweep(paths: Path | str | Sequence[Path | str]) -> Sweep:
         if not p.is_dir():
             raise StatsInputError(f"not a directory: {p}")
         roots.append(p)
-    from ablate.stats.read.archive import PROMPTS_FILE, RUNS_FILE, is_archive, load_archive
-
     problems: list[str] = []
     archived = {root: load_archive(root, problems) for root in roots if is_archive(root)}
     # a committed report directory stands for the sweep directories it read (ablate.stats.read.archive)

@@ -15,6 +15,8 @@ import numpy as np
 
 from ablate.rundir import RunDir
 from ablate.config.scale import scaled_block
+from ablate.rundir.status import EFFECTIVE_BATCH, data_parallel
+from ablate.tasks import OPERANDS, TASKS
 
 # Directories a run writes that never contain other runs; skipping them keeps discovery fast.
 _NO_DESCEND = {*RunDir.SUBDIRS, "wandb", "lightning_logs", "__pycache__", ".git"}
@@ -28,8 +30,6 @@ EXECUTION_KEYS = {"trainer.accelerator", "trainer.devices", "trainer.num_threads
 def task_level(config: dict | None) -> tuple[str, str]:
     """(samples.jsonl column, summary block) of a run's report level, read from its task in the registry
     (`task.name` of its .hydra/config.yaml; Countdown's names, the operand count, when it names none known)."""
-    from ablate.tasks import OPERANDS, TASKS
-
     task = (config or {}).get("task")
     known = TASKS.get(task.get("name")) if isinstance(task, dict) and isinstance(task.get("name"), str) else None
     return (known.level_column, known.level_block) if known is not None else OPERANDS
@@ -218,8 +218,6 @@ def split_overrides(overrides: Iterable[str], status: dict | None = None) -> tup
     `EXECUTION_KEYS`, and the seed value. A data-parallel run (its `status` records a world size above 1)
     adds `effective_batch=<world size x per-device batch>`: trainer.devices is where a run ran, but under
     DDP it multiplies the batch, so runs at different world sizes are different conditions."""
-    from ablate.rundir.status import EFFECTIVE_BATCH, data_parallel
-
     cond, seed = [], None
     for item in overrides:
         norm = normalise_override(item)

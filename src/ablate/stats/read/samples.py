@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from ablate.stats.read.runs import PromptTable
 from ablate.tasks.base import OPERANDS
@@ -81,8 +82,6 @@ def load_samples(path: Path, issues: list[str], what: str, level: tuple[str, str
 
 def _json_rows(text: str, bad: list) -> tuple[list, list[dict]]:
     """(line number, line) and the parsed row of every JSON-object line; the others go to `bad`."""
-    import pandas as pd
-
     lines = [(i, line) for i, line in enumerate(text.split("\n"), 1) if line.strip()]
     try:
         frame = pd.read_json(io.StringIO(text), lines=True, dtype=False)

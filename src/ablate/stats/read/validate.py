@@ -7,6 +7,9 @@ lists them under "Data problems" and the console counts them."""
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
+
 from ablate.rundir.checks import bad_number, finite, show
 from ablate.rundir.status import check_status
 from ablate.rundir.summary import check_summary
@@ -84,9 +87,6 @@ def _bad_metrics(metrics) -> str | None:
 def check_prompt_rows(frame, what: str, problems: list[str]):
     """prompts.csv.gz's rows checked like samples.jsonl's lines (whole n >= 1, 0 <= n_correct <= n, other
     counts finite and >= 0 where given): (the frame, the (run, regime) pairs with a bad row: left out)."""
-    import numpy as np
-    import pandas as pd
-
     keys = ["run", "regime", "id", "n", "n_correct"]
     if not set(keys) <= set(frame.columns):
         problems.append(f"{what}: columns {', '.join(k for k in keys if k not in frame.columns)} missing; "

@@ -7,8 +7,11 @@ import math
 import re
 
 import pandas as pd
+from rich.markup import escape
+from rich.table import Table
 
 from ablate.stats.claims.claim_types import label
+from ablate.stats.maths.power import MAX_SEEDS
 from ablate.stats.render.formatting import fmt, fmt_ci, fmt_p, md_table
 
 SPENDING_NAMES = {"obrien_fleming": "O'Brien-Fleming", "pocock": "Pocock"}
@@ -146,15 +149,10 @@ def claims_markdown(result) -> list[str]:
 
 def _seeds_needed(n: float) -> str:
     """A seed count is a whole number; beyond power.MAX_SEEDS the search stops and says so."""
-    from ablate.stats.maths.power import MAX_SEEDS
-
     return f"More than {MAX_SEEDS:,}" if math.isinf(n) else f"About {int(n)}"
 
 
 def claims_console(result, console) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
     table = Table(title="Claims (declared in the preset; recipe-level verdicts)")
     for col, justify in [("claim", "left"), ("estimate [CI]", "right"), ("seeds", "right"), ("look", "left"),
                          ("verdict", "left")]:

@@ -7,6 +7,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
 
 from ablate.stats.render.claims import claims_console
 from ablate.stats.render.formatting import fmt_ci, pct
@@ -32,9 +35,6 @@ def run_warnings(inventory: pd.DataFrame) -> list[tuple[str, str, str]]:
 def print_summary(a: Analysis, written: dict[str, Path], console=None) -> None:
     """The study and its claims, the first compared metric per condition and regime with its comparison,
     then counts of what the report lists (runs left out, run warnings, data problems) and where it is."""
-    from rich.console import Console
-    from rich.markup import escape
-
     console = console or Console()
     c = a.conditions
     if c.study is not None:
@@ -66,8 +66,6 @@ def print_summary(a: Analysis, written: dict[str, Path], console=None) -> None:
 
 def _conditions_table(c: Conditions, summary: Summary, comparisons: pd.DataFrame):
     """Per condition and regime: the first compared metric [CI] and its difference from the baseline."""
-    from rich.table import Table
-
     metric = c.settings.metrics[0]
     table = Table(title=f"{c.sweep.name}: {metric}, mean over seeds [{pct(c.settings.confidence)} CI]")
     for col, justify in [("condition", "left"), ("runs ok", "right"), ("regime", "left"), (metric, "right"),

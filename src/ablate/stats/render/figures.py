@@ -55,10 +55,10 @@ def make_figures(out: Path, conditions: Conditions, summary: Summary, comparison
     `conditions` the conditions' order, the regimes, the confidence and the study's name; from `summary`
     summary.csv's condition rows and the performance profiles; `comparisons.table`; `curves.table`; the
     claims' table (None: no claims). Each figure is handed only the table it draws."""
-    import matplotlib
+    import matplotlib  # heavy: matplotlib, imported when plots are drawn (not under --no-plots)
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # order: pyplot after the Agg backend is chosen
 
     c = conditions
     canvas = Canvas(out, plt, [c.labels[k] for k in c.labels], c.settings.confidence)
@@ -101,10 +101,10 @@ def claims_figure(table: pd.DataFrame, path: Path, title: str = "claims",
     deciding interval coloured by verdict, the paper's one-seed effect as ×, 0 as a line, the
     equivalence or non-inferiority margin shaded. With `confirmatory` (the same claims decided on fresh,
     registered seeds), each panel shows both: exploratory hollow and dotted above, confirmatory below."""
-    import matplotlib
+    import matplotlib  # heavy: matplotlib, imported when plots are drawn (not under --no-plots)
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # order: pyplot after the Agg backend is chosen
 
     rows = table.to_dict("records")
     second = {} if confirmatory is None else {r["id"]: r for r in confirmatory.to_dict("records")}

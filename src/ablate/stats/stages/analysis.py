@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ablate.stats.claims.engine import ClaimsResult, sweep_claims
+from ablate.stats.claims.standing import sweep_decided
 from ablate.stats.read.runs import Sweep
 from ablate.stats.stages.compare import Comparisons, compare
 from ablate.stats.stages.conditions import Conditions, group_conditions, label_sweep, usable_regimes
@@ -61,8 +62,6 @@ def analyze(sweep: Sweep, settings: Settings) -> Analysis:
 def decide_claims(c: Conditions) -> ClaimsResult | None:
     """The study's declared claims decided on this sweep, under its registration if one is found (None
     when it declares none), through ablate.stats.claims.engine.sweep_claims as the calibration harness decides."""
-    from ablate.stats.claims.standing import sweep_decided
-
     if c.study is None or not c.study.declared.claims:
         return None
     s = c.settings

@@ -11,6 +11,7 @@ from typing import Sequence
 
 import pandas as pd
 
+from ablate.rundir.status import EFFECTIVE_BATCH, data_parallel
 from ablate.stats.claims.study import Study, matches, sweep_study
 from ablate.stats.read.runs import (Run, StatsInputError, Sweep, condition_label, mixed_starts, normalise_override,
                                unbalanced_machines)
@@ -83,8 +84,6 @@ def mixed_world_sizes(runs: Sequence[Run]) -> list[str]:
     is the per-device batch x the world size, so they are not seeds of one recipe. Their conditions differ
     by `effective_batch=` (ablate.stats.read.runs.split_overrides) and are never pooled; a run that records no
     layout (from before it was recorded) counts as one device."""
-    from ablate.rundir.status import EFFECTIVE_BATCH, data_parallel
-
     arms: dict[tuple[str, ...], dict[tuple[int, int | None], list[str]]] = {}
     for run in runs:
         layout = data_parallel(run.status) or (1, None)

@@ -22,8 +22,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 import pandas as pd
+import yaml
+
+import ablate.config
+from ablate.config.scale import base_name
 
 from ablate.stats.claims.study import declared_mechanisms
+from ablate.stats.values.table import sweep_values
 
 if TYPE_CHECKING:
     from ablate.stats.read.runs import Sweep
@@ -45,8 +50,6 @@ def describe_mechanisms(sweep: Sweep, study, labels: dict, regimes: Sequence[str
     (a note says so: mechanisms describe, so this is no data problem). `study`: the sweep's
     ablate.stats.claims.study.Study or None (its `block` and `name` are read); `labels`: condition -> its
     label (Conditions.labels); `regimes`: the eval regimes an evaluation metric is read in."""
-    from ablate.stats.values.table import sweep_values
-
     problems: list[str] = []
     notes: list[str] = []
     if study is None:
@@ -100,12 +103,7 @@ def mechanisms_markdown(m: Mechanisms) -> list[str]:
 def preset_mechanisms(study_name: str, notes: list[str]) -> dict[str, str]:
     """The mechanisms today's preset of that name declares, for runs whose study block predates the
     declaration (they describe, so declaring them later changes no verdict; the report says so)."""
-    import yaml
-
-    from ablate.config import CONF_DIR
-    from ablate.config.scale import base_name
-
-    path = CONF_DIR / "experiment" / f"{base_name(study_name)}.yaml"  # a scaled study reads its preset's
+    path = ablate.config.CONF_DIR / "experiment" / f"{base_name(study_name)}.yaml"  # a scaled study: its preset's
     if not path.is_file():
         return {}
     try:
