@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from omegaconf import DictConfig, OmegaConf
 
-from ablate.config import ConfigError, require
+from ablate.config import ConfigError, plain, require
 
 __all__ = ["ConfigError", "check_config"]
 
@@ -93,7 +93,7 @@ def check_curriculum_stage(cfg: DictConfig) -> None:
     stage.curriculum(cfg)
     try:
         fields = tuple(task_class(cfg.task.name).difficulty_fields)  # the task's difficulty axes
-        check_curriculum(OmegaConf.to_container(cfg.curriculum, resolve=True), fields, cfg.task.name)
+        check_curriculum(cfg.curriculum, fields, cfg.task.name)  # typed by the curriculum's schema
     except ValueError as err:
         raise ConfigError(str(err)) from None
 
@@ -105,7 +105,7 @@ def check_study(cfg: DictConfig) -> None:
         return
     from ablate.stats.claims.study import check_study_block
 
-    problems = check_study_block(OmegaConf.to_container(cfg.study, resolve=True))
+    problems = check_study_block(plain(cfg.study))  # the block as ablate.stats reads it
     require(not problems, "study (the preset's claims and seed plan): " + "; ".join(problems)
             + " (docs/stats.md, Claims, lists the keys)")
 

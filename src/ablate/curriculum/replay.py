@@ -16,8 +16,19 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
+from ablate.config.schemas import config_schema
 from ablate.rollout import Rollouts
 from ablate.seeds import seed_of
+
+
+@config_schema("replay", "replay_schema")
+@dataclass
+class ReplayConfig:
+    """`replay:` (conf/config.yaml): whether a fraction of each batch is reused from the buffer, and its size."""
+
+    enabled: bool = False
+    fresh_fraction: float = 0.5
+    capacity: int = 64
 
 
 @dataclass

@@ -17,11 +17,10 @@ from pathlib import Path
 def compose_study(overrides: list[str]) -> dict:
     """The composed, checked `study:` block of a run with these overrides."""
     from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
 
     import ablate.parts  # noqa: F401 - every part's schema, before Hydra composes
     from ablate.checks import check_study
-    from ablate.config import CONF_DIR
+    from ablate.config import CONF_DIR, plain
 
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=overrides)
@@ -29,7 +28,7 @@ def compose_study(overrides: list[str]) -> dict:
         raise SystemExit(f"error: {' '.join(overrides) or 'the default config'} has no study block; "
                          "name a study preset, e.g. experiment=curriculum_study")
     check_study(cfg)
-    return OmegaConf.to_container(cfg.study, resolve=True)
+    return plain(cfg.study)  # what the registration fingerprints
 
 
 def main(argv: list[str] | None = None) -> int:
