@@ -13,6 +13,7 @@ from typing import Any, Optional, Sequence
 
 from omegaconf import DictConfig
 
+from ablate.check_registry import CHECKS
 from ablate.config import ConfigError, require
 from ablate.config.schemas import config_schema, typed
 from ablate.device import device, precision
@@ -183,6 +184,7 @@ def record_resume(status, checkpoints: Path) -> None:
         status.update(resumed_from={"checkpoint": checkpoint and Path(checkpoint).name, "passed_over": passed_over})
 
 
+@CHECKS.register("compile", order=90)
 def check_compile(cfg: DictConfig) -> None:
     """`trainer.compile=true` on CPU needs a C++ compiler (torch.compile's inductor builds its kernels with it)."""
     if not cfg.trainer.get("compile"):

@@ -17,6 +17,7 @@ from typing import Any, Callable, NamedTuple, Optional
 
 from omegaconf import DictConfig
 
+from ablate.check_registry import CHECKS
 from ablate.config import plain
 from ablate.config.schemas import config_schema, typed
 from ablate.registry import Registry
@@ -59,6 +60,7 @@ class LoggerEntry(NamedTuple):
 LOGGERS = Registry("logger", entry=lambda name, build, **needs: LoggerEntry(build, **needs))
 
 
+@CHECKS.register("loggers", order=85)
 def check_loggers(cfg: DictConfig) -> None:
     """The switched-on loggers' packages are installed (before any compute): ConfigError naming the extra."""
     import importlib.util

@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
+from ablate.check_registry import CHECKS
 from ablate.config.schemas import config_schema
 from ablate.rollout import Rollouts
 from ablate.seeds import seed_of
@@ -81,6 +82,7 @@ class ReplayBuffer:
         self.generator.set_state(state["generator"])
 
 
+@CHECKS.register("replay", order=50)
 def check_replay(cfg) -> None:
     """`replay=` config: ConfigError naming the key and the fix."""
     from ablate.config import require

@@ -24,6 +24,7 @@ from typing import Any, Mapping, Protocol, Sequence
 
 from transformers import PreTrainedTokenizerBase
 
+from ablate.check_registry import CHECKS
 from ablate.config.schemas import ToolConfig, typed
 from ablate.models import encode_prompt
 from ablate.registry import Registry
@@ -97,6 +98,7 @@ def build_tool(tool_cfg: Mapping[str, Any], tokenizer: PreTrainedTokenizerBase, 
     return tool_class.from_config(tool_cfg, tokenizer, template)
 
 
+@CHECKS.register("tool", order=70)
 def check_tool(cfg) -> None:
     """`tool=` config: ConfigError naming the key and the fix (whether a stage takes the tool is the
     stage's check: ablate.stages)."""

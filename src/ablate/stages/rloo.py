@@ -10,6 +10,7 @@ from typing import Optional
 
 from omegaconf import DictConfig
 
+from ablate.check_registry import CHECKS
 from ablate.config.schemas import ToolConfig, config_schema, typed
 from ablate.fit import fit, global_rank
 from ablate.rundir import RunDir
@@ -200,6 +201,7 @@ def check_clip(s: DictConfig, clipped: tuple[str, ...]) -> None:
     require(s.overlong_penalty >= 0, f"stage.overlong_penalty={s.overlong_penalty} must be >= 0")
 
 
+@CHECKS.register("dynamic_sampling", order=55)
 def check_dynamic_sampling(cfg: DictConfig) -> None:
     """`dynamic_sampling=` config: it filters RL rollout groups."""
     from ablate.config import require
