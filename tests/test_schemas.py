@@ -24,6 +24,7 @@ from ablate.stages import STAGES
 from ablate.stages.preference import PreferenceStageConfig
 from ablate.stages.rloo import DynamicSamplingConfig, RLOOStageConfig
 from ablate.stages.sft import SFTStageConfig
+from ablate.stages.wiring import CheckpointConfig
 from ablate.tasks import TASKS
 from ablate.tasks.countdown.schema import CountdownTaskConfig, OracleToolConfig, VerdictRewardConfig
 from ablate.tasks.reasoning_gym import ReasoningGymTaskConfig
@@ -53,7 +54,7 @@ GROUPS = {("eval", "default"): EvalConfig, ("rollout", "hf"): HFRolloutConfig,
 # shared by several yamls: the defaults are one yaml's values (the first named), the others differ
 SHARED = (ToolConfig, AnnealedToolConfig, VerdictRewardConfig, TinyModelConfig, ModelConfig, LoggerConfig)
 # blocks of config.yaml with a schema (no group: `- schema_<key>_<name>@<key>` in config.yaml's defaults)
-BLOCKS = {"replay": ReplayConfig, "dynamic_sampling": DynamicSamplingConfig}
+BLOCKS = {"replay": ReplayConfig, "dynamic_sampling": DynamicSamplingConfig, "checkpoint": CheckpointConfig}
 
 
 def cfg_of(*overrides):
@@ -151,6 +152,7 @@ WRONG = [
     ([], "logger.wandb=maybe", "logger.wandb"),
     ([], "replay.capacity=lots", "replay.capacity"),
     ([], "dynamic_sampling.max_gen_batches=x", "dynamic_sampling.max_gen_batches"),
+    ([], "checkpoint.keep_evaluated=often", "checkpoint.keep_evaluated"),
 ]
 
 
