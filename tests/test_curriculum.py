@@ -8,7 +8,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from scipy.stats import pearsonr
 
-from ablate.config import CONF_DIR, group_options, typed
+from ablate.config import CONF_DIR, group_options, load_group_config, typed
 from ablate.curriculum import (DotsSampler, FrontierReplaySampler, FrontierSampler, Levels, ReplayBuffer, Sampler,
                                StaticSampler, ThresholdSampler, build_sampler, check_curriculum, difficulty_levels)
 from ablate.curriculum.dots import attention_difficulty, calibrate, fit_platt, pearson, selection_weights
@@ -27,7 +27,7 @@ def group_rewards(successes, k=8):
     return torch.tensor([[1.0] * round(s * k) + [0.0] * (k - round(s * k)) for s in successes])
 
 
-COUNTDOWN = CountdownTask({}, Reward.from_config(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "reward" / "binary.yaml"))))
+COUNTDOWN = CountdownTask({}, Reward.from_config(load_group_config("reward", "binary")))
 
 
 def compose_cfg(*overrides):
@@ -407,7 +407,7 @@ def test_static_curriculum_orders_preference_pairs():
     cfg = compose_cfg("curriculum=static", "stage=ipo")
     check_config(cfg)  # a static curriculum on n_numbers is an ordering of the pairs
     problems = generate(60, seed=4)
-    stages = pair_stages(OmegaConf.to_container(cfg.curriculum), problems, COUNTDOWN)
+    stages = pair_stages(OmegaConf.to_object(cfg.curriculum), problems, COUNTDOWN)  # its schema's instance
     assert stages == [{"until": 0.5, "n_numbers": [3]}, {"until": 1.0, "n_numbers": [3, 4]}]
 
     class Pair:

@@ -3,7 +3,7 @@ import json
 import pytest
 from omegaconf import OmegaConf
 
-from ablate.config import CONF_DIR
+from ablate.config import CONF_DIR, load_group_config
 from ablate.eval import summarize, write_eval
 from ablate.metrics import pass_at_k
 from ablate.tasks.countdown import VERDICTS
@@ -59,7 +59,7 @@ def test_evaluation_is_seeded_and_reports_tool_metrics(tiny_policy):
 
     model, tokenizer = tiny_policy
     problems = [Problem((1, 2), 3), Problem((44, 19, 35), 98), Problem((5, 5), 25)]
-    task = CountdownTask({}, Reward.from_config(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "reward" / "tinyzero.yaml"))))
+    task = CountdownTask({}, Reward.from_config(load_group_config("reward", "tinyzero")))
     cfg = {"n": 3, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_new_tokens": 8, "batch_size": 6, "ks": [1, 2],
            "save_completions": 3}
     a = evaluate(model, tokenizer, problems, "compact", task, cfg, seed=1)

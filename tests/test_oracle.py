@@ -241,7 +241,7 @@ def test_evaluation_counts_substitution_errors_and_oracle_errors():
                                             ("63 52 32|90-58=32|52+32\n", "GOOD 63 84\n"),
                                             ("63 84|90-58=32 52+32=84|84-63\n", "END\n"),
                                             ("<answer>52+32-63</answer>", None)])
-    task = CountdownTask({}, Reward.from_config(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "reward" / "tinyzero.yaml"))))
+    task = CountdownTask({}, Reward.from_config(load_group_config("reward", "tinyzero")))
     cfg = {"n": 2, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_new_tokens": 160, "batch_size": 2, "ks": [1]}
     tool = build_tool({"kind": "oracle", "max_messages": 20}, tokenizer, "compact")
     summary, rows = evaluate(model, tokenizer, [problem], "compact", task, cfg, seed=0, tool=tool,

@@ -51,7 +51,9 @@ def test_an_unknown_name_is_one_line_naming_the_key_and_the_known_names():
 
 
 def registries() -> dict[str, Registry]:
+    import ablate.checks  # noqa: F401 - the config checks that span parts
     from ablate import objectives
+    from ablate.check_registry import CHECKS
     from ablate.curriculum import SAMPLERS
     from ablate.loggers import LOGGERS
     from ablate.rollout.engines import ENGINES
@@ -66,7 +68,7 @@ def registries() -> dict[str, Registry]:
             "loggers": LOGGERS, "claim types": CLAIM_TYPES, "advantages": objectives.ADVANTAGES,
             "advantage scales": objectives.ADVANTAGE_SCALES, "aggregations": objectives.AGGREGATIONS,
             "policy losses": objectives.POLICY_LOSSES, "KL estimators": objectives.KL_ESTIMATORS,
-            "preference losses": objectives.PREFERENCE_LOSSES, "reasoning-gym steps": STEPPERS}
+            "preference losses": objectives.PREFERENCE_LOSSES, "reasoning-gym steps": STEPPERS, "config checks": CHECKS}
 
 
 def test_every_kind_of_part_is_in_a_registry_holding_the_shipped_parts():
@@ -76,7 +78,9 @@ def test_every_kind_of_part_is_in_a_registry_holding_the_shipped_parts():
                "samplers": {"none", "static", "threshold", "frontier", "frontier_replay", "dots"},
                "tools": {"calculator", "oracle"}, "loggers": {"wandb", "tensorboard", "mlflow"},
                "policy losses": {"sequence", "token", "geometric", "gspo", "cispo"}, "preference losses": {"dpo", "ipo"},
-               "claim types": {"superiority", "non_inferiority", "equivalence"}}
+               "claim types": {"superiority", "non_inferiority", "equivalence"},
+               "config checks": {"config", "model_and_task", "stage", "upstream", "curriculum", "replay",
+                                 "dynamic_sampling", "eval", "tool", "task_file", "loggers", "compile", "study"}}
     for kind, names in shipped.items():
         assert names <= set(found[kind]), kind
 
@@ -118,3 +122,22 @@ def test_the_scan_finds_the_other_idioms():
             "TABLE['c'] = fn\n")
     assert sorted(line.split(": ", 1)[1] for line in other_idioms(ast.parse(text), "m.py")) == sorted([
         "a subclass hook", "def register_thing", "TABLE = {...} of functions", "TABLE['c'] = fn"])
+
+
+def test_check_config_asks_the_check_registry_and_runs_its_checks_in_the_documented_order(monkeypatch):
+    """check_config is no roll-call: it runs what parts registered (ablate.check_registry.CHECKS), ordered by
+    the numbers its docstring's table documents; a new part's check runs where its number puts it."""
+    import re
+
+    import ablate.check_registry as check_registry
+    import ablate.checks  # noqa: F401 - registers the checks that span parts
+    from ablate.check_registry import CHECKS, CheckEntry
+
+    documented = [(int(order), name) for order, name in re.findall(r"^ +(\d+) (\w+) ", check_registry.__doc__, re.M)]
+    assert sorted((entry.order, name) for name, entry in CHECKS.items()) == documented
+    ran = []
+    for name, entry in list(CHECKS.items()):
+        monkeypatch.setitem(CHECKS, name, CheckEntry(lambda cfg, name=name: ran.append(name), entry.order))
+    monkeypatch.setitem(CHECKS, "mine", CheckEntry(lambda cfg: ran.append("mine"), 95))  # a new part's
+    ablate.checks.check_config(None)
+    assert ran == [name for _, name in documented[:-1]] + ["mine", "study"]

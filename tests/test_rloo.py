@@ -14,7 +14,7 @@ from ablate.lit.rollout_batch import pad_rollouts
 from ablate.models import encode_prompt, prompt_text
 from ablate.objectives import token_logprobs
 from ablate.rollout import Rollouts
-from ablate.stages.rloo import RLOOStageConfig
+from ablate.stages.rloo import DynamicSamplingConfig, RLOOStageConfig
 from ablate.tasks.countdown import CountdownTask, Problem, Reward
 from crash import assert_resume_reproduces
 from step_stubs import without_trainer
@@ -60,7 +60,7 @@ def test_one_step_prefers_the_rewarded_completion(tiny_policy):
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         stage = OmegaConf.to_container(compose(config_name="config", overrides=["stage=rloo"]).stage)
     stage.update(batch_prompts=1, k=2, lr=1e-2, kl_coef=0.0, entropy_coef=0.0, micro_batch=1)
-    task = CountdownTask({}, Reward.from_config(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "reward" / "binary.yaml"))))
+    task = CountdownTask({}, Reward.from_config(load_group_config("reward", "binary")))
     stage = typed(RLOOStageConfig, stage)
     module = RLOOModule(model, tokenizer, Collector([problem], engine, task, build_sampler(None, [problem], 0, 1, task=task),
                                                     stage, 0, tokenizer, "compact"), stage)
@@ -94,7 +94,7 @@ def one_step(model, tokenizer, texts, before_step=None, **stage_overrides) -> tu
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         stage = OmegaConf.to_container(compose(config_name="config", overrides=["stage=rloo"]).stage)
     stage.update(batch_prompts=1, k=len(texts), lr=0.0, grad_clip=1e9, **stage_overrides)
-    task = CountdownTask({}, Reward.from_config(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "reward" / "binary.yaml"))))
+    task = CountdownTask({}, Reward.from_config(load_group_config("reward", "binary")))
     stage = typed(RLOOStageConfig, stage)
     collector = Collector([problem], FixedEngine(model, tokenizer, texts), task,
                           build_sampler(None, [problem], 0, 1, task=task), stage, 0, tokenizer, "compact")
@@ -312,7 +312,7 @@ def dynamic_module(tiny_policy, script, max_gen_batches, replay=None):
     engine = OutcomeEngine(tokenizer, 2)
     stage = typed(RLOOStageConfig, stage)
     collector = Collector(problems, engine, task, sampler, stage, 0, tokenizer, "compact", replay=replay,
-                          dynamic_sampling={"enabled": True, "max_gen_batches": max_gen_batches})
+                          dynamic_sampling=DynamicSamplingConfig(enabled=True, max_gen_batches=max_gen_batches))
     module = RLOOModule(model, tokenizer, collector, stage)
     return module, sampler, engine, without_trainer(module)
 

@@ -11,18 +11,22 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
 from ablate.config import CONF_DIR, group_options, load_group_config
-from ablate.config.schemas import SCHEMAS, EvalConfig, ToolConfig
+from ablate.config.schemas import SCHEMAS, EvalConfig, ModelConfig, RewardConfig, TinyModelConfig, ToolConfig
+from ablate.curriculum.replay import ReplayConfig
 from ablate.curriculum.dots import DotsCurriculum
 from ablate.curriculum.samplers import (SAMPLERS, FrontierCurriculum, FrontierReplayCurriculum, StaticCurriculum,
                                         StaticThirdsCurriculum, ThresholdCurriculum, UniformCurriculum)
+from ablate.fit import TrainerConfig
+from ablate.loggers import LoggerConfig, MLflowLoggerConfig, WandbLoggerConfig
 from ablate.rollout.engines import ENGINES, HFRolloutConfig, VLLMRolloutConfig
 from ablate.rollout.schedules import AnnealedToolConfig, SteppedToolConfig
 from ablate.stages import STAGES
 from ablate.stages.preference import PreferenceStageConfig
-from ablate.stages.rloo import RLOOStageConfig
+from ablate.stages.rloo import DynamicSamplingConfig, RLOOStageConfig
 from ablate.stages.sft import SFTStageConfig
+from ablate.stages.wiring import CheckpointConfig
 from ablate.tasks import TASKS
-from ablate.tasks.countdown.schema import CountdownTaskConfig, OracleToolConfig
+from ablate.tasks.countdown.schema import CountdownTaskConfig, OracleToolConfig, VerdictRewardConfig
 from ablate.tasks.reasoning_gym import ReasoningGymTaskConfig
 
 # (group, option) -> schema, and the overrides that select the option (a curriculum needs stage=rloo)
@@ -39,7 +43,18 @@ GROUPS = {("eval", "default"): EvalConfig, ("rollout", "hf"): HFRolloutConfig,
           ("curriculum", "threshold"): ThresholdCurriculum,
           ("curriculum", "frontier"): FrontierCurriculum,
           ("curriculum", "frontier_replay"): FrontierReplayCurriculum,
-          ("curriculum", "dots"): DotsCurriculum}
+          ("curriculum", "dots"): DotsCurriculum,
+          ("reward", "tinyzero"): VerdictRewardConfig, ("reward", "binary"): VerdictRewardConfig,
+          ("reward", "partial"): VerdictRewardConfig, ("reward", "score_answer"): RewardConfig,
+          ("model", "tiny"): TinyModelConfig, ("model", "small"): TinyModelConfig,
+          ("model", "qwen2.5-0.5b-shape"): TinyModelConfig, ("model", "hf"): ModelConfig,
+          ("model", "qwen2.5-0.5b"): ModelConfig, ("trainer", "default"): TrainerConfig,
+          ("logger", "csv"): LoggerConfig, ("logger", "tensorboard"): LoggerConfig,
+          ("logger", "wandb"): WandbLoggerConfig, ("logger", "mlflow"): MLflowLoggerConfig}
+# shared by several yamls: the defaults are one yaml's values (the first named), the others differ
+SHARED = (ToolConfig, AnnealedToolConfig, VerdictRewardConfig, TinyModelConfig, ModelConfig, LoggerConfig)
+# blocks of config.yaml with a schema (no group: `- schema_<key>_<name>@<key>` in config.yaml's defaults)
+BLOCKS = {"replay": ReplayConfig, "dynamic_sampling": DynamicSamplingConfig, "checkpoint": CheckpointConfig}
 
 
 def cfg_of(*overrides):
@@ -61,8 +76,11 @@ def types(value):
 
 
 def test_every_schema_group_option_has_a_schema():
-    for group in ("eval", "rollout", "task", "stage", "tool", "curriculum"):
+    for group in ("eval", "rollout", "task", "stage", "tool", "curriculum", "reward", "model", "trainer", "logger"):
         for option in group_options(group):
+            if (group, option) == ("trainer", "ddp"):  # default.yaml's keys and schema, other values
+                assert OmegaConf.get_type(cfg_of("trainer=ddp").trainer) is TrainerConfig
+                continue
             assert (group, option) in GROUPS or (group, option) == ("stage", "ipo"), (group, option)
 
 
@@ -71,10 +89,24 @@ def test_a_schema_has_its_yaml_keys_types_and_values(group, option):
     plain = plain_of(group, option)
     schema = GROUPS[group, option]
     assert [f.name for f in dataclasses.fields(schema)] == list(plain)
-    if schema not in (ToolConfig, AnnealedToolConfig):  # shared by two yamls: the first's values
+    if schema not in SHARED or (group, option) in (("tool", "off"), ("tool", "anneal_linear"),
+                                                     ("reward", "tinyzero"), ("model", "tiny"), ("model", "hf"),
+                                                     ("logger", "csv")):
         assert OmegaConf.to_container(OmegaConf.structured(schema)) == plain  # defaults: the shipped values
-    composed = OmegaConf.to_container(cfg_of("stage=rloo", f"{group}={option}")[group])
+    selection = ("model.name_or_path=x",) if (group, option) == ("model", "hf") else ()
+    composed = OmegaConf.to_container(cfg_of("stage=rloo", f"{group}={option}", *selection)[group])
+    plain = {**plain, "name_or_path": "x"} if selection else plain
     assert composed == plain and types(composed) == types(plain)
+
+
+@pytest.mark.parametrize("key", list(BLOCKS))
+def test_a_block_of_config_yaml_has_its_keys_types_and_values(key):
+    plain = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "config.yaml"))[key]
+    assert [f.name for f in dataclasses.fields(BLOCKS[key])] == list(plain)
+    assert OmegaConf.to_container(OmegaConf.structured(BLOCKS[key])) == plain
+    composed = cfg_of("stage=rloo")[key]
+    assert OmegaConf.get_type(composed) is BLOCKS[key]
+    assert OmegaConf.to_container(composed) == plain and types(OmegaConf.to_container(composed)) == types(plain)
 
 
 def test_ipo_is_the_preference_schema_with_its_own_values():
@@ -113,6 +145,14 @@ WRONG = [
     ([], "task.test_size=half", "task.test_size"),
     ([], "task.generator.counts=[3,four]", "task.generator.counts"),
     ([], "task.hub.revision=main", "task.hub.revision"),
+    ([], "reward.values.correct=yes", "reward.values.correct"),
+    ([], "reward.valus.correct=1", "reward.valus"),
+    ([], "model.kind_=tiny", "model.kind_"),
+    ([], "trainer.num_nodes=two", "trainer.num_nodes"),
+    ([], "logger.wandb=maybe", "logger.wandb"),
+    ([], "replay.capacity=lots", "replay.capacity"),
+    ([], "dynamic_sampling.max_gen_batches=x", "dynamic_sampling.max_gen_batches"),
+    ([], "checkpoint.keep_evaluated=often", "checkpoint.keep_evaluated"),
 ]
 
 

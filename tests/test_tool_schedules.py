@@ -6,9 +6,11 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from ablate.config import CONF_DIR, load_group_config
+from ablate.config import CONF_DIR, load_group_config, typed
+from ablate.config.schemas import ToolConfig
 from ablate.models import encode_prompt, prompt_text
-from ablate.rollout.schedules import SCHEDULES, ToolAvailability, p_tool, show_preamble
+from ablate.rollout.schedules import (SCHEDULES, AnnealedToolConfig, SteppedToolConfig, ToolAvailability, p_tool,
+                                     show_preamble)
 from ablate.tasks.countdown import CountdownTask, Problem, Reward
 from step_stubs import without_trainer
 
@@ -16,8 +18,14 @@ from step_stubs import without_trainer
 COUNTDOWN = CountdownTask({}, Reward.from_config(load_group_config("reward", "tinyzero")))  # the task the prompts render
 
 
+def tool_of(values):
+    """A tool config's values as their schema's instance, as the collector is handed them."""
+    schema = SteppedToolConfig if "stages" in values else AnnealedToolConfig if "anneal_ratio" in values else ToolConfig
+    return typed(schema, values)
+
+
 def cfg(schedule, **extra):
-    return {"schedule": schedule, "anneal_ratio": 0.667, **extra}
+    return tool_of({"schedule": schedule, "anneal_ratio": 0.667, **extra})
 
 
 @pytest.mark.parametrize("step, expected", [
@@ -41,20 +49,20 @@ def test_anneal_step_and_log_by_hand():
     assert p_tool(50, 100, cfg("anneal_log")) == pytest.approx(0.067202, abs=1e-6)
     assert p_tool(67, 100, cfg("anneal_log")) == 0.0
     # ratio 0.5 of T = 10: linear reaches 0 at step 5
-    assert [p_tool(t, 10, {"schedule": "anneal_linear", "anneal_ratio": 0.5}) for t in range(6)] == \
+    assert [p_tool(t, 10, cfg("anneal_linear", anneal_ratio=0.5)) for t in range(6)] == \
         pytest.approx([1, .8, .6, .4, .2, 0])
 
 
 def test_constant_schedules_and_every_config_file():
-    assert {p_tool(t, 50, {"schedule": "off"}) for t in range(50)} == {0.0}
-    assert {p_tool(t, 50, {"schedule": "on"}) for t in range(50)} == {1.0}
+    assert {p_tool(t, 50, tool_of({"schedule": "off"})) for t in range(50)} == {0.0}
+    assert {p_tool(t, 50, tool_of({"schedule": "on"})) for t in range(50)} == {1.0}
     for schedule in SCHEDULES:  # each schedule has its config file, named after it
         conf = load_group_config("tool", schedule)
         assert conf["schedule"] == conf["name"] == schedule and conf["kind"] == "calculator"
-        values = [p_tool(t, 30, conf) for t in range(30)]
+        values = [p_tool(t, 30, tool_of(conf)) for t in range(30)]
         assert all(0 <= v <= 1 for v in values) and values == sorted(values, reverse=True)  # never returns
     with pytest.raises(ValueError, match="tool.schedule='sometimes'"):
-        p_tool(3, 10, {"schedule": "sometimes"})
+        p_tool(3, 10, tool_of({"schedule": "sometimes"}))
 
 
 def test_bernoulli_rate_and_resume_continue_the_same_draws():
@@ -116,11 +124,11 @@ def test_rloo_draws_availability_per_rollout_and_states_it_in_the_prompt(tiny_po
         c = compose(config_name="config", overrides=["stage=rloo", "tool=anneal_linear", "stage.max_steps=10",
                                                      "stage.batch_prompts=3", "stage.k=4", "stage.micro_batch=12"])
     engine = RecordingEngine(tokenizer)
-    task = CountdownTask({}, Reward.from_config(OmegaConf.to_container(c.reward)))
+    task = CountdownTask({}, Reward.from_config(c.reward))
     problems = [Problem((1, 2), 3), Problem((4, 5, 6), 15)]
     stage = OmegaConf.to_object(c.stage)
     collector = Collector(problems, engine, task, build_sampler(None, problems, 0, 10, task=task), stage, 0, tokenizer,
-                          "compact", tool=OmegaConf.to_container(c.tool))
+                          "compact", tool=OmegaConf.to_object(c.tool))
     module = RLOOModule(model, tokenizer, collector, stage)
     logged = without_trainer(module)
     module.training_step(None, 0)  # global_step 0: p = 1
@@ -170,10 +178,10 @@ def test_collection_metrics_are_named_by_the_task_and_the_tool_not_the_learner(t
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         c = compose(config_name="config", overrides=["stage=rloo", "tool=on", "tool.kind=counted_test",
                                                      "stage.batch_prompts=2", "stage.k=2"])
-    task = BySize({}, Reward.from_config(OmegaConf.to_container(c.reward)))
+    task = BySize({}, Reward.from_config(c.reward))
     problems = [Problem((1, 2), 3), Problem((4, 5, 6), 15)]
     collector = Collector(problems, RecordingEngine(tokenizer), task, build_sampler(None, problems, 0, 10, task=task),
-                          OmegaConf.to_object(c.stage), 0, tokenizer, "compact", tool=OmegaConf.to_container(c.tool))
+                          OmegaConf.to_object(c.stage), 0, tokenizer, "compact", tool=OmegaConf.to_object(c.tool))
     metrics = collector.collect(0).metrics
     assert metrics["tool/answer_rate"] == 1.0 and "tool/calc_emission_rate" not in metrics
     assert {"train/by_size/2/reward_mean", "train/by_size/3/verdict/correct"} <= set(metrics)

@@ -1,10 +1,10 @@
-"""`check_config`: every check of a composed run config, before any compute. The config package's own
-checks (`ablate.config.checks`: keys no schema has, the seed, pass@k against n, the data file) and each
-part's (the registered stage's `Stage.check`, `check_rollout`, `check_tool`, `check_curriculum`,
-`check_replay`, `check_eval`, `check_loggers`, ...); this module runs them in order, with the checks
-that span parts (which stage takes which curriculum, read from the stage registry) and the model and
-task ones. It is the one module that imports every part's check: the parts import `ablate.config`,
-never this."""
+"""`check_config`: every check of a composed run config, before any compute: the checks registered in
+`ablate.check_registry.CHECKS`, each beside its part (`check_replay`, `check_eval`, `check_tool`,
+`check_loggers`, ...), run in their registered order (the table in ablate.check_registry). Registered here:
+the config package's own checks (`ablate.config.checks`: keys no schema has, the seed, pass@k against n, the
+data file), the model and task ones, and the checks that span parts by asking their registries (the stage
+`stage.name` names and its own `Stage.check`, which stage takes which curriculum). The parts import
+`ablate.config` and `ablate.check_registry`, never this."""
 
 from __future__ import annotations
 
@@ -13,11 +13,31 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from ablate.config import ConfigError, require
+import ablate.parts  # noqa: F401 - every part, and with it every part's registered check
+from ablate.check_registry import CHECKS, ordered
+from ablate.config import ConfigError, plain, require
+from ablate.config import checks as config_checks
 
 __all__ = ["ConfigError", "check_config"]
 
 
+@CHECKS.register("config", order=10)
+def check_config_values(cfg: DictConfig) -> None:
+    """The config's own values: resume, keys no schema has, the seed, pass@k against n."""
+    require(cfg.resume in ("auto", "never"), f"resume={cfg.resume!r}: use resume=auto or resume=never")
+    for error in (config_checks.unknown_keys_error(cfg), config_checks.seed_error(cfg),
+                  config_checks.eval_ks_error(cfg.eval)):
+        require(error is None, str(error))
+
+
+@CHECKS.register("task_file", order=80)
+def check_task_file(cfg: DictConfig) -> None:
+    """task.source=file: the file reads (after the checks that read only the config)."""
+    error = config_checks.task_file_error(cfg.task)
+    require(error is None, str(error))
+
+
+@CHECKS.register("model_and_task", order=20)
 def check_model_and_task(cfg: DictConfig) -> None:
     from ablate.models import MODEL_KINDS
     from ablate.models.source import model_source_error
@@ -68,6 +88,7 @@ def require_arch_matches(m: DictConfig) -> None:
                           "model's own SFT) or use the model those weights are")
 
 
+@CHECKS.register("stage", order=30)
 def check_stage(cfg: DictConfig) -> None:
     """The registered stage `stage.name` names (ablate.stages.registry), its `stage.init`, its own checks."""
     from ablate.stages import stage_of
@@ -82,6 +103,7 @@ def check_stage(cfg: DictConfig) -> None:
     stage.check(cfg)
 
 
+@CHECKS.register("upstream", order=35)
 def check_upstream(cfg: DictConfig) -> None:
     """The stage `stage.init` names is checked as a run of its own (and chains of them refuse cycles)."""
     from ablate.upstream import upstream_config, upstream_spec, upstream_stages
@@ -99,6 +121,7 @@ def check_upstream(cfg: DictConfig) -> None:
         raise ConfigError(f"upstream.{init} (the stage stage.init={init} starts from): {err}") from None
 
 
+@CHECKS.register("curriculum", order=40)
 def check_curriculum_stage(cfg: DictConfig) -> None:
     """The stage takes the curriculum (its registered `curriculum` check), which is checked by its sampler."""
     if not cfg.get("curriculum"):
@@ -116,11 +139,12 @@ def check_curriculum_stage(cfg: DictConfig) -> None:
     stage.curriculum(cfg)
     try:
         fields = tuple(task_class(cfg.task.name).difficulty_fields)  # the task's difficulty axes
-        check_curriculum(OmegaConf.to_container(cfg.curriculum, resolve=True), fields, cfg.task.name)
+        check_curriculum(cfg.curriculum, fields, cfg.task.name)  # typed by the curriculum's schema
     except ValueError as err:
         raise ConfigError(str(err)) from None
 
 
+@CHECKS.register("study", order=100)
 def check_study(cfg: DictConfig) -> None:
     """A study preset's claims and seed plan are read by ablate.stats after the runs: a malformed one
     must fail now, before any compute, not after hours of training."""
@@ -128,35 +152,13 @@ def check_study(cfg: DictConfig) -> None:
         return
     from ablate.stats.claims.study import check_study_block
 
-    problems = check_study_block(OmegaConf.to_container(cfg.study, resolve=True))
+    problems = check_study_block(plain(cfg.study))  # the block as ablate.stats reads it
     require(not problems, "study (the preset's claims and seed plan): " + "; ".join(problems)
             + " (docs/stats.md, Claims, lists the keys)")
 
 
 def check_config(cfg: DictConfig) -> None:
-    """Fail before any compute on values that cannot work (ConfigError naming the key and the fix)."""
-    from ablate.config import checks as config_checks
-    from ablate.curriculum.replay import check_replay
-    from ablate.eval import check_eval
-    from ablate.fit import check_compile
-    from ablate.loggers import check_loggers
-    from ablate.stages.rloo import check_dynamic_sampling
-    from ablate.rollout.tools import check_tool
-
-    require(cfg.resume in ("auto", "never"), f"resume={cfg.resume!r}: use resume=auto or resume=never")
-    for error in (config_checks.unknown_keys_error(cfg), config_checks.seed_error(cfg),
-                  config_checks.eval_ks_error(cfg.eval)):
-        require(error is None, str(error))
-    check_model_and_task(cfg)
-    check_stage(cfg)
-    check_upstream(cfg)
-    check_curriculum_stage(cfg)
-    check_replay(cfg)
-    check_dynamic_sampling(cfg)
-    check_eval(cfg)
-    check_tool(cfg)
-    error = config_checks.task_file_error(cfg.task)  # reads the file: after the checks that read only the config
-    require(error is None, str(error))
-    check_loggers(cfg)
-    check_compile(cfg)
-    check_study(cfg)
+    """Fail before any compute on values that cannot work (ConfigError naming the key and the fix): every
+    registered check, in its order (ablate.check_registry)."""
+    for check in ordered():
+        check(cfg)

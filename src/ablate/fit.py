@@ -8,12 +8,15 @@ import os
 import shutil
 import warnings
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 from omegaconf import DictConfig
 
+from ablate.check_registry import CHECKS
 from ablate.config import ConfigError, require
+from ablate.config.schemas import config_schema, typed
 from ablate.console import progress_bars, progress_log
 from ablate.device import device, precision
 from ablate.loggers import extra_loggers
@@ -24,6 +27,23 @@ from ablate.rundir.status import EFFECTIVE_BATCH, WORLD_SIZE
 from ablate.stopping import step_boundaries
 
 log = logging.getLogger("ablate.train")
+
+
+@config_schema("trainer", "trainer_schema")
+@dataclass
+class TrainerConfig:
+    """`trainer=` (conf/trainer/default.yaml; ddp.yaml extends it): the hardware Lightning's Trainer runs on.
+    `devices` and `precision` take whatever Lightning takes (a count, a list or a string of device ids; a
+    precision string or number), so they are left untyped."""
+
+    accelerator: str = "auto"
+    devices: Any = 1
+    strategy: str = "auto"
+    num_nodes: int = 1
+    precision: Any = "auto"
+    num_threads: Optional[int] = None
+    compile: bool = False
+    log_every_n_steps: int = 1
 
 
 def global_rank() -> int:
@@ -58,16 +78,17 @@ def fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=None
     loggers: list[Any] = [CSVLogger(save_dir=str(run_dir), name="", version="", flush_logs_every_n_steps=10)]
     loggers.extend(extra_loggers(cfg, run_dir))
     checkpoints = RunDir(run_dir).checkpoint_dir
+    t = typed(TrainerConfig, cfg.trainer)
     trainer = L.Trainer(
-        max_steps=int(cfg.stage.max_steps), max_epochs=-1, accelerator=cfg.trainer.accelerator,
-        devices=cfg.trainer.devices, strategy=cfg.trainer.strategy, num_nodes=int(cfg.trainer.num_nodes),
+        max_steps=int(cfg.stage.max_steps), max_epochs=-1, accelerator=t.accelerator,
+        devices=t.devices, strategy=t.strategy, num_nodes=t.num_nodes,
         precision=precision(cfg.trainer), gradient_clip_val=gradient_clip, logger=loggers,
         # Lightning runs checkpoint callbacks last: a step's validation is logged before its checkpoint.
         # A SIGTERM / Ctrl-C is held back from a step's checkpoint to its metrics row (ablate.stopping).
         callbacks=[ElapsedTime(), *callbacks, step_boundaries(str(checkpoints / RunDir.LAST_CHECKPOINT)),
                    ModelCheckpoint(dirpath=str(checkpoints), save_last=True,
                                    every_n_train_steps=int(cfg.stage.checkpoint_every))],
-        log_every_n_steps=int(cfg.trainer.log_every_n_steps), enable_model_summary=False, num_sanity_val_steps=0,
+        log_every_n_steps=t.log_every_n_steps, enable_model_summary=False, num_sanity_val_steps=0,
         limit_val_batches=0, default_root_dir=str(run_dir), plugins=[checkpoint_io(), *slurm_plugins()],
         enable_progress_bar=progress_bars(),
     )
@@ -81,7 +102,7 @@ def fit(cfg: DictConfig, module, run_dir: Path, datamodule=None, dataloader=None
     if resume_from and global_rank() == 0:
         log.info("resuming from %s", resume_from)
         stash_metrics(run_dir)
-    if cfg.trainer.get("compile"):
+    if t.compile:
         module.compile_learner()  # the loss's forward only (ablate.lit.CompilableLearner)
     module.train()  # from_pretrained returns eval mode; Lightning expects training mode at the start
     try:
@@ -164,6 +185,7 @@ def record_resume(status, checkpoints: Path) -> None:
         status.update(resumed_from={"checkpoint": checkpoint and Path(checkpoint).name, "passed_over": passed_over})
 
 
+@CHECKS.register("compile", order=90)
 def check_compile(cfg: DictConfig) -> None:
     """`trainer.compile=true` on CPU needs a C++ compiler (torch.compile's inductor builds its kernels with it)."""
     if not cfg.trainer.get("compile"):

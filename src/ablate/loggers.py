@@ -11,12 +11,43 @@ A new logger is this module's one function and a conf/logger/<name>.yaml setting
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, Optional
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
+from ablate.check_registry import CHECKS
+from ablate.config import plain
+from ablate.config.schemas import config_schema, typed
 from ablate.registry import Registry
+
+
+@config_schema("logger", "csv_schema")
+@dataclass
+class LoggerConfig:
+    """`logger=` (conf/logger/csv.yaml, tensorboard.yaml): a switch per registered logger; metrics.csv is
+    always written. A logger with settings of its own extends it (wandb, mlflow below)."""
+
+    wandb: bool = False
+    tensorboard: bool = False
+    mlflow: bool = False
+
+
+@config_schema("logger", "wandb_schema")
+@dataclass
+class WandbLoggerConfig(LoggerConfig):
+    wandb: bool = True
+    project: str = "ablate"
+    mode: str = "offline"
+
+
+@config_schema("logger", "mlflow_schema")
+@dataclass
+class MLflowLoggerConfig(LoggerConfig):
+    mlflow: bool = True
+    tracking_uri: Optional[str] = None
+    experiment_name: str = "ablate"
 
 
 class LoggerEntry(NamedTuple):
@@ -29,6 +60,7 @@ class LoggerEntry(NamedTuple):
 LOGGERS = Registry("logger", entry=lambda name, build, **needs: LoggerEntry(build, **needs))
 
 
+@CHECKS.register("loggers", order=85)
 def check_loggers(cfg: DictConfig) -> None:
     """The switched-on loggers' packages are installed (before any compute): ConfigError naming the extra."""
     import importlib.util
@@ -50,7 +82,8 @@ def mlflow_name(key: str) -> str:
 def wandb(cfg: DictConfig, run_dir: Path, params: dict) -> Any:
     from lightning.pytorch.loggers import WandbLogger
 
-    return WandbLogger(project=cfg.logger.project, save_dir=str(run_dir), offline=cfg.logger.mode == "offline")
+    w = typed(WandbLoggerConfig, cfg.logger)
+    return WandbLogger(project=w.project, save_dir=str(run_dir), offline=w.mode == "offline")
 
 
 @LOGGERS.register("tensorboard", modules=("tensorboard", "tensorboardX"), extra="tensorboard")
@@ -70,12 +103,13 @@ def mlflow(cfg: DictConfig, run_dir: Path, params: dict) -> Any:
         def log_metrics(self, metrics, step=None):
             super().log_metrics({mlflow_name(k): v for k, v in metrics.items()}, step)
 
-    uri = cfg.logger.get("tracking_uri")
+    m = typed(MLflowLoggerConfig, cfg.logger)  # its keys, where the logger= option lacks them (logger.mlflow=true)
+    uri = m.tracking_uri
     if not uri:  # the run directory's own file store; MLflow >= 3.x refuses one unless allowed
         uri = (run_dir / "mlruns").resolve().as_uri()
         os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
     overrides = _task_overrides()
-    logger = Logger(experiment_name=str(cfg.logger.get("experiment_name") or "ablate"), tracking_uri=uri,
+    logger = Logger(experiment_name=m.experiment_name or "ablate", tracking_uri=uri,
                     run_name=" ".join(overrides) or run_dir.name,
                     tags={"run_dir": str(run_dir.resolve()), "overrides": " ".join(overrides)})
     logger.log_hyperparams(params)
@@ -88,7 +122,7 @@ def extra_loggers(cfg: DictConfig, run_dir: Path) -> list[Any]:
     wanted = [name for name in LOGGERS if cfg.logger.get(name)]
     if not wanted:
         return []
-    params = OmegaConf.to_container(cfg, resolve=True)
+    params = plain(cfg)  # the composed config, as the logger records it
     return [LOGGERS[name].build(cfg, Path(run_dir), params) for name in wanted]
 
 

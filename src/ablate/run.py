@@ -41,12 +41,10 @@ def study_fingerprint(cfg: DictConfig) -> str | None:
     """The sha256 of the study block this run runs under: ablate.stats checks it against the registration."""
     if cfg.get("study") is None:
         return None
-    from omegaconf import OmegaConf
-
+    from ablate.config import plain
     from ablate.stats.claims.registration import fingerprint
 
-    return fingerprint(scaled_block(OmegaConf.to_container(cfg.study, resolve=True),
-                                    OmegaConf.to_container(cfg.model, resolve=True)))
+    return fingerprint(scaled_block(plain(cfg.study), plain(cfg.model)))
 
 
 def _run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any]) -> Path:

@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 from omegaconf import DictConfig, OmegaConf
 
+from ablate.config import plain
 from ablate.rundir import RunDir
 from ablate.rundir.cache import models_dir
 
@@ -88,7 +89,7 @@ def upstream_spec(cfg: DictConfig, name: str, _seen: tuple[str, ...] = ()) -> di
                          f"set upstream.{name}.init to sft, scratch or model")
     up = upstream_config(cfg, name)
     spec: dict[str, Any] = {"version": KEY_VERSION, "seed": int(up.seed),
-                            "stage": OmegaConf.to_container(up.stage, resolve=True)}
+                            "stage": plain(up.stage)}
     spec.update(stage_of(name).upstream(up))
     init = up.stage.get("init")
     if init in upstream_stages(cfg):

@@ -21,7 +21,7 @@ from ablate.config import schemas  # noqa: F401 - stores the schemas no part own
 from ablate.config.errors import ConfigError, require
 from ablate.config.schemas import typed
 
-__all__ = ["CONF_DIR", "ConfigError", "group_options", "load_group_config", "local_sweep_jobs", "require",
+__all__ = ["CONF_DIR", "ConfigError", "group_options", "load_group_config", "local_sweep_jobs", "plain", "require",
            "torch_threads", "typed"]
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
@@ -74,11 +74,19 @@ def group_options(group: str) -> list[str]:
     return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
 
 
+def plain(node: Any) -> Any:
+    """A config node as plain, resolved containers (None stays None): the one way config leaves the typed form,
+    at the edges only, where plain data is what is wanted: what a cache key or a fingerprint hashes (the upstream
+    keys, the study block's), the study block handed to ablate.stats (which reads saved runs as plain data), the
+    hyperparameters a logger records, a shipped yaml's values. A part reads its config typed (`typed`)."""
+    return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+
+
 def load_group_config(group: str, option: str) -> dict[str, Any]:
     """The plain dict of `conf/<group>/<option>.yaml`, e.g. ("reward", "tinyzero")."""
     path = CONF_DIR / group / f"{option}.yaml"
     if not path.is_file():
         raise ValueError(f"no {group} config {option!r}; choose one of {group_options(group)}")
-    plain = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-    plain.pop("defaults", None)  # a schema (@config_schema) or other group choices: not values
-    return plain
+    values = plain(OmegaConf.load(path))
+    values.pop("defaults", None)  # a schema (@config_schema) or other group choices: not values
+    return values

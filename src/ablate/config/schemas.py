@@ -10,7 +10,9 @@ message naming the key. The part's registry entry carries the class (`Stage.sche
 part, so everything that composes a run config imports it first. Range checks stay with each part.
 
 Here: the decorator, `typed`, and the schemas no single part owns (`eval`, read by the final and the periodic
-evaluation; the tool config's common keys, read by the tool seam, the schedules, the stages and the tasks).
+evaluation; the tool config's common keys, read by the tool seam, the schedules, the stages and the tasks;
+`model`, read by the model loader, the stages, the rollout engines, evaluation and the upstream cache; the
+reward's common key, which a task's reward schema extends beside the task).
 
 Each schema's fields are exactly its yaml's keys with the yaml's types, so a composed config holds the
 same values as before schemas (the upstream cache keys hash them)."""
@@ -18,10 +20,10 @@ same values as before schemas (the upstream cache keys hash them)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, List, Mapping, Optional, Type, TypeVar, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Type, TypeVar, Union
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import MISSING, DictConfig, OmegaConf
 
 T = TypeVar("T")
 
@@ -92,3 +94,37 @@ class ToolConfig:
     schedule: str = "off"
     prompt: str = "when_available"
     max_calls: int = 8
+
+
+@config_schema("model", "hf_schema")
+@dataclass
+class ModelConfig:
+    """A model (conf/model/hf.yaml, qwen2.5-0.5b.yaml): its kind, weights and prompt template."""
+
+    kind: str = "hf"
+    name_or_path: Optional[str] = MISSING  # model=hf needs model.name_or_path=<Hub id or local directory>
+    template: str = "tinyzero"
+
+
+@config_schema("model", "tiny_schema")
+@dataclass
+class TinyModelConfig(ModelConfig):
+    """A model built locally (conf/model/tiny.yaml, small.yaml, qwen2.5-0.5b-shape.yaml): `arch` holds
+    transformers.Qwen2Config fields, passed on as they are (a free-form mapping: any field of it is read)."""
+
+    kind: str = "tiny"
+    name_or_path: Optional[str] = None
+    template: str = "compact"
+    arch: Dict[str, Any] = field(default_factory=lambda: {
+        "hidden_size": 128, "intermediate_size": 512, "num_hidden_layers": 4, "num_attention_heads": 4,
+        "num_key_value_heads": 4, "max_position_embeddings": 192, "tie_word_embeddings": True,
+        "rope_theta": 10000.0})
+
+
+@config_schema("reward", "reward_schema")
+@dataclass
+class RewardConfig:
+    """A reward's common key (conf/reward/score_answer.yaml: a task's own scorer); a task whose rewards have
+    keys of their own extends it beside the task (the countdown task's values per verdict)."""
+
+    name: str = "score_answer"

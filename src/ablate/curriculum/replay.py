@@ -16,8 +16,20 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
+from ablate.check_registry import CHECKS
+from ablate.config.schemas import config_schema
 from ablate.rollout import Rollouts
 from ablate.seeds import seed_of
+
+
+@config_schema("replay", "replay_schema")
+@dataclass
+class ReplayConfig:
+    """`replay:` (conf/config.yaml): whether a fraction of each batch is reused from the buffer, and its size."""
+
+    enabled: bool = False
+    fresh_fraction: float = 0.5
+    capacity: int = 64
 
 
 @dataclass
@@ -70,6 +82,7 @@ class ReplayBuffer:
         self.generator.set_state(state["generator"])
 
 
+@CHECKS.register("replay", order=50)
 def check_replay(cfg) -> None:
     """`replay=` config: ConfigError naming the key and the fix."""
     from ablate.config import require

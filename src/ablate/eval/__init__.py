@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 import torch
 
+from ablate.check_registry import CHECKS
 from ablate.config import require, typed
 from ablate.config.schemas import EvalConfig
 from ablate.console import tracked
@@ -152,6 +153,7 @@ def format_summary(summary: Mapping[str, Any]) -> str:
     return ", ".join(parts) + (f"  |  {by}" if by else "")
 
 
+@CHECKS.register("eval", order=60)
 def check_eval(cfg) -> None:
     """`eval=` config (and the validation split it takes from the task): ConfigError naming the key and the fix."""
     e = cfg.eval

@@ -18,11 +18,12 @@ from typing import Any, Mapping, Sequence
 import torch
 from transformers import PreTrainedTokenizerBase
 
+from ablate.config.schemas import ToolConfig
 from ablate.lit import overlong
 from ablate.lit.rollout_batch import Collected, FreshGroups, PhaseTimer
 from ablate.rollout import Rollouts, SamplingParams
 from ablate.rollout.schedules import ToolAvailability, p_tool
-from ablate.rollout.tools import TOOL_OFF, ToolPrompt
+from ablate.rollout.tools import ToolPrompt
 from ablate.seeds import rank_seed, seed_of
 from ablate.tasks import Task
 from ablate.tasks.base import rollout_metrics
@@ -34,17 +35,17 @@ class Collector:
 
     def __init__(self, problems: Sequence[Any], engine: Any, task: Task, sampler: Any,
                  stage: Any, seed: int, tokenizer: PreTrainedTokenizerBase,
-                 template: str, replay: Any = None, tool: Mapping[str, Any] | None = None,
-                 dynamic_sampling: Mapping[str, Any] | None = None):
+                 template: str, replay: Any = None, tool: ToolConfig | None = None,
+                 dynamic_sampling: Any = None):
         self.stage = stage  # the rloo stage's RLOOStageConfig (ablate.stages.rloo), typed by the stage
         self.problems = list(problems)
         self.engine, self.task, self.sampler, self.replay = engine, task, sampler, replay
-        self.dynamic = dict(dynamic_sampling or {"enabled": False})
+        self.dynamic = dynamic_sampling  # the `dynamic_sampling` config's DynamicSamplingConfig (ablate.stages.rloo); None: off
         self.levels = sorted({task.level(p) for p in self.problems} - {None})  # the report levels of the pool
         self.params = SamplingParams(**dataclasses.asdict(self.stage.sampling))
         self.seed = seed
         self.rollout_generator = torch.Generator().manual_seed(seed_of("rollout", seed))
-        self.tool = dict(tool or TOOL_OFF)
+        self.tool = tool if tool is not None else ToolConfig()  # the `tool` config's schema instance; None: no tool
         self.prompt = ToolPrompt(self.tool, template, tokenizer, task)  # the tool decorates the task's prompts
         self.availability = ToolAvailability(seed_of("availability", seed))
         self.eos_id = tokenizer.eos_token_id
@@ -73,7 +74,7 @@ class Collector:
                 first_generate_s = timer.seconds["generate"]
         seen = FreshGroups.concat(batches)
         kept, metrics = seen, {}
-        if self.dynamic.get("enabled"):
+        if self.dynamic is not None and self.dynamic.enabled:
             kept, metrics = filtered(seen, n, len(batches))
             metrics["dynamic/extra_generate_s"] = timer.seconds["generate"] - first_generate_s
         rollouts, rewards = self._with_replay(kept, n_replay, step, metrics)
@@ -120,7 +121,7 @@ class Collector:
     def _wants_more(self, batches: Sequence[FreshGroups], n: int) -> bool:
         if not batches:
             return True
-        if not self.dynamic.get("enabled") or len(batches) >= int(self.dynamic["max_gen_batches"]):
+        if self.dynamic is None or not self.dynamic.enabled or len(batches) >= self.dynamic.max_gen_batches:
             return False
         return sum(int(b.informative().sum()) for b in batches) < n
 

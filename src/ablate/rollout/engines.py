@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Optional
 
 from ablate.config import ConfigError, require
-from ablate.config.schemas import config_schema
+from ablate.config.schemas import config_schema, typed
 from ablate.registry import Registry
 from ablate.rollout import VLLM_LLM_KEYS
 
@@ -164,11 +164,9 @@ def _check_vllm(r, model_cfg, trainer=None) -> None:
 
 @ENGINES.register("vllm", check=_check_vllm, schema=VLLMRolloutConfig)
 def _build_vllm(cfg, model, tokenizer, tool):
-    from omegaconf import OmegaConf
-
     from ablate.rollout.vllm import VLLMEngine
 
-    r = cfg.rollout
-    llm_kwargs = {key: r[key] for key in VLLM_LLM_KEYS if r.get(key) is not None}
-    llm_kwargs.update(OmegaConf.to_container(r.engine_kwargs, resolve=True) or {})
+    r = typed(VLLMRolloutConfig, cfg.rollout)
+    llm_kwargs = {key: getattr(r, key) for key in VLLM_LLM_KEYS if getattr(r, key) is not None}
+    llm_kwargs.update(r.engine_kwargs)
     return VLLMEngine(model, tokenizer, tool=tool, seed=int(cfg.seed), llm_kwargs=llm_kwargs)

@@ -55,14 +55,16 @@ def anneal_steps(total_steps: int, ratio: float) -> float:
     return ratio * total_steps
 
 
-def p_tool(step: int, total_steps: int, cfg: Mapping[str, Any]) -> float:
-    """Probability that the tool answers in a rollout of optimizer step `step` (0-based)."""
-    schedule = cfg["schedule"]
+def p_tool(step: int, total_steps: int, tool: ToolConfig) -> float:
+    """Probability that the tool answers in a rollout of optimizer step `step` (0-based). `tool`: the `tool`
+    config as its schema's instance (or the composed node); a schedule's own keys (`anneal_ratio`, `stages`)
+    take their schemas' defaults where the tool's schema lacks them (tool=on with tool.schedule overridden)."""
+    schedule = tool.schedule
     if schedule == "off":
         return 0.0
     if schedule == "on":
         return 1.0
-    horizon = anneal_steps(total_steps, float(cfg.get("anneal_ratio", 0.667)))
+    horizon = anneal_steps(total_steps, float(getattr(tool, "anneal_ratio", AnnealedToolConfig.anneal_ratio)))
     if schedule not in SCHEDULES:
         raise ValueError(f"tool.schedule={schedule!r}: expected one of {SCHEDULES}")
     if step >= horizon:
@@ -70,7 +72,7 @@ def p_tool(step: int, total_steps: int, cfg: Mapping[str, Any]) -> float:
     if schedule == "anneal_linear":
         return max(0.0, 1.0 - step / horizon)
     if schedule == "anneal_step":
-        stages = int(cfg.get("stages", 1))
+        stages = int(getattr(tool, "stages", SteppedToolConfig.stages))
         return 1.0 - math.floor(stages * step / horizon) / stages
     return max(0.0, 1.0 - math.log1p(step) / math.log1p(horizon))  # anneal_log
 

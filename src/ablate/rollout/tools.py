@@ -24,7 +24,9 @@ from typing import Any, Mapping, Protocol, Sequence
 
 from transformers import PreTrainedTokenizerBase
 
+from ablate.check_registry import CHECKS
 from ablate.config import require
+from ablate.config.schemas import ToolConfig, typed
 from ablate.models import encode_prompt
 from ablate.registry import Registry
 from ablate.rollout.schedules import PROMPT_MODES, SCHEDULES
@@ -72,19 +74,16 @@ class Tool(Protocol):
         beside the generic `tool/` ones; the tool class of `tool.kind` names them, also under `tool=off`."""
 
 
-TOOL_OFF = {"kind": "calculator", "schedule": "off", "prompt": "when_available"}  # no `tool` config given
-
-
 class ToolPrompt:
     """The prompts of a run's `task` under its `tool` config (None: no tool): the tool's class decorates
     them (`prompt_text`), given whether the tool answers the rollout. Builds no tool, so it serves the
     no_tool regime and tokenizers that lack the tool's tokens alike."""
 
-    def __init__(self, tool_cfg: Mapping[str, Any] | None, template: str, tokenizer: PreTrainedTokenizerBase,
-                 task: Any):
-        tool_cfg = tool_cfg or TOOL_OFF
-        self.tool_class = tool_classes()[tool_cfg.get("kind", "calculator")]  # unknown: ValueError naming the kinds
-        self.mode = tool_cfg.get("prompt", "when_available")
+    def __init__(self, tool_cfg: ToolConfig | Mapping[str, Any] | None, template: str,
+                 tokenizer: PreTrainedTokenizerBase, task: Any):
+        tool = typed(ToolConfig, tool_cfg) if tool_cfg else ToolConfig()  # keys left out: tool=off's
+        self.tool_class = tool_classes()[tool.kind]  # unknown: ValueError naming the kinds
+        self.mode = tool.prompt
         self.template, self.tokenizer, self.task = template, tokenizer, task
 
     def text(self, problem: Any, available: bool) -> str:
@@ -100,6 +99,7 @@ def build_tool(tool_cfg: Mapping[str, Any], tokenizer: PreTrainedTokenizerBase, 
     return tool_class.from_config(tool_cfg, tokenizer, template)
 
 
+@CHECKS.register("tool", order=70)
 def check_tool(cfg) -> None:
     """`tool=` config: ConfigError naming the key and the fix (whether a stage takes the tool is the
     stage's check: ablate.stages)."""

@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import List, Optional
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from ablate.config.schemas import config_schema, typed
 from ablate.device import device, precision
@@ -116,8 +116,8 @@ def build_pairs(cfg: DictConfig, model, tokenizer, train_problems, task) -> list
     # The tool (any kind) answers while sampling when its schedule is `on`; the prompts are decorated as in
     # the no_tool regime, since the pairs' prompts are what the stage trains and is evaluated on.
     tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if cfg.tool.schedule == "on" else None
-    prompts = [ToolPrompt(cfg.tool, cfg.model.template, tokenizer, task).text(problem, available=False)
-               for problem in problems]
+    prompt = ToolPrompt(cfg.tool, cfg.model.template, tokenizer, task)
+    prompts = [prompt.text(problem, available=False) for problem in problems]
     engine = HFEngine(model, tokenizer, batch_size=cfg.rollout.batch_size, tool=tool,
                       compile=bool(cfg.rollout.get("compile")),
                       dtype=cfg.rollout.get("dtype") if cfg.rollout.name == "hf" else None)
@@ -178,31 +178,32 @@ def fit_preference(cfg: DictConfig, model, tokenizer, splits, task, run_dir: Pat
     save both to <run>/pairs.jsonl, then fit."""
     from torch.utils.data import DataLoader
 
+    from ablate.curriculum.samplers import StaticCurriculum
     from ablate.lit.dpo import PreferenceModule
     from ablate.pairs import order_pairs
 
-    s = cfg.stage
+    s = typed(PreferenceStageConfig, cfg.stage)
     pairs, encoded, reference = pairs_and_reference(cfg, model, tokenizer, splits.train, task, run_dir, status)
     if cfg.get("curriculum"):  # curriculum=static stage=ipo: the curriculum's stages order the pairs
-        stages = pair_stages(OmegaConf.to_container(cfg.curriculum, resolve=True), splits.train, task)
+        stages = pair_stages(typed(StaticCurriculum, cfg.curriculum), splits.train, task)
     elif s.pairs.order == "static":
-        stages = OmegaConf.to_container(s.pairs.stages, resolve=True)
+        stages = [asdict(stage) for stage in s.pairs.stages]
     else:
         stages = [{"until": 1.0, "n_numbers": None}]
     module = PreferenceModule(model, encoded, reference,
                               lambda length: order_pairs(pairs, stages, length, int(cfg.seed)),
-                              typed(PreferenceStageConfig, s), tokenizer.pad_token_id)
+                              s, tokenizer.pad_token_id)
     # One item per optimizer step: the module takes its pairs from the schedule by global step.
     fit(cfg, module, run_dir, dataloader=DataLoader(range(s.max_steps), batch_size=None),
         gradient_clip=s.grad_clip, callbacks=callbacks)
 
 
-def pair_stages(curriculum: dict, problems, task) -> list[dict]:
-    """A static curriculum's stages (levels of n_numbers) as `order_pairs` stages (n_numbers values: a
-    pair's is its prompt's report level, `task.level`)."""
+def pair_stages(curriculum, problems, task) -> list[dict]:
+    """A static curriculum's stages (its schema's `LevelStage`s: levels of n_numbers) as `order_pairs` stages
+    (n_numbers values: a pair's is its prompt's report level, `task.level`)."""
     values = sorted({task.level(p) for p in problems})
-    return [{"until": float(stage["until"]), "n_numbers": [values[level] for level in stage["levels"]]}
-            for stage in curriculum["stages"]]
+    return [{"until": float(stage.until), "n_numbers": [values[level] for level in stage.levels]}
+            for stage in curriculum.stages]
 
 
 def check_preference(cfg: DictConfig) -> None:
@@ -220,7 +221,7 @@ def check_preference(cfg: DictConfig) -> None:
     require(p.n_prompts >= 1, f"stage.pairs.n_prompts={p.n_prompts} must be >= 1")
     if p.order == "static":
         try:
-            check_stages(OmegaConf.to_container(p.stages, resolve=True))
+            check_stages([asdict(stage) for stage in typed(PreferenceStageConfig, s).pairs.stages])
         except (ValueError, KeyError, TypeError) as err:
             raise ConfigError(f"stage.pairs.stages: {err}") from None
     if p.source == "solver":  # the task's own pairs, from its solver (Task.solver_pairs)

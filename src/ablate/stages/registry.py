@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from ablate.config import ConfigError, require
+from ablate.config import ConfigError, plain, require
 from ablate.registry import Registry
 
 # fit(cfg, model, tokenizer, splits, task, run_dir, status, callbacks): train `model` in place on the run's
@@ -81,7 +81,7 @@ def upstream_names() -> tuple[str, ...]:
 
 def groups(*names: str) -> Callable[[DictConfig], dict[str, Any]]:
     """An `upstream` spec of the config groups a stage's training reads besides its stage config."""
-    return lambda up: {key: OmegaConf.to_container(up[key], resolve=True) for key in names}
+    return lambda up: {key: plain(up[key]) for key in names}  # hashed into the cache key
 
 
 def check_schedule(stage: DictConfig, counts: Iterable[str]) -> None:

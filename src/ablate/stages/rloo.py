@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from ablate.config.schemas import config_schema, typed
+from ablate.check_registry import CHECKS
+from ablate.config.schemas import ToolConfig, config_schema, typed
 from ablate.fit import fit, global_rank
 from ablate.rundir import RunDir
 from ablate.stages.registry import STAGES, check_schedule
@@ -65,10 +66,20 @@ class RLOOStageConfig:
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
 
 
+@config_schema("dynamic_sampling", "dynamic_sampling_schema")
+@dataclass
+class DynamicSamplingConfig:
+    """`dynamic_sampling:` (conf/config.yaml; recipe=dapo turns it on): DAPO's filter-and-refill of RL groups."""
+
+    enabled: bool = False
+    max_gen_batches: int = 4
+
+
 def fit_rloo(cfg: DictConfig, model, tokenizer, splits, task, run_dir: Path, status=None, callbacks=()) -> None:
     from torch.utils.data import DataLoader
 
     from ablate.curriculum import ReplayBuffer, build_sampler
+    from ablate.curriculum.replay import ReplayConfig
     from ablate.rollout.engines import build_engine
     from ablate.lit.collector import Collector
     from ablate.lit.rloo import RLOOModule
@@ -79,12 +90,12 @@ def fit_rloo(cfg: DictConfig, model, tokenizer, splits, task, run_dir: Path, sta
     engine = build_engine(cfg, model, tokenizer, tool)
     sampler = build_sampler(cfg.get("curriculum"), train_problems, int(cfg.seed), s.max_steps,
                             embed=lambda: prompt_embeddings(cfg, model, tokenizer, train_problems, task), task=task)
-    replay = (ReplayBuffer(int(cfg.replay.capacity), float(cfg.replay.fresh_fraction), int(cfg.seed))
-              if cfg.replay.enabled else None)
+    r = typed(ReplayConfig, cfg.replay)
+    replay = ReplayBuffer(r.capacity, r.fresh_fraction, int(cfg.seed)) if r.enabled else None
     stage = typed(RLOOStageConfig, s)
     collector = Collector(train_problems, engine, task, sampler, stage, int(cfg.seed), tokenizer, cfg.model.template,
-                          replay=replay, tool=OmegaConf.to_container(cfg.tool, resolve=True),
-                          dynamic_sampling=OmegaConf.to_container(cfg.dynamic_sampling, resolve=True))
+                          replay=replay, tool=typed(ToolConfig, cfg.tool),
+                          dynamic_sampling=typed(DynamicSamplingConfig, cfg.dynamic_sampling))
     module = RLOOModule(model, tokenizer, collector, stage)
     # One item per optimizer step: prompts come from the sampler inside training_step.
     steps = DataLoader(range(s.max_steps), batch_size=None)
@@ -190,6 +201,7 @@ def check_clip(s: DictConfig, clipped: tuple[str, ...]) -> None:
     require(s.overlong_penalty >= 0, f"stage.overlong_penalty={s.overlong_penalty} must be >= 0")
 
 
+@CHECKS.register("dynamic_sampling", order=55)
 def check_dynamic_sampling(cfg: DictConfig) -> None:
     """`dynamic_sampling=` config: it filters RL rollout groups."""
     from ablate.config import require

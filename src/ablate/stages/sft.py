@@ -6,11 +6,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from ablate.config.schemas import config_schema
 from ablate.fit import fit
-from ablate.stages.registry import STAGES, check_schedule
+from ablate.stages.registry import STAGES, check_schedule, groups
 
 
 @config_schema("stage", "sft_schema")
@@ -66,7 +66,7 @@ def check_sft(cfg: DictConfig) -> None:
 def sft_upstream(up: DictConfig) -> dict[str, Any]:
     """What an SFT model depends on: model, task and, of `tool`, only what its traces read (the calculator
     preamble, oracle traces; nothing for plain SFT, which is one model whatever the tool condition)."""
-    spec = {key: OmegaConf.to_container(up[key], resolve=True) for key in ("model", "task")}
+    spec = groups("model", "task")(up)
     tool = sft_tool_inputs(up.stage, up.tool)
     if tool:
         spec["tool"] = tool

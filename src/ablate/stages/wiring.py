@@ -9,11 +9,13 @@ know nothing of each other.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from omegaconf import DictConfig
 
+from ablate.config.schemas import config_schema, typed
 from ablate.metrics import REGIME_NO_TOOL, REGIME_TOOL
 from ablate.rundir import RunDir
 from ablate.stages.registry import stage_of
@@ -37,6 +39,14 @@ def starting_model_config(cfg: DictConfig, run: Callable[[DictConfig, Path], Any
     return model
 
 
+@config_schema("checkpoint", "checkpoint_schema")
+@dataclass
+class CheckpointConfig:
+    """`checkpoint:` (conf/config.yaml): what the run keeps beside Lightning's last and step checkpoints."""
+
+    keep_evaluated: bool = False  # with eval.every: each evaluated step's checkpoint (ablate.periodic_eval)
+
+
 def validation_callbacks(cfg: DictConfig, val_problems, tokenizer, task, run_dir: Path) -> list:
     """`eval.every=N`: held-out evaluation every N steps (ablate.periodic_eval); none otherwise."""
     if not cfg.eval.get("every"):
@@ -44,7 +54,7 @@ def validation_callbacks(cfg: DictConfig, val_problems, tokenizer, task, run_dir
     from ablate.rollout.tools import build_tool
     from ablate.periodic_eval import ValidationCallback
 
-    keep = RunDir(run_dir).checkpoint_dir if cfg.checkpoint.keep_evaluated else None
+    keep = RunDir(run_dir).checkpoint_dir if typed(CheckpointConfig, cfg.checkpoint).keep_evaluated else None
     tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if validation_regime(cfg) == REGIME_TOOL else None
     return [ValidationCallback(val_problems, tokenizer, cfg.model.template, task,
                                cfg.eval, int(cfg.seed), int(cfg.eval.every),

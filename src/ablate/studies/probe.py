@@ -50,12 +50,11 @@ def compose(overrides: list[str]):
 
 def preconditions(cfg, claim_ids: list[str]) -> list[tuple]:
     """(precondition, [claim ids]) of the study's measured preconditions, one per distinct check."""
-    from omegaconf import OmegaConf
-
+    from ablate.config import plain
     from ablate.stats.claims.declared import parse_declared
 
     problems: list[str] = []
-    study = OmegaConf.to_container(cfg.study, resolve=True) if cfg.get("study") else None
+    study = plain(cfg.study) if cfg.get("study") else None  # the block as ablate.stats reads it
     declared = parse_declared(study, problems) if study else None
     if declared is None or problems or not declared.claims:
         raise SystemExit(f"error: the config declares no study claims to probe ({'; '.join(problems) or 'study: null'}); "
@@ -82,11 +81,13 @@ def condition_overrides(cfg, base: list[str], condition: str) -> list[str]:
     from hydra_plugins.ablate_sweeper.grid_sweeper import sweep_jobs
     from omegaconf import OmegaConf
 
-    names = OmegaConf.to_container(cfg.study.get("names") or {}, resolve=True)
+    from ablate.config import plain
+
+    names = plain(cfg.study.get("names")) or {}
     if condition not in names:
         raise SystemExit(f"error: condition {condition!r} is not in study.names ({', '.join(names)}); "
                          "a probe runs named conditions")
-    sweeper = OmegaConf.to_container(cfg.hydra.sweeper, resolve=True)
+    sweeper = plain(cfg.hydra.sweeper)
     params = {k: v for k, v in (sweeper.get("params") or {}).items() if k != "seed"}
     for job in sweep_jobs(params, sweeper.get("grids"), []) or [[]]:
         job_cfg = compose(base + job)

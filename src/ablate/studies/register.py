@@ -19,11 +19,10 @@ from ablate.config.scale import scaled_block  # the study at its model's scale: 
 def compose_study(overrides: list[str]) -> dict:
     """The composed, checked `study:` block of a run with these overrides."""
     from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
 
     import ablate.parts  # noqa: F401 - every part's schema, before Hydra composes
     from ablate.checks import check_study
-    from ablate.config import CONF_DIR
+    from ablate.config import CONF_DIR, plain
 
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=overrides)
@@ -31,7 +30,7 @@ def compose_study(overrides: list[str]) -> dict:
         raise SystemExit(f"error: {' '.join(overrides) or 'the default config'} has no study block; "
                          "name a study preset, e.g. experiment=curriculum_study")
     check_study(cfg)
-    return scaled_block(OmegaConf.to_container(cfg.study, resolve=True), OmegaConf.to_container(cfg.model, resolve=True))
+    return scaled_block(plain(cfg.study), plain(cfg.model))  # what the registration fingerprints
 
 
 def main(argv: list[str] | None = None) -> int:

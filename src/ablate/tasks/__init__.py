@@ -20,12 +20,12 @@ __all__ = ["CORRECT", "NO_ANSWER", "OPERANDS", "TASKS", "Splits", "Task", "build
 
 
 def build_task(cfg: Any) -> Task:
-    """The task of a run config (a composed config or a plain dict): `task.name`'s class built from the
-    `task` and `reward` configs, as plain dicts."""
-    from omegaconf import OmegaConf
+    """The task of a run config (a composed config or a plain dict): `task.name`'s class built from the `task`
+    config, typed by the class's schema (`Task.schema`; as composed for a task that declares none), and the
+    `reward` config (each task reads its own reward keys, typed by its reward schema)."""
+    from ablate.config.schemas import typed
 
-    def plain(node: Any) -> dict:
-        return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else dict(node or {})
-
-    task_cfg = plain(cfg["task"])
-    return task_class(task_cfg["name"]).from_config(task_cfg, plain(cfg.get("reward")))
+    node = cfg["task"]
+    cls = task_class(node["name"])
+    schema = getattr(cls, "schema", None)
+    return cls.from_config(typed(schema, node) if schema else node, cfg.get("reward") or {})

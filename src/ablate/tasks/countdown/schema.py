@@ -1,12 +1,13 @@
 """Countdown's config schemas (ablate.config.schemas): `task=countdown` (conf/task/countdown.yaml) and its
-solver oracle's tool condition (conf/tool/oracle.yaml). The task class carries the first (`CountdownTask.schema`)."""
+solver oracle's tool condition (conf/tool/oracle.yaml) and its rewards (conf/reward/tinyzero.yaml, binary.yaml,
+partial.yaml). The task class carries the first (`CountdownTask.schema`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import List, Optional
 
-from ablate.config.schemas import ToolConfig, config_schema
+from ablate.config.schemas import RewardConfig, ToolConfig, config_schema
 
 
 @dataclass
@@ -61,3 +62,27 @@ class OracleToolConfig(ToolConfig):
     prompt: str = "never"
     max_messages: int = 20
     mistake_rate: float = 0.05
+
+
+@dataclass
+class RewardValues:
+    """The reward of each verdict (ablate.tasks.countdown.verifier.VERDICTS)."""
+
+    correct: float = 1.0
+    substitution_error: float = 0.1
+    wrong_value: float = 0.1
+    wrong_numbers: float = 0.1
+    bad_format: float = 0.1
+    no_answer: float = 0.0
+
+
+@config_schema("reward", "verdicts_schema")
+@dataclass
+class VerdictRewardConfig(RewardConfig):
+    """Countdown's rewards (conf/reward/tinyzero.yaml, binary.yaml, partial.yaml): a value per verdict, plus
+    optional credit for closeness (ablate.tasks.countdown.verifier.Reward). Defaults: tinyzero's."""
+
+    name: str = "tinyzero"
+    last_line_only: bool = True
+    distance_credit: float = 0.0
+    values: RewardValues = field(default_factory=RewardValues)

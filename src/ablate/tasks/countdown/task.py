@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from typing import Any, Mapping, Sequence
 
+from ablate.config.schemas import typed
 from ablate.tasks.base import OPERANDS, TASKS, Messages, Splits
 
 from .data import SOURCES, build_splits
@@ -37,19 +38,18 @@ class CountdownTask:
     pair_trace_styles = TRACE_STYLES  # stage.pairs.solver.trace (solver pairs render one style throughout)
     pair_kinds = PAIR_KINDS
 
-    def __init__(self, task_cfg: Mapping[str, Any], reward: Reward):
-        self.cfg = dict(task_cfg)
+    def __init__(self, task_cfg: Mapping[str, Any] | CountdownTaskConfig, reward: Reward):
+        self.cfg = typed(CountdownTaskConfig, task_cfg)  # keys left out: the schema's defaults
         self.reward = reward
 
     @classmethod
-    def from_config(cls, task_cfg: Mapping[str, Any], reward_cfg: Mapping[str, Any]) -> "CountdownTask":
+    def from_config(cls, task_cfg: Mapping[str, Any] | CountdownTaskConfig,
+                    reward_cfg: Mapping[str, Any]) -> "CountdownTask":
         return cls(task_cfg, Reward.from_config(reward_cfg))
 
     @classmethod
     def check(cls, cfg: Any) -> None:
         """`task=countdown` and the `reward=` variant it scores with: ConfigError naming the key and the fix."""
-        from omegaconf import OmegaConf
-
         from ablate.config import ConfigError, require
 
         t = cfg.task
@@ -58,7 +58,7 @@ class CountdownTask:
         try:
             check_generator_args(list(t.generator.counts), t.generator.min_number, t.generator.max_number,
                                  t.generator.min_target, t.generator.max_target)
-            Reward.from_config(OmegaConf.to_container(cfg.reward, resolve=True))
+            Reward.from_config(cfg.reward)
         except (ValueError, KeyError) as err:
             raise ConfigError(f"task.generator / reward: {err} (task=countdown scores with a value per verdict: "
                               "reward=tinyzero, binary or partial)") from None

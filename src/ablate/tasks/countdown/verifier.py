@@ -28,11 +28,14 @@ import math
 import re
 import sys
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from fractions import Fraction
 from typing import Any, Mapping, Sequence
 
+from ablate.config.schemas import typed
+
 from .arith import ArithmeticFormatError, _evaluate_tokens, tokenize
+from .schema import VerdictRewardConfig
 from .solver import is_solvable
 
 OPEN, CLOSE = "<answer>", "</answer>"
@@ -234,14 +237,16 @@ class Reward:
             raise ValueError(f"reward {self.name!r}: distance_credit must be finite")
 
     @classmethod
-    def from_config(cls, cfg: Mapping[str, Any]) -> "Reward":
-        known = {"name", "values", "distance_credit", "last_line_only"}
-        unknown = sorted(set(cfg) - known)
+    def from_config(cls, cfg: Mapping[str, Any] | VerdictRewardConfig) -> "Reward":
+        """The reward a `reward` config describes (composed, a plain dict or its schema's instance), read as its
+        schema (ablate.tasks.countdown.schema.VerdictRewardConfig): keys left out take tinyzero's values."""
+        known = {f.name for f in fields(VerdictRewardConfig)}
+        unknown = sorted(set(cfg) - known) if not isinstance(cfg, VerdictRewardConfig) else []
         if unknown:
             raise ValueError(f"reward config: unknown keys {unknown}; expected {sorted(known)}")
-        return cls(name=str(cfg.get("name", "custom")), values=dict(cfg["values"]),
-                   distance_credit=float(cfg.get("distance_credit", 0.0)),
-                   last_line_only=bool(cfg.get("last_line_only", False)))
+        r = typed(VerdictRewardConfig, cfg)
+        return cls(name=r.name, values=asdict(r.values), distance_credit=r.distance_credit,
+                   last_line_only=r.last_line_only)
 
     def of(self, judgement: Judgement, target: int) -> float:
         reward = float(self.values[judgement.verdict.value])

@@ -107,8 +107,6 @@ class ReasoningGymTask:
     @classmethod
     def check(cls, cfg: Any) -> None:
         """The task, reward, tool and template values: ConfigError naming the key and the fix, before compute."""
-        from omegaconf import OmegaConf
-
         from ablate.config import ConfigError, require
 
         t = cfg.task
@@ -123,7 +121,7 @@ class ReasoningGymTask:
         require(cfg.model.template in ("compact", "tinyzero"),
                 f"model.template={cfg.model.template!r}: a reasoning-gym task takes compact or tinyzero")
         try:
-            entry = load_dataset(t.dataset, OmegaConf.to_container(t.config, resolve=True), int(t.data_seed), 1)[0]
+            entry = load_dataset(t.dataset, typed(ReasoningGymTaskConfig, t).config, int(t.data_seed), 1)[0]
         except ValueError as err:
             raise ConfigError(str(err)) from None
         metadata = entry["metadata"]
