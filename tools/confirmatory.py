@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ablate.stats.claims.standing import ADDED, AMENDED
 from ablate.stats.render.formatting import fmt_ci
 
 SUBDIR = "confirmatory"
@@ -175,3 +176,8 @@ def side_by_side(exploratory: dict[Path, pd.DataFrame], findings_dir: Path) -> s
     table = ["| study | claim | exploratory (earlier editions' seeds) | confirmatory (fresh seeds, registered first) "
              "| agree | today's analysis of the confirmatory runs |", "|---|---|---|---|---|---|", *rows]
     return head + "\n\n" + ("\n".join(table) + "\n" if rows else "")
+
+
+def deciding(table: pd.DataFrame) -> list[dict]:
+    """The rows that decide (the registered version of a claim, not its later amendment)."""
+    return [r for r in table.to_dict("records") if r.get("standing") not in (AMENDED, ADDED)]

@@ -38,7 +38,7 @@ from ablate.stats.render.formatting import fmt_ci
 from ablate.stats.stages.mechanisms import per_condition
 from ablate.stats.values.reach import reach_metric
 from ablate.stats.values.table import CURVE_REGIME, VALUE_COLUMNS, is_curve_metric, summary_values
-from tools.confirmatory import WAITS, arm_not_run, confirmatory_rows, side_by_side
+from tools.confirmatory import WAITS, arm_not_run, confirmatory_rows, deciding as _deciding, side_by_side
 from tools.scale_table import scale_block
 
 BRIDGE = "committed.yaml"
@@ -261,13 +261,6 @@ def _cell(r: dict) -> str:
     est = fmt_ci(r["estimate"], r["ci_low"], r["ci_high"])
     pre = f"; precondition {r['precondition_status']}" if r["precondition_status"] not in ("none", "", None) else ""
     return f"**{r['verdict']}** {est}{pre}"
-
-
-def _deciding(table: pd.DataFrame) -> list[dict]:
-    """The rows that decide (the registered version of a claim, not its later amendment)."""
-    from ablate.stats.claims.standing import ADDED, AMENDED
-
-    return [r for r in table.to_dict("records") if r.get("standing") not in (AMENDED, ADDED)]
 
 
 def testbeds_block(findings_dir: Path, results: dict) -> str:

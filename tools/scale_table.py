@@ -14,6 +14,7 @@ from pathlib import Path
 from ablate.config.scale import DEFAULT, EMBEDDED, base_name
 from ablate.stats.claims.registration import read_registration
 from ablate.stats.render.formatting import fmt_ci
+from tools.confirmatory import deciding
 
 PRETRAINED = ("qwen2.5-0.5b", "Qwen2.5-0.5B")  # (conf/model/ option, label): the papers' scale
 HEADER = ["| study | claim | 1M (`model=tiny`) | ~5M (`model=small`) | 0.5B (`model=qwen2.5-0.5b`) |",
@@ -37,8 +38,6 @@ def scaled_studies(findings_dir: Path) -> list[Path]:
 
 
 def _deciding(result) -> dict[str, dict]:
-    from tools.findings import _deciding as deciding  # the rows that decide (not later amendments)
-
     return {} if result is None else {r["id"]: r for r in deciding(result.table)}
 
 
