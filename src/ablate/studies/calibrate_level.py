@@ -229,7 +229,8 @@ def plan_rejections(x: np.ndarray, y: np.ndarray, looks, alpha: float, test: str
                 mine, other = alive & rep, alive & nrep
                 if test == "randomization":  # each verdict confirmed by the exact test of its own null
                     last = i_look == len(looks) - 1  # there the verdict not counted stops nothing: unguarded
-                    mine, other = (sel if last and verdict != want else _guarded(sel, x, y, n, a, null, (c, n, side), memo)
+                    arm_y = None if one_sample else y  # a one-sample regime plants a y it never reads
+                    mine, other = (sel if last and verdict != want else _guarded(sel, x, arm_y, n, a, null, (c, n, side), memo)
                                    for side, (sel, null, verdict) in enumerate(
                                        zip((mine, other), _nulls(claim), ("replicated", "not replicated"))))
             out |= mine if want == "replicated" else other
