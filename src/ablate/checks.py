@@ -17,7 +17,7 @@ import ablate.parts  # noqa: F401 - every part, and with it every part's registe
 from ablate.check_registry import CHECKS, ordered
 from ablate.config import ConfigError, plain, require
 from ablate.config import checks as config_checks
-from ablate.config.scale import EMBEDDED
+from ablate.config.scale import DEFAULT, EMBEDDED
 
 __all__ = ["ConfigError", "check_config"]
 
@@ -73,7 +73,7 @@ def check_model_and_task(cfg: DictConfig) -> None:
 
 def require_arch_matches(m: DictConfig) -> None:
     """An embedded model started from saved weights loads their shape, not `model.arch`: refuse a mismatch
-    where the arch is a named scale (ablate.config.scale.EMBEDDED; e.g. `model=small` under a testbed that starts from builtin:tiny-sft would train the tiny model while
+    where the arch is a named scale other than the default (ablate.config.scale.EMBEDDED; e.g. `model=small` under a testbed that starts from builtin:tiny-sft would train the tiny model while
     the study is named after the small one, ablate.config.scale)."""
     from ablate.models import resolve_path  # heavy: ablate.models imports torch and transformers (as above)
 
@@ -83,8 +83,8 @@ def require_arch_matches(m: DictConfig) -> None:
     saved = json.loads(config.read_text(encoding="utf-8"))
     keys = ("hidden_size", "num_hidden_layers")
     have, want = tuple(saved.get(k) for k in keys), tuple((m.get("arch") or {}).get(k) for k in keys)
-    if want not in EMBEDDED:  # a shape no scale names (a smoke size's): the weights win, as they always did
-        return
+    if EMBEDDED.get(want, DEFAULT) == DEFAULT:  # the default arch, or a shape no scale names (a smoke size's):
+        return                                 # saved weights win over it, as they always did
     require(have == want, f"model.name_or_path={m.name_or_path} holds a model of hidden {have[0]} x {have[1]} layers, "
                           f"but model.arch says {want[0]} x {want[1]}: the weights would win and the run would not "
                           "be the model it is named after; drop model.name_or_path (stage.init=sft trains this "
