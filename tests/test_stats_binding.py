@@ -172,3 +172,22 @@ def test_a_clone_without_the_history_reads_the_fingerprints_the_history_once_gav
     code.use_known(tmp_path / "known.json")
     assert code.fingerprints_at("abc123", str(tmp_path)) == {"training": "t", "analysis": "a"}
     assert '"abc123"' in code.known_text()
+
+
+def test_an_amendment_between_looks_binds_the_later_looks_runs_only(tmp_path):
+    """A run is held to the registration version in force when it started: an amendment made after look 1
+    binds look 2's runs (DAPO's look 2), never look 1's, and a study with look-1 runs of other code stays
+    exploratory whatever look 2 ran."""
+    register(tmp_path / FILE, copy.deepcopy(BLOCK), commit="abc", now="2026-01-01T00:00:00+00:00", code=CODE)
+    new = {**CODE, "training": "v" * 64}
+    register(tmp_path / FILE, copy.deepcopy(BLOCK), amend=True, now="2026-01-03T00:00:00+00:00", code=new)
+    reg = read_registration(tmp_path / FILE)
+    look1 = [{"code": CODE, "started_at": "2026-01-02T00:00:00+00:00"}] * 2
+    look2 = [{"code": new, "started_at": "2026-01-04T00:00:00+00:00"}] * 2
+    result = decide(BLOCK, reg, STARTED, lambda declared: evaluate(declared, _table()), statuses=look1 + look2)
+    assert set(result.table["standing"]) == {CONFIRMATORY}
+    assert "2 run(s) ran the code a later amendment bound before they started" in result.note
+    # look 2 run at the first version's code, after the amendment bound new code: not confirmatory
+    stale = [{"code": CODE, "started_at": "2026-01-04T00:00:00+00:00"}]
+    result = decide(BLOCK, reg, STARTED, lambda declared: evaluate(declared, _table()), statuses=look1 + stale)
+    assert set(result.table["standing"]) == {EXPLORATORY} and "1 of 3 run(s)" in result.note

@@ -75,7 +75,7 @@ def decide(current: Mapping, registration: Registration | None, started: datetim
         return result
     record = registration.effective(started)
     late = started is None or record.time is None or record.time > started
-    code = binding(record, statuses) if statuses is not None else Binding(True, "")
+    code = binding(record, statuses, registration) if statuses is not None else Binding(True, "")
     late = late or not code.binds
     result = evaluate_fn(_declared(record.block, f"the registration {registration.path}", problems))
     amended, added, removed = claim_changes(record.block, current)
