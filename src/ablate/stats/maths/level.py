@@ -174,21 +174,33 @@ def guard(verdict: str, reason: str, x, y, alpha: float, p_value, apart: bool = 
     level = alpha / 2.0
     floor = floor_p(n, m)
     if floor > level:
-        return "inconclusive", (f"undecidable at {n} vs {m} seeds: the randomization test's smallest p "
-                                f"1/{math.comb(n + m, n)} exceeds the one-sided level {level:.2g} "
-                                f"(needs {seeds_to_decide(level)} seeds per arm); Welch alone: {verdict}: {reason}")
+        return _undecidable(f"{n} vs {m} seeds: the randomization test's smallest p 1/{math.comb(n + m, n)} exceeds "
+                            f"the one-sided level {level:.2g} (needs {seeds_to_decide(level)} seeds per arm)",
+                            "Welch", verdict, reason)
     ratio = float(spread_ratio(x, y))
     if ratio > SPREAD_MAX and not apart:
-        return "inconclusive", (f"undecidable at {n} vs {m} seeds: the arms' seed SDs differ {ratio:.3g}-fold "
-                                f"(> {SPREAD_MAX:g}), where no test of means holds its level at these n "
-                                f"(docs/stats.md, the level table); Welch alone: {verdict}: {reason}")
-    p = p_value()
-    if p > level:
-        return "inconclusive", (f"Welch's interval says {verdict}, the randomization test over seed labels does "
-                                f"not (p {p:.2g} > {level:.2g})")
+        return _undecidable(f"{n} vs {m} seeds: the arms' seed SDs differ {ratio:.3g}-fold (> {SPREAD_MAX:g}), where no "
+                            "test of means holds its level at these n (docs/stats.md, the level table)",
+                            "Welch", verdict, reason)
     apart_note = (f" (the arms' seed SDs differ {ratio:.3g}-fold, but every seed of one arm lies beyond every seed "
                   "of the other: the test is exact for 'the recipe changes nothing')" if ratio > SPREAD_MAX else "")
-    return verdict, f"{reason}; randomization test p {p:.2g} <= {level:.2g}{apart_note}"
+    return _confirmed(verdict, reason, p_value(), level, ("Welch's interval", "the randomization test over seed labels",
+                                                          "randomization test"), apart_note)
+
+
+def _undecidable(why: str, interval: str, verdict: str, reason: str) -> tuple[str, str]:
+    """An exact guard that cannot confirm at these seeds: inconclusive, with what the interval alone said."""
+    return "inconclusive", f"undecidable at {why}; {interval} alone: {verdict}: {reason}"
+
+
+def _confirmed(verdict: str, reason: str, p: float, level: float, names: tuple[str, str, str],
+               note: str = "") -> tuple[str, str]:
+    """The verdict when its exact test agrees at `level`, else inconclusive; names: (the interval, the exact
+    test in a sentence, the exact test in the verdict's reason)."""
+    interval, test, short = names
+    if p > level:
+        return "inconclusive", f"{interval} says {verdict}, {test} does not (p {p:.2g} > {level:.2g})"
+    return verdict, f"{reason}; {short} p {p:.2g} <= {level:.2g}{note}"
 
 
 def sign_p(x, null: float, direction: int = 1) -> float:
@@ -217,14 +229,9 @@ def sign_guard(verdict: str, reason: str, x, alpha: float, p_value) -> tuple[str
         return verdict, reason
     n, level = len(x), alpha / 2.0
     if 0.5 ** n > level:
-        return "inconclusive", (f"undecidable at {n} seeds: the exact sign test's smallest p 1/{2 ** n} exceeds "
-                                f"the one-sided level {level:.2g} (needs {seeds_to_sign(level)} seeds); "
-                                f"the t-interval alone: {verdict}: {reason}")
-    p = p_value()
-    if p > level:
-        return "inconclusive", (f"the t-interval says {verdict}, the exact sign test over seeds does not "
-                                f"(p {p:.2g} > {level:.2g})")
-    return verdict, f"{reason}; sign test p {p:.2g} <= {level:.2g}"
+        return _undecidable(f"{n} seeds: the exact sign test's smallest p 1/{2 ** n} exceeds the one-sided level "
+                            f"{level:.2g} (needs {seeds_to_sign(level)} seeds)", "the t-interval", verdict, reason)
+    return _confirmed(verdict, reason, p_value(), level, ("the t-interval", "the exact sign test over seeds", "sign test"))
 
 
 def first_look_level(first: int, last: int, alpha: float, spending: str) -> float:
