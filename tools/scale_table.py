@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
+
 from ablate.config.scale import DEFAULT, EMBEDDED, base_name
 from ablate.stats.claims.registration import read_registration
 from ablate.stats.render.formatting import fmt_ci
@@ -25,8 +27,8 @@ def cell(row: dict | None) -> str:
     """A deciding row as `**verdict** estimate [low, high] (n vs m)`; '–' without one."""
     if row is None:
         return "–"
-    n = f"{int(row['n'])}" + (f" vs {int(row['n_baseline'])}" if row.get("n_baseline") == row.get("n_baseline")
-                              and row.get("n_baseline") is not None else "")
+    m = row.get("n_baseline")
+    n = f"{int(row['n'])}" + (f" vs {int(m)}" if pd.notna(m) else "")  # one-sample rows have no baseline
     return f"**{row['verdict']}** {fmt_ci(row['estimate'], row['ci_low'], row['ci_high'])} ({n})"
 
 
