@@ -7,6 +7,7 @@ error reporting off, every wandb directory under tmp."""
 from __future__ import annotations
 
 import os
+import struct
 import subprocess
 import sys
 import textwrap
@@ -85,11 +86,27 @@ def test_a_run_log_read_by_wandb_itself(wandb_dir):
     assert len(runs) == 8 and codes == [0] * 6 + [1, None]
 
 
+def _mid_record(data: bytes) -> int:
+    """An offset inside the payload of the record that holds the file's midpoint. A .wandb file is a 7-byte
+    header then records of 7-byte header (crc u32, length u16, type u8) + payload (LevelDB's log format, one
+    32 KiB block here): a cut that lands on a record boundary is a valid shorter log, and wandb rightly says
+    nothing about it (CI once drew such a cut: the first log rglob found, halved)."""
+    pos = 7
+    while pos + 7 <= len(data):
+        length = struct.unpack_from("<H", data, pos + 4)[0]
+        if pos + 7 + length > len(data) // 2:
+            return pos + 7 + length // 2
+        pos += 7 + length
+    raise AssertionError(f"no record holds the midpoint of a {len(data)}-byte log")
+
+
 def test_a_damaged_run_log_is_named(wandb_dir, tmp_path):
-    log = next(wandb_dir.rglob(LOG_GLOB))
+    # the largest log: a finished run, never the killed one (its log may be the 7-byte header alone)
+    log = max(wandb_dir.rglob(LOG_GLOB), key=lambda p: (p.stat().st_size, p.name))
+    data = log.read_bytes()
     cut = tmp_path / "wandb" / log.parent.name / log.name
     cut.parent.mkdir(parents=True)
-    cut.write_bytes(log.read_bytes()[: log.stat().st_size // 2])  # cut off mid-run: its exit record is lost
+    cut.write_bytes(data[: _mid_record(data)])  # cut off mid-record: its exit record is lost
     problems: list[str] = []
     run = inspect_run(cut, problems, "cut")
     assert run.exit_code is None
