@@ -4,6 +4,7 @@ excluded, gates are declared once and never read the claim's own outcome, and a 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import pandas as pd
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from ablate.stats.claims.claim_types import CLAIM_TYPES, ClaimType, Decision, label, one_signed
 from ablate.stats.claims.declared import parse_declared
 from ablate.stats.claims.engine import evaluate
+from ablate.stats.claims.schema import key
 from ablate.stats.claims.study import check_study_block
 
 
@@ -144,7 +146,10 @@ def test_a_new_claim_type_is_one_registered_class():
         """The difference is at least `floor` (a one-sided claim with its own bar)."""
 
         name = "at_least"
-        keys = ("floor",)
+
+        @dataclass(frozen=True)
+        class Keys:
+            floor: float = key(None, "the difference it must exceed")
 
         def check(self, claim, raw, problems):
             if claim.get("floor") is None:

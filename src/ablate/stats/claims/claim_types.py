@@ -5,7 +5,10 @@ registry (`CLAIM_TYPES[claim.kind]`), so a new type is one class here and nothin
     @CLAIM_TYPES.register
     class AtLeast(ClaimType):
         name = "at_least"
-        def decide(self, c, lo, hi): ...
+        @dataclass(frozen=True)
+        class Keys:                      # the keys it reads beyond the common ones (schema.ClaimKeys)
+            floor: float = key(None, "the difference it must exceed")
+        def decide(self, c, lo, hi): ...  # c.get("floor"): the number as its field's type reads it
 
 (tests/test_stats_claim_types.py adds one this way). `lo`, `hi` are the interval of d x difference,
 d the claimed direction (+1 higher, -1 lower), so every rule reads "higher is the claim".
@@ -16,13 +19,14 @@ from __future__ import annotations
 import abc
 import math
 import re
-from dataclasses import replace
+from dataclasses import dataclass, fields, replace
 from types import SimpleNamespace
 from typing import Any, Mapping, NamedTuple
 
 import numpy as np
 
 from ablate.registry import Registry
+from ablate.stats.claims.schema import key
 from ablate.stats.maths import level, rates
 from ablate.stats.maths.verdicts import Estimate, rate_or_welch
 
@@ -41,11 +45,21 @@ def label(verdict: str, excluded: str) -> str:
     return f"{verdict} (excludes {excluded})" if excluded else verdict
 
 
+@dataclass(frozen=True)
+class NoKeys:
+    """A type that reads only the common keys (schema.ClaimKeys)."""
+
+
 class ClaimType(abc.ABC):
     name = ""
-    keys: tuple[str, ...] = ()  # the claim keys this type reads beyond the common ones
+    Keys: type = NoKeys  # a dataclass: the claim keys this type reads beyond the common ones, as schema fields
     words = ""  # a regex: a claim sentence matching it must be of this type (checked at declaration)
     in_family = True
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The names of the keys this type reads beyond the common ones."""
+        return tuple(f.name for f in fields(self.Keys))
 
     def check(self, claim, raw: Mapping, problems: list[str]) -> None:
         """Declaration-time problems of a claim of this type (one line each, naming the fix)."""
@@ -243,7 +257,12 @@ class KeepsGain(NonInferiority):
     gain, the lower end of its interval (the gain the data guarantee), and not testable until it replicated."""
 
     name = "keeps_gain"
-    keys = ("requires", "margin_share")
+
+    @dataclass(frozen=True)
+    class Keys:
+        requires: str = key(None, "the claim that establishes the gain")
+        margin_share: float = key(None, "the share of that gain that may be lost, in (0, 1)", positive=True)
+
     words = r"\bmost of\b"
 
     def check(self, claim, raw, problems):
@@ -299,7 +318,11 @@ class Bounded(ClaimType):
     direction), e.g. 'adds little' = [0, the smallest effect of interest]."""
 
     name = "bounded"
-    keys = ("bounds",)
+
+    @dataclass(frozen=True)
+    class Keys:
+        bounds: Any = key(None, "[low, high] of the difference, in the claimed direction")
+
     words = r"\b(little|small|slight|slightly|modest)\b"
 
     def check(self, claim, raw, problems):

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 from ablate.metrics import REGIME_NO_TOOL
 from ablate.stats.claims.claim_types import CLAIM_TYPES, check_words
 from ablate.stats.claims.method_checks import check_method
+from ablate.stats.claims.schema import ClaimKeys, PlanKeys, PreconditionKeys, StudyKeys, check_keys, number, numbers
 from ablate.stats.maths.level import DEFAULT_TEST, TESTS
 from ablate.stats.maths.multiplicity import ROLES, Graph, parse_multiplicity
 from ablate.stats.maths.sequential import SPENDING
@@ -61,7 +62,7 @@ class Claim:
     requires: str | None = None  # a claim that must replicate first (keeps_gain: the gain it keeps)
     margin_share: float = math.nan  # keeps_gain: the share of the required gain that may be lost
     bounds: tuple[float, float] | None = None  # bounded: [low, high] of the difference, claimed direction
-    extra: tuple[tuple[str, Any], ...] = ()  # the raw values of the keys its type declares (ClaimType.keys)
+    extra: tuple[tuple[str, Any], ...] = ()  # the keys its type declares (ClaimType.Keys): numbers read as such
 
     def get(self, key: str, default: Any = None) -> Any:
         return dict(self.extra).get(key, default)
@@ -124,20 +125,6 @@ class Declared:
         return {c: float(w) * self.budget for c, w in zip(self.multiplicity.ids, self.multiplicity.weights)}
 
 
-def _float(value: Any, where: str, problems: list[str], *, positive: bool = False) -> float:
-    if value is None:
-        return math.nan
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        problems.append(f"{where} must be a number, got {value!r}")
-        return math.nan
-    if not math.isfinite(out) or (positive and out <= 0):
-        problems.append(f"{where} must be a {'positive ' if positive else ''}finite number, got {value!r}")
-        return math.nan
-    return out
-
-
 def _direction(value: Any, where: str, problems: list[str]) -> int:
     text = str(value if value is not None else "higher").strip().lower()
     if text in ("higher", "+", "+1", "1", "up"):
@@ -153,11 +140,11 @@ def _success(value: Any, where: str, problems: list[str]) -> tuple[str, float] |
         return None
     text = str(value).replace(" ", "")
     op = next((o for o in OPS if text.startswith(o)), None)
-    number = _float(text[len(op):], f"{where}: success", problems) if op else math.nan
-    if op is None or not math.isfinite(number):
+    number_ = number(text[len(op):], f"{where}: success", problems) if op else math.nan
+    if op is None or not math.isfinite(number_):
         problems.append(f"{where}: success must look like '>=0.2' (op and threshold), got {value!r}")
         return None
-    return op, number
+    return op, number_
 
 
 def _precondition(raw: Any, where: str, problems: list[str]) -> Precondition | None:
@@ -167,6 +154,7 @@ def _precondition(raw: Any, where: str, problems: list[str]) -> Precondition | N
         problems.append(f"{where}: precondition must be a mapping with a `check` name")
         return None
     where = f"{where} precondition {raw['check']!r}"
+    check_keys(raw, (PreconditionKeys,), where, problems)
     if raw.get("metric") is None:
         if not raw.get("reason"):
             problems.append(f"{where}: give `metric`, `op` and `threshold`, or a `reason` it cannot be tested")
@@ -174,7 +162,7 @@ def _precondition(raw: Any, where: str, problems: list[str]) -> Precondition | N
     op = str(raw.get("op", ">="))
     if op not in OPS:
         problems.append(f"{where}: op must be one of {' '.join(OPS)}, got {op!r}")
-    threshold = _float(raw.get("threshold"), f"{where}: threshold", problems)
+    threshold = numbers(raw, PreconditionKeys, where, problems)["threshold"]
     if raw.get("threshold") is None:
         problems.append(f"{where}: needs a threshold")
     return Precondition(str(raw["check"]), str(raw["metric"]),
@@ -183,12 +171,10 @@ def _precondition(raw: Any, where: str, problems: list[str]) -> Precondition | N
                         str(raw.get("reason") or ""))
 
 
-_COMMON = {"id", "claim", "metric", "condition", "baseline", "type", "direction", "paper", "effect",
-           "margin", "regime", "baseline_regime", "against", "success", "precondition", "requires", "role"}
-
-
-def _known() -> set[str]:
-    return _COMMON | {k for t in CLAIM_TYPES.values() for k in t.keys}  # a type registered later adds its keys
+def _schemas(kind: str | None = None) -> tuple[type, ...]:
+    """The claim's keys: the common ones and its type's (every registered type's when the type is unknown)."""
+    types = [CLAIM_TYPES[kind]] if kind in CLAIM_TYPES else list(CLAIM_TYPES.values())
+    return (ClaimKeys, *(t.Keys for t in types))
 
 
 def _gates(raw: Any, named: Mapping, where: str, problems: list[str]) -> list[Precondition]:
@@ -215,7 +201,7 @@ def _bounds(raw: Any, where: str, problems: list[str]) -> tuple[float, float] | 
     if not isinstance(raw, (list, tuple)) or len(raw) != 2:
         problems.append(f"{where}: bounds must be [low, high], got {raw!r}")
         return None
-    low, high = (_float(b, f"{where}: bounds", problems) for b in raw)
+    low, high = (number(b, f"{where}: bounds", problems) for b in raw)
     return (low, high) if math.isfinite(low) and math.isfinite(high) else None
 
 
@@ -225,10 +211,7 @@ def parse_claim(raw: Any, index: int, problems: list[str], named: Mapping | None
         problems.append(f"{where} must be a mapping, got {type(raw).__name__}")
         return None
     where = f"claim {raw.get('id', index)!r}"
-    unknown = sorted(set(map(str, raw)) - _known())
-    if unknown:
-        problems.append(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(_known()))}")
-    missing = [k for k in ("id", "claim", "metric", "condition") if not raw.get(k)]
+    missing = check_keys(raw, _schemas(), where, problems)  # any registered type's keys are known here
     if missing:
         problems.append(f"{where}: missing {', '.join(missing)}")
         return None
@@ -240,22 +223,20 @@ def parse_claim(raw: Any, index: int, problems: list[str], named: Mapping | None
     role = str(raw.get("role") or "")
     if role and role not in ROLES:
         problems.append(f"{where}: role must be one of {', '.join(ROLES)}, got {role!r}")
+    direction = _direction(raw.get("direction"), where, problems)
+    n = {k: v for schema in _schemas(kind) for k, v in numbers(raw, schema, where, problems).items()}
     claim = Claim(
         id=str(raw["id"]), text=str(raw["claim"]), metric=str(raw["metric"]), condition=str(raw["condition"]),
-        baseline=None if raw.get("baseline") is None else str(raw["baseline"]), kind=kind,
-        direction=_direction(raw.get("direction"), where, problems),
-        paper=_float(raw.get("paper"), f"{where}: paper", problems),
-        effect=_float(raw.get("effect"), f"{where}: effect", problems, positive=True),
-        margin=_float(raw.get("margin"), f"{where}: margin", problems, positive=True),
+        baseline=None if raw.get("baseline") is None else str(raw["baseline"]), kind=kind, direction=direction,
+        paper=n["paper"], effect=n["effect"], margin=n["margin"], null=n["against"],
         regime=str(raw.get("regime") or DEFAULT_REGIME),
         baseline_regime=None if raw.get("baseline_regime") is None else str(raw["baseline_regime"]),
-        null=_float(raw.get("against", 0.0), f"{where}: against", problems),
         success=_success(raw.get("success"), where, problems),
         precondition=gates[0] if gates else None, also=tuple(gates[1:]), role=role,
         requires=None if raw.get("requires") is None else str(raw["requires"]),
-        margin_share=_float(raw.get("margin_share"), f"{where}: margin_share", problems, positive=True),
+        margin_share=n.get("margin_share", math.nan),
         bounds=_bounds(raw.get("bounds"), where, problems),
-        extra=tuple((k, raw[k]) for k in CLAIM_TYPES[kind].keys if k in raw))
+        extra=tuple((k, n.get(k, raw[k])) for k in CLAIM_TYPES[kind].keys if k in raw))
     found: list[str] = []
     CLAIM_TYPES[kind].check(claim, raw, found)
     check_words(claim, found)
@@ -285,6 +266,7 @@ def parse_plan(raw: Any, problems: list[str]) -> Plan:
     if not isinstance(raw, Mapping):
         problems.append(f"plan must be a mapping with `looks` and `spending`, got {raw!r}")
         return Plan()
+    check_keys(raw, (PlanKeys,), "plan", problems)  # a missing `looks` is named below, with an example
     looks = raw.get("looks")
     try:
         looks = tuple(int(n) for n in looks)
@@ -311,6 +293,7 @@ def parse_declared(block: Mapping | None, problems: list[str]) -> Declared:
     """The claims, plan and alpha of a `study:` block; problems are appended, bad claims skipped."""
     if not isinstance(block, Mapping):
         return Declared()
+    check_keys(block, (StudyKeys,), "", problems)
     raw_claims = block.get("claims") or []
     if not isinstance(raw_claims, (list, tuple)):
         problems.append("claims must be a list")
@@ -327,7 +310,7 @@ def parse_declared(block: Mapping | None, problems: list[str]) -> Declared:
     for i, c in enumerate(claims):
         if c.requires is not None and c.requires not in ids[:i]:
             problems.append(f"claim {c.id!r}: requires {c.requires!r}, which must be a claim declared before it")
-    alpha = _float(block.get("alpha", 0.05), "alpha", problems, positive=True)
+    alpha = number(block.get("alpha", 0.05), "alpha", problems, positive=True)
     if not (0 < alpha < 1):
         problems.append(f"alpha must be in (0, 1), got {block.get('alpha')!r}")
         alpha = 0.05
