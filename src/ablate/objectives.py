@@ -7,6 +7,7 @@ KL estimators and preference losses."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import torch
@@ -258,13 +259,30 @@ def token_level(level: str) -> bool:
     return bool(getattr(POLICY_LOSSES[level], "token_level", False))
 
 
+@dataclass(frozen=True)
+class PolicyLoss:
+    """The policy loss's keys, one object an RL stage hands over whole (`RLOOStageConfig.policy_loss`; the
+    stage's yaml keeps them flat, `stage.is_level`, `stage.clip_eps_high`, ..., because registered studies
+    name their arms by those keys). Their meaning: `policy_gradient_loss`."""
+
+    level: str = "sequence"
+    clip: float = 2.0
+    clip_eps: float = 0.2
+    aggregation: str = "token_mean"
+    mode: str = "truncate"
+    low: float = 0.0
+    dual_clip: float | None = None
+    clip_eps_low: float | None = None
+    clip_eps_high: float | None = None
+
+
 def policy_gradient_loss(logprobs: torch.Tensor, behaviour_logprobs: torch.Tensor, advantages: torch.Tensor,
-                         mask: torch.Tensor, level: str = "sequence", clip: float = 2.0, clip_eps: float = 0.2,
-                         aggregation: str = "token_mean", mode: str = "truncate", low: float = 0.0,
-                         dual_clip: float | None = None, clip_eps_low: float | None = None,
-                         clip_eps_high: float | None = None,
-                         length: int | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+                         mask: torch.Tensor, loss: PolicyLoss | None = None, length: int | None = None,
+                         **keys: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Importance-weighted policy gradient against the behaviour policy that sampled the tokens.
+
+    `loss`: the keys below as one PolicyLoss (default: its defaults); `**keys` replace single ones
+    (`level="token", clip_eps_high=0.28`), as a test or a one-off call writes them.
 
     logprobs [N, T] of the policy being trained, behaviour_logprobs [N, T] from the rollout
     engine, advantages [N] (one per sequence), mask [N, T]. Ratios are formed in log space.
@@ -292,20 +310,21 @@ def policy_gradient_loss(logprobs: torch.Tensor, behaviour_logprobs: torch.Tenso
     cispo) the fractions of tokens below 1 - eps_low and above 1 + eps_high (clip_low_fraction,
     clip_high_fraction).
     """
-    if mode not in IS_MODES:
-        raise ValueError(f"unknown importance-sampling mode {mode!r}; expected one of {IS_MODES}")
-    if level not in POLICY_LOSSES:
-        raise ValueError(f"unknown importance-sampling level {level!r}; expected one of {tuple(POLICY_LOSSES)}")
+    p = replace(loss or PolicyLoss(), **keys)
+    if p.mode not in IS_MODES:
+        raise ValueError(f"unknown importance-sampling mode {p.mode!r}; expected one of {IS_MODES}")
+    if p.level not in POLICY_LOSSES:
+        raise ValueError(f"unknown importance-sampling level {p.level!r}; expected one of {tuple(POLICY_LOSSES)}")
     mask = mask.to(logprobs.dtype)
     delta = (logprobs - behaviour_logprobs) * mask
-    per_token, mean_ratio, max_ratio, clipped, extra = POLICY_LOSSES[level](
-        logprobs, delta, advantages.unsqueeze(-1), mask, clip=clip, clip_eps=clip_eps, low=low, mode=mode,
-        dual_clip=dual_clip, eps_low=clip_eps if clip_eps_low is None else clip_eps_low,
-        eps_high=clip_eps if clip_eps_high is None else clip_eps_high)
-    loss = aggregate(per_token, mask, aggregation, length)
+    per_token, mean_ratio, max_ratio, clipped, extra = POLICY_LOSSES[p.level](
+        logprobs, delta, advantages.unsqueeze(-1), mask, clip=p.clip, clip_eps=p.clip_eps, low=p.low, mode=p.mode,
+        dual_clip=p.dual_clip, eps_low=p.clip_eps if p.clip_eps_low is None else p.clip_eps_low,
+        eps_high=p.clip_eps if p.clip_eps_high is None else p.clip_eps_high)
+    value = aggregate(per_token, mask, p.aggregation, length)
     info = {"ratio_mean": mean_ratio.detach(), "ratio_max": max_ratio.detach(), "clip_fraction": clipped.detach()}
-    info.update({key: value.detach() for key, value in extra.items()})
-    return loss, info
+    info.update({key: v.detach() for key, v in extra.items()})
+    return value, info
 
 
 # `stage.kl_estimator` -> per-token KL from log r = log pi_ref - log pi (see `kl_penalty`).

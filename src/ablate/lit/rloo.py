@@ -137,10 +137,7 @@ class RLOOModule(CompilableLearner, L.LightningModule):
                 logprobs, token_entropy = self._logprobs(self.model, self._learner[0] if self._learner else
                                                          self._runner(self.model), ids)
             pg, info = policy_gradient_loss(logprobs, batch["behaviour"][part, :width - 1].to(self.device),
-                                            advantages[part].to(self.device), mask, level=s.is_level, clip=s.is_clip,
-                                            clip_eps=s.clip_eps, aggregation=s.aggregation, mode=s.is_mode,
-                                            low=s.is_low, dual_clip=s.dual_clip, clip_eps_low=s.clip_eps_low,
-                                            clip_eps_high=s.clip_eps_high, length=length)
+                                            advantages[part].to(self.device), mask, s.policy_loss, length)
             entropy = aggregate(token_entropy, mask, s.aggregation, length)
             if self.reference is None:
                 kl, loss = None, pg - s.entropy_coef * entropy

@@ -13,6 +13,7 @@ from omegaconf import DictConfig
 from ablate.check_registry import CHECKS
 from ablate.config.schemas import ToolConfig, config_schema, typed
 from ablate.fit import fit, global_rank
+from ablate.objectives import PolicyLoss
 from ablate.rundir import RunDir
 from ablate.stages.registry import STAGES, check_schedule
 
@@ -64,6 +65,13 @@ class RLOOStageConfig:
     mask_truncated: bool = False
     checkpoint_every: int = 25
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
+
+    @property
+    def policy_loss(self) -> PolicyLoss:
+        """The policy loss's keys as the one object the learner hands over (ablate.objectives.PolicyLoss)."""
+        return PolicyLoss(level=self.is_level, clip=self.is_clip, clip_eps=self.clip_eps, aggregation=self.aggregation,
+                          mode=self.is_mode, low=self.is_low, dual_clip=self.dual_clip,
+                          clip_eps_low=self.clip_eps_low, clip_eps_high=self.clip_eps_high)
 
 
 @config_schema("dynamic_sampling", "dynamic_sampling_schema")
