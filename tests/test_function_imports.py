@@ -29,7 +29,6 @@ PENDING = {
     "ablate/loggers.py": 6,
     "ablate/rollout/engines.py": 8,
     "ablate/run.py": 17,
-    "ablate/stages/preference.py": 21,
     "ablate/stages/rloo.py": 16,
     "ablate/stages/sft.py": 5,
     "ablate/stages/wiring.py": 5,
