@@ -28,8 +28,6 @@ PENDING = {
     "ablate/curriculum/replay.py": 1,
     "ablate/loggers.py": 6,
     "ablate/rollout/engines.py": 8,
-    "ablate/run.py": 17,
-    "ablate/stages/rloo.py": 16,
     "ablate/stages/sft.py": 5,
     "ablate/stages/wiring.py": 5,
     "ablate/stats/claims/registration.py": 4,
