@@ -36,8 +36,6 @@ PENDING = {
     "ablate/stats/maths/level.py": 2,
     "ablate/stats/maths/power.py": 1,
     "ablate/stats/maths/rates.py": 1,
-    "ablate/studies/calibrate.py": 11,
-    "ablate/studies/calibrate_level.py": 6,
     "ablate/tasks/__init__.py": 1,
     "ablate/tasks/countdown/data.py": 4,
     "ablate/tasks/countdown/task.py": 3,
