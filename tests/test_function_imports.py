@@ -28,7 +28,6 @@ PENDING = {
     "ablate/loggers.py": 6,
     "ablate/rollout/engines.py": 8,
     "ablate/stages/sft.py": 5,
-    "ablate/stages/wiring.py": 5,
     "ablate/stats/claims/registration.py": 4,
     "ablate/stats/claims/standing.py": 4,
     "ablate/stats/maths/intervals.py": 1,
@@ -40,7 +39,6 @@ PENDING = {
     "ablate/tasks/countdown/task.py": 3,
     "ablate/tasks/countdown/tools.py": 1,
     "ablate/tasks/reasoning_gym/task.py": 5,
-    "ablate/upstream.py": 9,
 }
 
 
