@@ -28,11 +28,6 @@ PENDING = {
     "ablate/stats/maths/level.py": 2,
     "ablate/stats/maths/power.py": 1,
     "ablate/stats/maths/rates.py": 1,
-    "ablate/tasks/__init__.py": 1,
-    "ablate/tasks/countdown/data.py": 4,
-    "ablate/tasks/countdown/task.py": 3,
-    "ablate/tasks/countdown/tools.py": 1,
-    "ablate/tasks/reasoning_gym/task.py": 5,
 }
 
 

@@ -19,6 +19,9 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from ablate.config import typed
 from ablate.rundir.cache import cache_dir  # noqa: F401 - where generated pools are cached (also read here by tests)
 from ablate.tasks.base import Splits, stratified_indices
@@ -53,7 +56,7 @@ def load_hub(path: str, name: str | None = None, split: str = "train", numbers_c
              target_column: str = "target", limit: int | None = None) -> list[Problem]:
     """Rows of a Hugging Face dataset (a Hub id such as `asingh15/countdown_tasks_3to4`, or a
     local directory of data files, which `datasets.load_dataset` reads the same way)."""
-    import datasets
+    import datasets  # heavy: datasets, off ablate.stats (which reads ablate.tasks) and ablate.train's start-up
 
     dataset = datasets.load_dataset(path, name, split=split)
     if limit is not None:
@@ -64,7 +67,7 @@ def load_hub(path: str, name: str | None = None, split: str = "train", numbers_c
 def load_file(path: str | Path, numbers_column: str = "nums", target_column: str = "target",
               limit: int | None = None) -> list[Problem]:
     """A local `.jsonl`/`.json` or `.parquet` file with one problem per row."""
-    import datasets
+    import datasets  # heavy: datasets, off ablate.stats (which reads ablate.tasks) and ablate.train's start-up
 
     path = Path(path)
     if not path.is_file():
@@ -84,9 +87,6 @@ def save_problems(problems: Sequence[Problem], path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     rows = [p.to_dict() for p in problems]
     if path.suffix == ".parquet":
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
         pq.write_table(pa.Table.from_pylist(rows), path)
     else:
         with path.open("w") as f:
