@@ -21,14 +21,7 @@ REASON = re.compile(r"#.*\b(optional|heavy|cycle|order): *\S")
 
 # Modules whose function-level imports are still to be given a reason or moved up: the count left without one.
 # Lower a count when you move or explain one of them; drop the entry at 0.
-PENDING = {
-    "ablate/stats/claims/registration.py": 4,
-    "ablate/stats/claims/standing.py": 4,
-    "ablate/stats/maths/intervals.py": 1,
-    "ablate/stats/maths/level.py": 2,
-    "ablate/stats/maths/power.py": 1,
-    "ablate/stats/maths/rates.py": 1,
-}
+PENDING: dict[str, int] = {}
 
 
 def comments(text: str) -> dict[int, str]:
