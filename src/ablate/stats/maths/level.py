@@ -208,11 +208,9 @@ def sign_p(x, null: float, direction: int = 1) -> float:
     """One-sided exact sign test of H0: the seeds' median of direction * (x - null) <= 0 (x: 1-D): the
     binomial tail of the seeds strictly beyond `null`, ties counted against the claim (conservative).
     Exact for any law of the seeds, with no symmetry assumed; its smallest p is 2^-n."""
-    from scipy.stats import binom  # heavy: scipy.stats, as spread_settled's (this module imports numpy only)
-
     d = direction * (np.asarray(x, dtype=np.float64) - null)
     k = int(np.sum(d > 0))
-    return float(binom.sf(k - 1, d.size, 0.5))
+    return float(scipy.stats.binom.sf(k - 1, d.size, 0.5))
 
 
 def seeds_to_sign(level: float) -> int:
