@@ -19,9 +19,6 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from ablate.config import typed
 from ablate.rundir.cache import cache_dir  # noqa: F401 - where generated pools are cached (also read here by tests)
 from ablate.tasks.base import Splits, stratified_indices
@@ -87,6 +84,10 @@ def save_problems(problems: Sequence[Problem], path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     rows = [p.to_dict() for p in problems]
     if path.suffix == ".parquet":
+        # heavy: pyarrow.parquet, ~10 ms of ablate.train's start-up, for a .parquet file only
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
         pq.write_table(pa.Table.from_pylist(rows), path)
     else:
         with path.open("w") as f:
