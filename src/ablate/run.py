@@ -49,7 +49,7 @@ def study_fingerprint(cfg: DictConfig) -> str | None:
     """The sha256 of the study block this run runs under: ablate.stats checks it against the registration."""
     if cfg.get("study") is None:
         return None
-    # heavy: ablate.stats' readers, ~15 ms of ablate.train's start-up, for a study's runs only
+    # heavy: ablate.stats' readers, ~10 ms of ablate.train's start-up, for a study's runs only
     from ablate.stats.claims.registration import fingerprint
 
     return fingerprint(scaled_block(plain(cfg.study), plain(cfg.model)))
