@@ -32,14 +32,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ablate.external.plan import main_external
-from ablate.stats.claims.standing import sweep_decided
-from ablate.stats.read.archive import is_archive, root_of
-from ablate.stats.read.load import load_sweep
-from ablate.stats.read.runs import StatsInputError
-from ablate.stats.stages.conditions import label_sweep, usable_regimes
-from ablate.stats.values.table import is_look_part, look_of
-
 
 def _needs(result, labels_to_cond: dict, sweep) -> dict[tuple, int]:
     """condition -> seeds per arm it must reach, for the inconclusive claims with a next look."""
@@ -72,6 +64,12 @@ def _grid(cond: tuple) -> dict[str, str]:
 
 def _decided(sweep, study, labels: dict, sweep_dirs: list[Path], registration: Path | None):
     """The claims, decided under the registration `ablate.stats` would use (labels: the sweep's)."""
+    # heavy: the analysis pipeline (pandas, scipy: ~1.5 s), after the arguments: --help answers at once
+    from ablate.stats.claims.standing import sweep_decided
+    from ablate.stats.read.archive import is_archive
+    from ablate.stats.read.runs import StatsInputError
+    from ablate.stats.stages.conditions import usable_regimes
+
     if study is None or not study.declared.claims:
         raise StatsInputError("the runs declare no claims (a study preset's study.claims): no plan to continue")
     beside = sweep_dirs[0] if is_archive(sweep_dirs[0]) else None
@@ -82,6 +80,10 @@ def _unfinished(sweep, looks: tuple[int, ...]) -> dict[tuple, tuple[str, int]]:
     """condition -> (its look's name, the seeds it must reach) for each arm stopped inside a look run over
     sessions: its latest seeds lie in a `<study>_look<k>_<first seed>` part (ablate.stats --hold) and
     their count is not one the plan looks at."""
+    # heavy: the analysis pipeline (pandas, scipy: ~1.5 s), after the arguments: --help answers at once
+    from ablate.stats.read.archive import root_of
+    from ablate.stats.values.table import is_look_part, look_of
+
     out = {}
     for cond in {r.condition for r in sweep.runs if r.ok}:
         seeds = _seeds(sweep, cond)
@@ -129,6 +131,11 @@ def _command(preset: dict, conds: list[tuple], a: int, b: int, sweep_dir: Path) 
 
 
 def commands(sweep_dirs: list[Path], registration: Path | None = None) -> list[list[str]]:
+    # heavy: the analysis pipeline (pandas, scipy: ~1.5 s), after the arguments: --help answers at once
+    from ablate.stats.read.archive import is_archive
+    from ablate.stats.read.load import load_sweep
+    from ablate.stats.stages.conditions import label_sweep
+
     sweep = load_sweep(sweep_dirs)
     # a committed report (ablate.stats.read.archive) continues into multirun/, named after its first sweep
     base = Path("multirun") / sweep.roots[0].name if is_archive(sweep_dirs[0]) else Path(sweep_dirs[0])
@@ -167,6 +174,8 @@ def _quote(v: str) -> str:
 def _preset(experiments: set[str], runs) -> dict:
     """The experiment override the conditions share and the sweeper params their sweep ran with
     (from a run's .hydra/hydra.yaml): the keys the next look's grids replace."""
+    from ablate.stats.read.runs import StatsInputError  # heavy: the stats readers (numpy), as in _decided
+
     if len(experiments) > 1:
         raise StatsInputError(f"the conditions to continue come from {len(experiments)} presets "
                               f"({', '.join(sorted(experiments))}); continue one study at a time")
@@ -188,6 +197,10 @@ def main(argv: list[str] | None = None) -> int:
                         "next in your trainer (docs/any_runs.md)")
     p.add_argument("--conditions", metavar="COL[,COL]", help="with --study: the table's condition columns")
     args = p.parse_args(argv)
+    # heavy: the analysis pipeline (pandas, scipy: ~1.5 s), after the arguments: --help answers at once
+    from ablate.external.plan import main_external
+    from ablate.stats.read.runs import StatsInputError
+
     if args.study is not None:
         if len(args.sweep_dirs) != 1:
             p.error("--study reads exactly one table of runs")

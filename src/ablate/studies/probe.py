@@ -38,12 +38,6 @@ from ablate.metrics import REGIME_NO_TOOL
 from ablate.rundir import RunDir
 from ablate.rundir.atomic import write_text
 from ablate.rundir.cache import models_dir
-from ablate.stats.claims.declared import parse_declared
-from ablate.stats.claims.engine import components, condition_values
-from ablate.stats.maths.verdicts import compare
-from ablate.stats.read.load import load_sweep
-from ablate.stats.stages.conditions import label_sweep, usable_regimes
-from ablate.stats.values.table import sweep_values
 from ablate.upstream import upstream_key
 
 DEFAULT_CSV = Path("docs/testbed/probes.csv")
@@ -62,6 +56,8 @@ def compose(overrides: list[str]):
 
 def preconditions(cfg, claim_ids: list[str]) -> list[tuple]:
     """(precondition, [claim ids]) of the study's measured preconditions, one per distinct check."""
+    from ablate.stats.claims.declared import parse_declared  # heavy: scipy (~1 s), off probe's --help
+
     problems: list[str] = []
     study = plain(cfg.study) if cfg.get("study") else None  # the block as ablate.stats reads it
     declared = parse_declared(study, problems) if study else None
@@ -120,6 +116,13 @@ def train(overrides: list[str], run_dir: Path) -> None:
 
 def measure(run_dirs: list[Path], pre: tuple) -> tuple[float, str, float]:
     """(value, status, wall seconds) of precondition `pre` on the probe's runs."""
+    # heavy: the analysis pipeline (scipy: ~1 s), off probe's --help
+    from ablate.stats.claims.engine import components, condition_values
+    from ablate.stats.maths.verdicts import compare
+    from ablate.stats.read.load import load_sweep
+    from ablate.stats.stages.conditions import label_sweep, usable_regimes
+    from ablate.stats.values.table import sweep_values
+
     check, metric, condition, regime, op, threshold = pre
     sweep = load_sweep(run_dirs)
     _, _, _, labels, _ = label_sweep(sweep, (), False, [])

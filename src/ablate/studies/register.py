@@ -18,11 +18,7 @@ from hydra.errors import HydraException
 
 from ablate.config import CONF_DIR, ConfigError, plain
 from ablate.config.scale import scaled_block  # the study at its model's scale: `model=small` is its own study
-from ablate.external.report import load_study
-from ablate.external.tidy import TidyError
 from ablate.rundir.status import git_sha
-from ablate.stats.claims.registration import FILE, register
-from ablate.stats.read.runs import StatsInputError
 
 
 def compose_study(overrides: list[str]) -> dict:
@@ -57,6 +53,11 @@ def main(argv: list[str] | None = None) -> int:
     bad = [o for o in args.overrides if "=" not in o]
     if bad:
         p.error(f"{bad[0]!r} is not a Hydra override KEY=VALUE (e.g. experiment=curriculum_study)")
+    # heavy: the stats and external readers (numpy, pandas, scipy: ~2 s), after the arguments: --help answers at once
+    from ablate.external.report import load_study
+    from ablate.external.tidy import TidyError
+    from ablate.stats.claims.registration import FILE, register
+    from ablate.stats.read.runs import StatsInputError
 
     try:
         if args.study is not None:
