@@ -18,6 +18,13 @@ from ablate.check_registry import CHECKS, ordered
 from ablate.config import ConfigError, plain, require
 from ablate.config import checks as config_checks
 from ablate.config.scale import DEFAULT, EMBEDDED
+from ablate.curriculum import check_curriculum
+from ablate.models import MODEL_KINDS, resolve_path
+from ablate.models.source import model_source_error
+from ablate.models.tokenizer import load_tiny_tokenizer
+from ablate.stages import STAGES, stage_of
+from ablate.tasks import TASKS, task_class
+from ablate.upstream import check_init, upstream_config, upstream_spec, upstream_stages
 
 __all__ = ["ConfigError", "check_config"]
 
@@ -40,10 +47,6 @@ def check_task_file(cfg: DictConfig) -> None:
 
 @CHECKS.register("model_and_task", order=20)
 def check_model_and_task(cfg: DictConfig) -> None:
-    from ablate.models import MODEL_KINDS
-    from ablate.models.source import model_source_error
-    from ablate.tasks import TASKS
-
     m = cfg.model
     require(m.kind in MODEL_KINDS, f"model.kind={m.kind!r}: expected one of {MODEL_KINDS}")
     if m.kind == "hf":
@@ -55,8 +58,6 @@ def check_model_and_task(cfg: DictConfig) -> None:
             f"model.template={m.template!r} needs a chat template, which the tiny tokenizer lacks; use compact")
     vocab_size = (m.get("arch") or {}).get("vocab_size") if m.kind == "tiny" else None
     if vocab_size is not None:
-        from ablate.models.tokenizer import load_tiny_tokenizer
-
         tokens = len(load_tiny_tokenizer())
         require(int(vocab_size) >= tokens, f"model.arch.vocab_size={vocab_size} is below the tiny tokenizer's "
                                            f"{tokens} tokens: use >= {tokens}, or leave it out (null)")
@@ -75,8 +76,6 @@ def require_arch_matches(m: DictConfig) -> None:
     """An embedded model started from saved weights loads their shape, not `model.arch`: refuse a mismatch
     where the arch is a named scale other than the default (ablate.config.scale.EMBEDDED; e.g. `model=small` under a testbed that starts from builtin:tiny-sft would train the tiny model while
     the study is named after the small one, ablate.config.scale)."""
-    from ablate.models import resolve_path  # heavy: ablate.models imports torch and transformers (as above)
-
     config = Path(str(resolve_path(m.name_or_path))) / "config.json"
     if not config.is_file():
         return
@@ -94,9 +93,6 @@ def require_arch_matches(m: DictConfig) -> None:
 @CHECKS.register("stage", order=30)
 def check_stage(cfg: DictConfig) -> None:
     """The registered stage `stage.name` names (ablate.stages.registry), its `stage.init`, its own checks."""
-    from ablate.stages import stage_of
-    from ablate.upstream import check_init
-
     s = cfg.stage
     stage = stage_of(s.name)  # ConfigError naming the registered stages
     if "lr" in s:
@@ -109,8 +105,6 @@ def check_stage(cfg: DictConfig) -> None:
 @CHECKS.register("upstream", order=35)
 def check_upstream(cfg: DictConfig) -> None:
     """The stage `stage.init` names is checked as a run of its own (and chains of them refuse cycles)."""
-    from ablate.upstream import upstream_config, upstream_spec, upstream_stages
-
     init = cfg.stage.get("init")
     if init not in upstream_stages(cfg):
         return
@@ -129,10 +123,6 @@ def check_curriculum_stage(cfg: DictConfig) -> None:
     """The stage takes the curriculum (its registered `curriculum` check), which is checked by its sampler."""
     if not cfg.get("curriculum"):
         return
-    from ablate.curriculum import check_curriculum
-    from ablate.stages import STAGES, stage_of
-    from ablate.tasks import task_class
-
     s, c = cfg.stage, cfg.curriculum
     stage = stage_of(s.name)
     if stage.curriculum is None:
@@ -153,6 +143,7 @@ def check_study(cfg: DictConfig) -> None:
     must fail now, before any compute, not after hours of training."""
     if cfg.get("study") is None:
         return
+    # heavy: scipy (ablate.stats), needed only when the config declares a study: off ablate.train's --help
     from ablate.stats.claims.study import check_study_block
 
     problems = check_study_block(plain(cfg.study))  # the block as ablate.stats reads it

@@ -102,7 +102,7 @@ def setup(interactive: bool) -> None:
     for message in QUIET_WARNINGS:
         warnings.filterwarnings("ignore", message=message)
     try:
-        from transformers.utils import logging as hf_logging  # heavy: transformers, off the refusal path
+        from transformers.utils import logging as hf_logging  # heavy: transformers, off ablate.stats (via ablate.tasks)
 
         hf_logging.disable_progress_bar()
     except ImportError:  # pragma: no cover

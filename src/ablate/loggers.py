@@ -10,15 +10,17 @@ A new logger is this module's one function and a conf/logger/<name>.yaml setting
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, NamedTuple, Optional
 
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from ablate.check_registry import CHECKS
-from ablate.config import plain
+from ablate.config import plain, require
 from ablate.config.schemas import config_schema, typed
 from ablate.registry import Registry
 
@@ -63,10 +65,6 @@ LOGGERS = Registry("logger", entry=lambda name, build, **needs: LoggerEntry(buil
 @CHECKS.register("loggers", order=85)
 def check_loggers(cfg: DictConfig) -> None:
     """The switched-on loggers' packages are installed (before any compute): ConfigError naming the extra."""
-    import importlib.util
-
-    from ablate.config import require
-
     for name, entry in LOGGERS.items():
         if cfg.logger.get(name):
             require(any(importlib.util.find_spec(m) for m in entry.modules),
@@ -80,7 +78,7 @@ def mlflow_name(key: str) -> str:
 
 @LOGGERS.register("wandb", modules=("wandb",), extra="wandb")
 def wandb(cfg: DictConfig, run_dir: Path, params: dict) -> Any:
-    from lightning.pytorch.loggers import WandbLogger
+    from lightning.pytorch.loggers import WandbLogger  # optional: the wandb extra (and heavy: Lightning)
 
     w = typed(WandbLoggerConfig, cfg.logger)
     return WandbLogger(project=w.project, save_dir=str(run_dir), offline=w.mode == "offline")
@@ -88,7 +86,7 @@ def wandb(cfg: DictConfig, run_dir: Path, params: dict) -> Any:
 
 @LOGGERS.register("tensorboard", modules=("tensorboard", "tensorboardX"), extra="tensorboard")
 def tensorboard(cfg: DictConfig, run_dir: Path, params: dict) -> Any:
-    from lightning.pytorch.loggers import TensorBoardLogger
+    from lightning.pytorch.loggers import TensorBoardLogger  # optional: the tensorboard extra (and heavy: Lightning)
 
     logger = TensorBoardLogger(save_dir=str(run_dir), name="tensorboard", version="", default_hp_metric=False)
     logger.log_hyperparams(params)
@@ -97,7 +95,7 @@ def tensorboard(cfg: DictConfig, run_dir: Path, params: dict) -> Any:
 
 @LOGGERS.register("mlflow", modules=("mlflow",), extra="mlflow")
 def mlflow(cfg: DictConfig, run_dir: Path, params: dict) -> Any:
-    from lightning.pytorch.loggers import MLFlowLogger
+    from lightning.pytorch.loggers import MLFlowLogger  # optional: the mlflow extra (and heavy: Lightning)
 
     class Logger(MLFlowLogger):
         def log_metrics(self, metrics, step=None):
@@ -129,8 +127,6 @@ def extra_loggers(cfg: DictConfig, run_dir: Path) -> list[Any]:
 def _task_overrides() -> list[str]:
     """The run's command-line overrides (Hydra's task overrides), or none outside a Hydra run."""
     try:
-        from hydra.core.hydra_config import HydraConfig
-
         return list(HydraConfig.get().overrides.task)
-    except (ImportError, ValueError):
+    except ValueError:
         return []

@@ -7,20 +7,32 @@ last attempt stopped. The entry point that launches it is `python -m ablate.trai
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from pathlib import Path
 from typing import Any, Sequence
 
+import torch
 from omegaconf import DictConfig
+from transformers import AutoModelForCausalLM
 
 from ablate.checks import check_config
-from ablate.config import torch_threads
+from ablate.config import plain, torch_threads
 from ablate.config.scale import scaled_block
+from ablate.device import device
+from ablate.eval import evaluate, format_summary, write_eval
 from ablate.fit import global_rank, record_data_parallel, record_resume
+from ablate.models import load_model, load_tokenizer, parameter_count, weights_sha256
+from ablate.rollout.tools import build_tool
 from ablate.rundir import RunDir
+from ablate.rundir.atomic import export_model, model_exported, remove_orphans
 from ablate.rundir.code import code_fingerprints
+from ablate.rundir.ownership import owned
+from ablate.rundir.record import record_config
+from ablate.rundir.status import RunStatus, State, read_status
 from ablate.stages import REGIME_NO_TOOL, REGIME_TOOL, final_regimes, fit_stage, starting_model_config
+from ablate.tasks import build_task
 
 log = logging.getLogger("ablate.train")
 
@@ -29,10 +41,6 @@ def run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any] = ()) -> Path:
     """One run, end to end; returns the run directory. `callbacks`: Lightning callbacks for this stage's fit.
     Raises RunOwned when another live process owns `run_dir` (ablate.rundir.ownership; the entry point has
     taken it already, an upstream run takes it here)."""
-    import contextlib
-
-    from ablate.rundir.ownership import owned
-
     with owned(run_dir) if global_rank() == 0 else contextlib.nullcontext():
         return _run(cfg, run_dir, callbacks)
 
@@ -41,22 +49,14 @@ def study_fingerprint(cfg: DictConfig) -> str | None:
     """The sha256 of the study block this run runs under: ablate.stats checks it against the registration."""
     if cfg.get("study") is None:
         return None
-    from ablate.config import plain
+    # heavy: ablate.stats' readers, ~10 ms of ablate.train's start-up, for a study's runs only
     from ablate.stats.claims.registration import fingerprint
 
     return fingerprint(scaled_block(plain(cfg.study), plain(cfg.model)))
 
 
 def _run(cfg: DictConfig, run_dir: Path, callbacks: Sequence[Any]) -> Path:
-    import lightning as L
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    from ablate.device import device
-    from ablate.models import load_model, load_tokenizer, parameter_count, weights_sha256
-    from ablate.rundir.atomic import export_model, model_exported
-    from ablate.rundir.status import RunStatus
-    from ablate.tasks import build_task
+    import lightning as L  # heavy: Lightning, off ablate.train's config refusal and --help
 
     check_config(cfg)
     rd = RunDir(run_dir)
@@ -108,9 +108,6 @@ def _evaluate(cfg: DictConfig, rd: RunDir, model, tokenizer, test: Sequence[Any]
               status) -> None:
     """The final evaluation in each regime not yet evaluated (a resumed run skips those it has), written to
     eval/<regime>/ and timed in status.json."""
-    from ablate.eval import evaluate, format_summary, write_eval
-    from ablate.rollout.tools import build_tool
-
     for regime in regimes:
         if cfg.resume == "auto" and rd.evaluated(regime):
             continue
@@ -126,10 +123,6 @@ def _evaluate(cfg: DictConfig, rd: RunDir, model, tokenizer, test: Sequence[Any]
 def _prepared_and_complete(cfg: DictConfig, rd: RunDir, regimes: Sequence[str]) -> bool:
     """Record the config and clear a killed attempt's temporary files (rank 0); True when a resumed run
     already finished: completed, its model exported and every regime evaluated."""
-    from ablate.rundir.atomic import model_exported, remove_orphans
-    from ablate.rundir.record import record_config
-    from ablate.rundir.status import State, read_status
-
     if global_rank() == 0:
         record_config(cfg, rd)  # what this directory holds, out of Hydra's reach (ablate.rundir.record)
         for folder in rd.writable_dirs((REGIME_NO_TOOL, REGIME_TOOL)):

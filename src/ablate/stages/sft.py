@@ -8,9 +8,12 @@ from typing import Any, Mapping
 
 from omegaconf import DictConfig
 
+from ablate.config import require
 from ablate.config.schemas import config_schema
 from ablate.fit import fit
+from ablate.rollout.schedules import show_preamble
 from ablate.stages.registry import STAGES, check_schedule, groups
+from ablate.tasks import task_class
 
 
 @config_schema("stage", "sft_schema")
@@ -31,6 +34,7 @@ class SFTStageConfig:
 
 
 def fit_sft(cfg: DictConfig, model, tokenizer, splits, task, run_dir: Path, status=None, callbacks=()) -> None:
+    # heavy: Lightning, off ablate.train's config refusal
     from ablate.lit.sft import SFTModule
     from ablate.lit.sft_data import SFTDataModule
 
@@ -47,9 +51,6 @@ def fit_sft(cfg: DictConfig, model, tokenizer, splits, task, run_dir: Path, stat
 def check_sft(cfg: DictConfig) -> None:
     """`stage=sft` config (ConfigError naming the key and the fix), and that oracle traces go with
     tool=oracle and only with it."""
-    from ablate.config import require
-    from ablate.tasks import task_class
-
     s = cfg.stage
     styles = task_class(cfg.task.name).trace_styles  # the task makes the traces
     require(s.trace in styles, f"stage.trace={s.trace!r}: expected one of {styles} (the traces task={cfg.task.name} offers)")
@@ -79,8 +80,6 @@ def sft_tool_inputs(stage: Mapping[str, Any], tool: Mapping[str, Any]) -> dict[s
     decides as it does for RL rollouts and evaluation) and, for oracle traces, how they are made.
     Empty when nothing applies, so plain SFT is one model whatever the tool condition (its cache key,
     ablate.upstream, includes this and nothing else of `tool`)."""
-    from ablate.rollout.schedules import show_preamble
-
     inputs: dict[str, Any] = {}
     if stage.trace != "oracle" and show_preamble(tool.prompt, available=stage.trace in ("calc", "mixed")):
         inputs["preamble"] = True

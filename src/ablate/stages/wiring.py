@@ -17,8 +17,10 @@ from omegaconf import DictConfig
 
 from ablate.config.schemas import config_schema, typed
 from ablate.metrics import REGIME_NO_TOOL, REGIME_TOOL
+from ablate.rollout.tools import build_tool, tool_classes
 from ablate.rundir import RunDir
-from ablate.stages.registry import stage_of
+from ablate.stages.registry import stage_of, upstream_names
+from ablate.upstream import upstream_model
 
 
 def starting_model_config(cfg: DictConfig, run: Callable[[DictConfig, Path], Any]) -> DictConfig:
@@ -26,9 +28,6 @@ def starting_model_config(cfg: DictConfig, run: Callable[[DictConfig, Path], Any
     (trained once by `run` and cached, see ablate.upstream; for model=tiny with the shipped SFT config
     the checkpoint in the package), init=scratch a random init, init=model model.name_or_path as given.
     A stage without `init` (sft) starts from the model as configured."""
-    from ablate.upstream import upstream_model
-    from ablate.stages.registry import upstream_names
-
     model = cfg.model.copy()
     if not stage_of(cfg.stage.name).init:
         return model
@@ -51,8 +50,7 @@ def validation_callbacks(cfg: DictConfig, val_problems, tokenizer, task, run_dir
     """`eval.every=N`: held-out evaluation every N steps (ablate.periodic_eval); none otherwise."""
     if not cfg.eval.get("every"):
         return []
-    from ablate.rollout.tools import build_tool
-    from ablate.periodic_eval import ValidationCallback
+    from ablate.periodic_eval import ValidationCallback  # heavy: Lightning, off ablate.train's config refusal
 
     keep = RunDir(run_dir).checkpoint_dir if typed(CheckpointConfig, cfg.checkpoint).keep_evaluated else None
     tool = build_tool(cfg.tool, tokenizer, cfg.model.template) if validation_regime(cfg) == REGIME_TOOL else None
@@ -77,8 +75,6 @@ def validation_regime(cfg: DictConfig) -> str:
     regime = cfg.eval.val_regime
     if regime != "auto":
         return regime
-    from ablate.rollout.tools import tool_classes
-
     tool_class = tool_classes().get(cfg.tool.kind)
     on = cfg.tool.schedule != "off" and getattr(tool_class, "validates_with_tool", False)
     return REGIME_TOOL if on else REGIME_NO_TOOL

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -29,10 +30,17 @@ import numpy as np
 import pandas as pd
 import scipy.optimize
 import scipy.special
+import yaml
+from tqdm import tqdm
 
 from ablate.metrics import REGIME_NO_TOOL
 from ablate.rundir import RunDir
+from ablate.rundir.atomic import write_json, write_text
+from ablate.stats.maths.intervals import hierarchical_bootstrap_distribution, percentile_interval
+from ablate.stats.maths.paired import _permutation_p
+from ablate.stats.maths.power import seeds_needed
 from ablate.stats.read.runs import PromptTable, RegimeEval, Run, Sweep
+from ablate.stats.stages.analysis import claims_of
 
 VARIANCE = {"small": (0.02, 0.5), "large": (0.15, 0.5)}
 N_PROMPTS, N_SAMPLES, BASE = 500, 16, 0.35
@@ -117,10 +125,8 @@ def plant(s: Setting, rng: np.random.Generator, difficulty: np.ndarray) -> Sweep
 def write_planted(sweep: Sweep, root: Path) -> list[Path]:
     """Write a planted sweep as run directories (the run-directory contract, through ablate.eval's
     own summarize/write_eval), one sweep directory per look under `root`; returns those directories."""
-    import yaml
-
+    # heavy: torch/transformers (ablate.eval), off the calibration's own sweeps, which write no run directories
     from ablate.eval import summarize, write_eval
-    from ablate.rundir.atomic import write_json, write_text
 
     dirs = []
     for run in sweep.runs:
@@ -142,8 +148,6 @@ def write_planted(sweep: Sweep, root: Path) -> list[Path]:
 
 
 def decide(sweep: Sweep) -> dict:
-    from ablate.stats.stages.analysis import claims_of
-
     row = claims_of(sweep).table.iloc[0]
     return {"verdict": row["verdict"], "low": row["ci_low"], "high": row["ci_high"], "n": row["n"],
             "n_baseline": row["n_baseline"], "diff": row["estimate"]}
@@ -168,9 +172,6 @@ def old_procedure(sweep: Sweep, rng: np.random.Generator, resamples: int, confid
     """What ablate.stats decided by before the engine: the hierarchical-bootstrap difference interval
     (seeds, then prompts, independently per arm) and the paired prompt permutation test (seeds averaged,
     conditions swapped within prompts: paired.paired_test's p-value, without its BCa interval)."""
-    from ablate.stats.maths.intervals import hierarchical_bootstrap_distribution, percentile_interval
-    from ablate.stats.maths.paired import _permutation_p
-
     arms = {arm: [r.evals[REGIME_NO_TOOL].prompts.cols["n_correct"] / N_SAMPLES for r in sweep.runs
                   if r.condition == (f"arm={arm}",)] for arm in "ab"}
     hier = {arm: hierarchical_bootstrap_distribution(v, n_resamples=resamples, rng=rng)[:, 0] for arm, v in arms.items()}
@@ -183,8 +184,6 @@ def old_procedure(sweep: Sweep, rng: np.random.Generator, resamples: int, confid
 
 def run_setting(s: Setting, sweeps: int, seed: int = 0, old: int = 0, resamples: int = 1000,
                 progress: bool = True) -> dict:
-    from tqdm import tqdm
-
     difficulty = _difficulty()
     sigma_seed, sigma_int = VARIANCE[s.variance]
     rng = np.random.default_rng([seed, s.seeds_a, s.seeds_b, int(s.effect * 1e4), len(s.looks),
@@ -217,8 +216,6 @@ def run_setting(s: Setting, sweeps: int, seed: int = 0, old: int = 0, resamples:
 
 def fixed_seeds_for(power: float, sd: float, effect: float, alpha: float = 0.05) -> float:
     """Seeds per arm a fixed Welch design needs for `power` at `effect` (normal seed values of SD sd)."""
-    from ablate.stats.maths.power import seeds_needed
-
     return seeds_needed(sd, effect, alpha, power=min(max(power, 0.05), 0.99))
 
 
@@ -264,8 +261,6 @@ def main(argv: list[str] | None = None) -> int:
         print(_line(rows[-1]), flush=True)
     table = pd.DataFrame(rows)
     if args.out:
-        from ablate.rundir.atomic import write_text
-
         write_text(args.out, table.to_csv(index=False, float_format="%.4f"))
     return 0
 
@@ -324,8 +319,6 @@ def render(paths: list[Path], doc: Path | None) -> int:
 def render_block(text: str, doc: Path | None, marker: str) -> int:
     """Print `text`, or write it between `<!-- marker -->` and `<!-- /marker -->` in `doc` (atomically): the
     rendered tables of docs/stats.md. Exit status 2, one line, when `doc` has no such block."""
-    import re
-
     if doc is None:
         print(text)
         return 0
@@ -334,8 +327,6 @@ def render_block(text: str, doc: Path | None, marker: str) -> int:
     if not block.search(body):
         print(f"error: {doc} has no <!-- {marker} --> ... <!-- /{marker} --> block", file=sys.stderr)
         return 2
-    from ablate.rundir.atomic import write_text
-
     write_text(doc, block.sub(lambda m: m.group(1) + text + m.group(2), body))
     return 0
 

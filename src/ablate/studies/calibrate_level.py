@@ -51,8 +51,13 @@ import numpy as np
 import pandas as pd
 import scipy.stats
 
+from ablate.rundir.atomic import write_text
+from ablate.stats.claims.declared import parse_declared
+from ablate.stats.claims.engine import evaluate, look_verdict
 from ablate.stats.maths.level import SPREAD_MAX, floor_p, randomization_p, separated, spread_ratio
 from ablate.stats.maths.sequential import nominal_levels
+from ablate.stats.values.table import VALUE_COLUMNS
+from ablate.studies.calibrate import render_block
 
 MU, SD = 0.35, 0.01
 EFFECT = 0.02  # the futility regimes' effect of interest and the non-inferiority regimes' margin: two seed SDs
@@ -163,8 +168,6 @@ def claims_of(regime: str) -> list[dict]:
 
 def declared(claim: dict, alpha: float, looks, test: str):
     """The one-claim study the engine decides a planted sweep with."""
-    from ablate.stats.claims.declared import parse_declared
-
     problems: list[str] = []
     out = parse_declared({"alpha": alpha, "test": test, "plan": {"looks": list(looks), "spending": "pocock"},
                           "claims": [claim]}, problems)
@@ -272,8 +275,6 @@ def _rate_verdicts(s: int, n: int, a: float, looks: tuple, alpha: float) -> np.n
     """[n+1, n+1] int8: the engine's verdict at a look of n vs n seeds with k and j successes (1
     replicated, -1 not replicated, 0 open), from `engine.look_verdict` itself: a rate claim reads counts
     only, and its exact test is its own whatever the study's `test`."""
-    from ablate.stats.claims.engine import look_verdict
-
     direction = "higher" if s > 0 else "lower"
     claim = declared(next(c for c in claims_of("rate: bimodal arm") if c["direction"] == direction),
                      alpha, looks, "welch").claims[0]
@@ -290,9 +291,6 @@ def entry_rejections(x: np.ndarray, y: np.ndarray, looks, alpha: float, test: st
                      regime: str = "sd ratio 1") -> np.ndarray:
     """The same decision through `engine.evaluate`, one sweep at a time, from a values table with one
     batch per look and one one-claim study per claim of the regime at the claim's alpha."""
-    from ablate.stats.claims.engine import evaluate
-    from ablate.stats.values.table import VALUE_COLUMNS
-
     batch = [next(k for k, n in enumerate(looks) if j < n) for j in range(looks[-1])]
     studies = [declared(c, alpha, looks, test) for c in claims_of(regime)]
     want = VERDICTS.get(family(regime), "replicated")
@@ -383,8 +381,6 @@ def _grid(table: pd.DataFrame, counted: bool) -> str:
 
 
 def render(paths, doc: Path | None) -> int:
-    from ablate.studies.calibrate import render_block
-
     table = pd.concat([pd.read_csv(p, dtype={"plan": str}) for p in sorted(paths)], ignore_index=True)
     return render_block(markdown(table), doc, "calibration:level")
 
@@ -425,8 +421,6 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['test'][:4]}@{r['alpha']:g} {r['ratio']:.2f}x{'R' if r['refused'] else ''}"
                 f"{'!' + str(r['entry_mismatches']) if r['entry_mismatches'] else ''}" for r in cell), flush=True)
     if args.out:
-        from ablate.rundir.atomic import write_text
-
         write_text(args.out, pd.DataFrame(rows).to_csv(index=False, float_format="%.6g"))
     return 0
 

@@ -64,6 +64,7 @@ def _grid(cond: tuple) -> dict[str, str]:
 
 def _decided(sweep, study, labels: dict, sweep_dirs: list[Path], registration: Path | None):
     """The claims, decided under the registration `ablate.stats` would use (labels: the sweep's)."""
+    # heavy: the analysis pipeline (pandas, scipy: ~1.5 s), after the arguments: --help answers at once
     from ablate.stats.claims.standing import sweep_decided
     from ablate.stats.read.archive import is_archive
     from ablate.stats.read.runs import StatsInputError
@@ -79,6 +80,7 @@ def _unfinished(sweep, looks: tuple[int, ...]) -> dict[tuple, tuple[str, int]]:
     """condition -> (its look's name, the seeds it must reach) for each arm stopped inside a look run over
     sessions: its latest seeds lie in a `<study>_look<k>_<first seed>` part (ablate.stats --hold) and
     their count is not one the plan looks at."""
+    # heavy: the analysis pipeline (pandas, scipy: ~1.5 s), after the arguments: --help answers at once
     from ablate.stats.read.archive import root_of
     from ablate.stats.values.table import is_look_part, look_of
 
@@ -129,6 +131,7 @@ def _command(preset: dict, conds: list[tuple], a: int, b: int, sweep_dir: Path) 
 
 
 def commands(sweep_dirs: list[Path], registration: Path | None = None) -> list[list[str]]:
+    # heavy: the analysis pipeline (pandas, scipy: ~1.5 s), after the arguments: --help answers at once
     from ablate.stats.read.archive import is_archive
     from ablate.stats.read.load import load_sweep
     from ablate.stats.stages.conditions import label_sweep
@@ -171,7 +174,7 @@ def _quote(v: str) -> str:
 def _preset(experiments: set[str], runs) -> dict:
     """The experiment override the conditions share and the sweeper params their sweep ran with
     (from a run's .hydra/hydra.yaml): the keys the next look's grids replace."""
-    from ablate.stats.read.runs import StatsInputError
+    from ablate.stats.read.runs import StatsInputError  # heavy: the stats readers (numpy), as in _decided
 
     if len(experiments) > 1:
         raise StatsInputError(f"the conditions to continue come from {len(experiments)} presets "
@@ -181,8 +184,6 @@ def _preset(experiments: set[str], runs) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ablate.stats.read.runs import StatsInputError
-
     p = argparse.ArgumentParser(prog="python -m ablate.studies.next_look", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("sweep_dirs", nargs="+", type=Path, metavar="SWEEP_DIR", help="the study's sweep directories")
@@ -196,11 +197,13 @@ def main(argv: list[str] | None = None) -> int:
                         "next in your trainer (docs/any_runs.md)")
     p.add_argument("--conditions", metavar="COL[,COL]", help="with --study: the table's condition columns")
     args = p.parse_args(argv)
+    # heavy: the analysis pipeline (pandas, scipy: ~1.5 s), after the arguments: --help answers at once
+    from ablate.external.plan import main_external
+    from ablate.stats.read.runs import StatsInputError
+
     if args.study is not None:
         if len(args.sweep_dirs) != 1:
             p.error("--study reads exactly one table of runs")
-        from ablate.external.plan import main_external
-
         return main_external(args.sweep_dirs[0], args.study, args.registration, args.conditions)
     try:
         cmds = commands(args.sweep_dirs, args.registration)

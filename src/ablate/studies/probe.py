@@ -19,6 +19,7 @@ table.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import re
 import subprocess
@@ -27,9 +28,17 @@ import time
 from pathlib import Path
 
 import pandas as pd
+from hydra import compose as hydra_compose
+from hydra import initialize_config_dir
+from hydra_plugins.ablate_sweeper.grid_sweeper import sweep_jobs
+from omegaconf import OmegaConf
 
+from ablate.config import CONF_DIR, plain
 from ablate.metrics import REGIME_NO_TOOL
 from ablate.rundir import RunDir
+from ablate.rundir.atomic import write_text
+from ablate.rundir.cache import models_dir
+from ablate.upstream import upstream_key
 
 DEFAULT_CSV = Path("docs/testbed/probes.csv")
 COLUMNS = ["study", "testbed", "check", "claims", "metric", "condition", "op", "threshold", "value", "status",
@@ -38,11 +47,8 @@ COLUMNS = ["study", "testbed", "check", "claims", "metric", "condition", "op", "
 
 def compose(overrides: list[str]):
     """The composed run config (with hydra's sweeper settings) of `overrides`."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-
-    import ablate.parts  # noqa: F401 - every part's schema, before Hydra composes
-    from ablate.config import CONF_DIR
+    # heavy: torch/transformers (every part's schema, needed before Hydra composes) off probe's --help
+    import ablate.parts  # noqa: F401
 
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         return hydra_compose("config", overrides=overrides, return_hydra_config=True)
@@ -50,8 +56,7 @@ def compose(overrides: list[str]):
 
 def preconditions(cfg, claim_ids: list[str]) -> list[tuple]:
     """(precondition, [claim ids]) of the study's measured preconditions, one per distinct check."""
-    from ablate.config import plain
-    from ablate.stats.claims.declared import parse_declared
+    from ablate.stats.claims.declared import parse_declared  # heavy: scipy (~1 s), off probe's --help
 
     problems: list[str] = []
     study = plain(cfg.study) if cfg.get("study") else None  # the block as ablate.stats reads it
@@ -78,11 +83,6 @@ def preconditions(cfg, claim_ids: list[str]) -> list[tuple]:
 def condition_overrides(cfg, base: list[str], condition: str) -> list[str]:
     """The overrides of the study's first sweep job whose composed config is `condition`
     (`study.names`), without its seed: the condition exactly as the study runs it."""
-    from hydra_plugins.ablate_sweeper.grid_sweeper import sweep_jobs
-    from omegaconf import OmegaConf
-
-    from ablate.config import plain
-
     names = plain(cfg.study.get("names")) or {}
     if condition not in names:
         raise SystemExit(f"error: condition {condition!r} is not in study.names ({', '.join(names)}); "
@@ -98,8 +98,6 @@ def condition_overrides(cfg, base: list[str], condition: str) -> list[str]:
 
 def testbed_of(cfg) -> str:
     """The testbed the composed config runs on (the preset's or the command line's); none: tiny."""
-    from omegaconf import OmegaConf
-
     choice = OmegaConf.select(cfg, "hydra.runtime.choices.testbed")
     return "tiny" if choice in (None, "null", "None") else str(choice)
 
@@ -118,6 +116,7 @@ def train(overrides: list[str], run_dir: Path) -> None:
 
 def measure(run_dirs: list[Path], pre: tuple) -> tuple[float, str, float]:
     """(value, status, wall seconds) of precondition `pre` on the probe's runs."""
+    # heavy: the analysis pipeline (scipy: ~1 s), off probe's --help
     from ablate.stats.claims.engine import components, condition_values
     from ablate.stats.maths.verdicts import compare
     from ablate.stats.read.load import load_sweep
@@ -144,8 +143,6 @@ def commit() -> str:
 
 def record(csv: Path, rows: list[dict]) -> None:
     """Replace the rows of the same (study, testbed, check) in `csv`, atomically."""
-    from ablate.rundir.atomic import write_text
-
     old = pd.read_csv(csv) if csv.is_file() else pd.DataFrame(columns=COLUMNS)
     new = pd.DataFrame(rows, columns=COLUMNS)
     key = ["study", "testbed", "check"]
@@ -182,10 +179,6 @@ def probe_eval(name: str, overrides: list[str], root: Path, out_dir: Path) -> di
     """Evaluate a saved model (default the shipped SFT) under `overrides` (another task ladder, a
     generation budget): what a testbed does to the starting point, in seconds, before any training.
     The summary and the command go to `<out_dir>/<name>.json`."""
-    import json
-
-    from ablate.rundir.atomic import write_text
-
     if not any(o.startswith("model_dir=") for o in overrides):
         overrides = ["model_dir=builtin:tiny-sft", *overrides]
     run_dir = root / "evals" / slug(name)
@@ -205,12 +198,6 @@ def upstream_summary(name: str, overrides: list[str], out_dir: Path) -> dict:
     """The no-tool evaluation of the SFT a study config starts from (the cached upstream, evaluated
     once when it was trained): a testbed's own starting point. It is never trained here: a study's
     first job trains it (or `python -m ablate.train <overrides>`)."""
-    import json
-
-    from ablate.rundir.atomic import write_text
-    from ablate.rundir.cache import models_dir
-    from ablate.upstream import upstream_key
-
     cfg = compose(overrides)
     key = upstream_key(cfg, "sft")
     upstream = RunDir(models_dir() / key)
@@ -218,6 +205,7 @@ def upstream_summary(name: str, overrides: list[str], out_dir: Path) -> dict:
     if not path.is_file():
         raise SystemExit(f"error: no evaluated upstream SFT {key} in {models_dir()}; train it first: "
                          f"python -m ablate.train {' '.join(overrides)} (its first job trains it)")
+    # heavy: torch/transformers, to fingerprint the weights, off probe's --help and its other paths
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 

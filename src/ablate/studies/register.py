@@ -13,16 +13,19 @@ import argparse
 import sys
 from pathlib import Path
 
+from hydra import compose, initialize_config_dir
+from hydra.errors import HydraException
+
+from ablate.config import CONF_DIR, ConfigError, plain
 from ablate.config.scale import scaled_block  # the study at its model's scale: `model=small` is its own study
+from ablate.rundir.status import git_sha
 
 
 def compose_study(overrides: list[str]) -> dict:
     """The composed, checked `study:` block of a run with these overrides."""
-    from hydra import compose, initialize_config_dir
-
-    import ablate.parts  # noqa: F401 - every part's schema, before Hydra composes
+    # heavy: torch/transformers (every part's schema, before Hydra composes), off --help and --study
+    import ablate.parts  # noqa: F401
     from ablate.checks import check_study
-    from ablate.config import CONF_DIR, plain
 
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=overrides)
@@ -50,20 +53,14 @@ def main(argv: list[str] | None = None) -> int:
     bad = [o for o in args.overrides if "=" not in o]
     if bad:
         p.error(f"{bad[0]!r} is not a Hydra override KEY=VALUE (e.g. experiment=curriculum_study)")
-
-    from hydra.errors import HydraException
-
-    from ablate.config import ConfigError
-    from ablate.rundir.status import git_sha
+    # heavy: the stats and external readers (numpy, pandas, scipy: ~2 s), after the arguments: --help answers at once
+    from ablate.external.report import load_study
+    from ablate.external.tidy import TidyError
     from ablate.stats.claims.registration import FILE, register
     from ablate.stats.read.runs import StatsInputError
 
-    from ablate.external.tidy import TidyError
-
     try:
         if args.study is not None:
-            from ablate.external.report import load_study
-
             block = load_study(args.study)
             path = (args.out or args.study.parent) / FILE
         else:

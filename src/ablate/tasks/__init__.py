@@ -10,6 +10,8 @@ import importlib
 import pkgutil
 from typing import Any
 
+from ablate.config.schemas import typed
+
 from .base import CORRECT, NO_ANSWER, OPERANDS, TASKS, Splits, Task, task_class
 
 for _module in pkgutil.iter_modules(__path__):  # a task package registers its task class when imported
@@ -23,8 +25,6 @@ def build_task(cfg: Any) -> Task:
     """The task of a run config (a composed config or a plain dict): `task.name`'s class built from the `task`
     config, typed by the class's schema (`Task.schema`; as composed for a task that declares none), and the
     `reward` config (each task reads its own reward keys, typed by its reward schema)."""
-    from ablate.config.schemas import typed
-
     node = cfg["task"]
     cls = task_class(node["name"])
     schema = getattr(cls, "schema", None)

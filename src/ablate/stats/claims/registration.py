@@ -20,6 +20,9 @@ from typing import Any, Mapping
 
 import yaml
 
+from ablate.rundir.atomic import write_text
+from ablate.rundir.code import code_fingerprints, fingerprints_at
+from ablate.stats.claims.block_diff import block_changes
 from ablate.stats.read.runs import StatsInputError
 
 FILE = "registration.yaml"
@@ -72,8 +75,7 @@ class Record:
         from the registered commit through git where the repository is at hand."""
         if self.code:
             return self.code
-        from ablate.rundir.code import fingerprints_at  # git, only for registrations that predate `code`
-        return fingerprints_at(self.commit)
+        return fingerprints_at(self.commit)  # git, only for registrations that predate `code`
 
     @property
     def time(self) -> datetime | None:
@@ -159,10 +161,6 @@ def register(path: Path, block: dict, *, amend: bool = False, commit: str | None
              now: str | None = None, code: dict | None = None) -> Registration:
     """Write (or, with `amend`, add an amendment to) the registration at `path`, atomically, with the
     fingerprints of the code that will train and decide (`code`, default: this checkout's)."""
-    from ablate.rundir.atomic import write_text
-    from ablate.rundir.code import code_fingerprints
-    from ablate.stats.claims.block_diff import block_changes
-
     now = now or utc_now()
     record = Record(block, fingerprint(block), now, commit, code=dict(code or code_fingerprints()))
     if Path(path).exists():

@@ -19,10 +19,13 @@ from typing import Any, Callable, Iterable, Mapping
 
 import pandas as pd
 
+from ablate.stats.claims.aliasing import places_by_label, refuse_aliased
 from ablate.stats.claims.block_diff import claim_changes
 from ablate.stats.claims.code_binding import Binding, binding
 from ablate.stats.claims.declared import Declared, parse_declared
-from ablate.stats.claims.registration import Registration, parse_time
+from ablate.stats.claims.engine import sweep_claims
+from ablate.stats.claims.registration import (Registration, find_registration, fingerprint, parse_time,
+                                              read_registration)
 
 CONFIRMATORY = "confirmatory"
 AMENDED = "amended after the data"
@@ -113,8 +116,6 @@ def fingerprint_problems(runs, registration: Registration | None) -> list[str]:
     the block in their config for runs from before it was recorded)."""
     if registration is None:
         return []
-    from ablate.stats.claims.registration import fingerprint
-
     other = [r.rel for r in runs if r.study is not None and
              ((r.status or {}).get("study_sha256") or fingerprint(r.study)) not in registration.fingerprints]
     if not other:
@@ -126,10 +127,6 @@ def fingerprint_problems(runs, registration: Registration | None) -> list[str]:
 
 def sweep_decided(sweep, study, labels: dict, regimes, effect: float, explicit=None, report_dir=None):
     """`ablate.stats`' claims: the sweep's study decided under its registration, if one is found."""
-    from ablate.stats.claims.aliasing import places_by_label, refuse_aliased
-    from ablate.stats.claims.engine import sweep_claims
-    from ablate.stats.claims.registration import find_registration, read_registration
-
     path = find_registration(study.name, explicit, report_dir)
     registration = read_registration(path) if path is not None else None
     started = first_start(r.status for r in sweep.runs)

@@ -14,6 +14,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 import scipy.stats
+from statsmodels.stats.proportion import proportion_confint
 
 # Rows of the resample-count matrix are built in chunks so memory stays near this many cells.
 _CELLS_PER_CHUNK = 4_000_000
@@ -48,8 +49,6 @@ def wilson_interval(successes, n, confidence: float = 0.95) -> Interval:
     """Wilson score interval for a binomial rate: statsmodels' proportion_confint(method="wilson"), set
     to exactly 0 and 1 at the ends (where the formula leaves ~1e-18 of rounding). Vectorised over
     arrays; n == 0 gives NaN bounds."""
-    from statsmodels.stats.proportion import proportion_confint
-
     x = np.asarray(successes, dtype=np.float64)
     m = np.asarray(n, dtype=np.float64)
     if not 0.0 < confidence < 1.0:

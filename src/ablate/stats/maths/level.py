@@ -32,6 +32,9 @@ import math
 from typing import Sequence
 
 import numpy as np
+import scipy.stats
+
+from ablate.stats.maths.sequential import spent
 
 TESTS = ("randomization", "welch")
 # A study that says nothing is decided with the exact guard: Welch alone breaks its level with a bimodal
@@ -146,13 +149,11 @@ def spread_settled(x, y, confidence: float = 0.975) -> float | None:
     interval of the variance ratio, when that low end is over SPREAD_MAX, else None. Then the guard is
     expected to refuse the pair at any seed count, so a plan gains nothing by adding seeds (normal
     arms assumed: the interval only stops looks, which never raises the level)."""
-    from scipy.stats import f
-
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     if x.size < 2 or y.size < 2:
         return None
     df = (x.size - 1, y.size - 1) if x.std(ddof=1) >= y.std(ddof=1) else (y.size - 1, x.size - 1)  # larger arm first
-    low = float(spread_ratio(x, y)) / math.sqrt(f.ppf(confidence, *df))
+    low = float(spread_ratio(x, y)) / math.sqrt(scipy.stats.f.ppf(confidence, *df))
     return low if low > SPREAD_MAX else None
 
 
@@ -207,11 +208,9 @@ def sign_p(x, null: float, direction: int = 1) -> float:
     """One-sided exact sign test of H0: the seeds' median of direction * (x - null) <= 0 (x: 1-D): the
     binomial tail of the seeds strictly beyond `null`, ties counted against the claim (conservative).
     Exact for any law of the seeds, with no symmetry assumed; its smallest p is 2^-n."""
-    from scipy.stats import binom  # heavy: scipy.stats, as spread_settled's (this module imports numpy only)
-
     d = direction * (np.asarray(x, dtype=np.float64) - null)
     k = int(np.sum(d > 0))
-    return float(binom.sf(k - 1, d.size, 0.5))
+    return float(scipy.stats.binom.sf(k - 1, d.size, 0.5))
 
 
 def seeds_to_sign(level: float) -> int:
@@ -236,8 +235,6 @@ def sign_guard(verdict: str, reason: str, x, alpha: float, p_value) -> tuple[str
 
 def first_look_level(first: int, last: int, alpha: float, spending: str) -> float:
     """The nominal two-sided level of a plan's first look (equal arms): its spending at t = first/last."""
-    from ablate.stats.maths.sequential import spent
-
     return spent(first / last, alpha, spending)
 
 

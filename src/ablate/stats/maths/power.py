@@ -23,6 +23,7 @@ import math
 import numpy as np
 import scipy.optimize
 import scipy.stats
+from statsmodels.stats.power import TTestIndPower
 
 POWER = 0.8
 MAX_SEEDS = 10_000  # beyond this a plan is not a plan; reported as "more than MAX_SEEDS"
@@ -47,8 +48,6 @@ def standard_mdd(n1: int, n2: int, alpha: float, power: float = POWER) -> float:
     """The true difference, in SDs, that a two-sided test at level alpha detects (rejects in the
     right direction) with probability `power`, with n1 and n2 seeds."""
     if min(n1, n2) > SIMULATE_UP_TO:
-        from statsmodels.stats.power import TTestIndPower
-
         solver = TTestIndPower()
 
         def short(es: float) -> float:

@@ -26,6 +26,7 @@ import warnings
 
 import numpy as np
 import scipy.stats
+from statsmodels.stats.proportion import confint_proportions_2indep
 
 
 def meets(values, op: str, threshold: float) -> np.ndarray:
@@ -48,8 +49,6 @@ def exact_p(k: int, n: int, j: int, m: int, direction: int = 1) -> float:
 def _newcombe_table(n: int, m: int, confidence: float) -> tuple[np.ndarray, np.ndarray]:
     """Newcombe's interval of k/n - j/m for every k <= n, j <= m ([n+1, m+1] lows and highs): one
     vectorised statsmodels call serves every look of these arm sizes."""
-    from statsmodels.stats.proportion import confint_proportions_2indep
-
     k, j = np.meshgrid(np.arange(n + 1), np.arange(m + 1), indexing="ij")
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")

@@ -53,7 +53,7 @@ def load_hub(path: str, name: str | None = None, split: str = "train", numbers_c
              target_column: str = "target", limit: int | None = None) -> list[Problem]:
     """Rows of a Hugging Face dataset (a Hub id such as `asingh15/countdown_tasks_3to4`, or a
     local directory of data files, which `datasets.load_dataset` reads the same way)."""
-    import datasets
+    import datasets  # heavy: datasets, off ablate.stats (which reads ablate.tasks) and ablate.train's start-up
 
     dataset = datasets.load_dataset(path, name, split=split)
     if limit is not None:
@@ -64,7 +64,7 @@ def load_hub(path: str, name: str | None = None, split: str = "train", numbers_c
 def load_file(path: str | Path, numbers_column: str = "nums", target_column: str = "target",
               limit: int | None = None) -> list[Problem]:
     """A local `.jsonl`/`.json` or `.parquet` file with one problem per row."""
-    import datasets
+    import datasets  # heavy: datasets, off ablate.stats (which reads ablate.tasks) and ablate.train's start-up
 
     path = Path(path)
     if not path.is_file():
@@ -84,6 +84,7 @@ def save_problems(problems: Sequence[Problem], path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     rows = [p.to_dict() for p in problems]
     if path.suffix == ".parquet":
+        # heavy: pyarrow.parquet, ~10 ms of ablate.train's start-up, for a .parquet file only
         import pyarrow as pa
         import pyarrow.parquet as pq
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 import random
 from typing import Any, Mapping, Sequence
 
+from ablate.config import ConfigError, require
 from ablate.config.schemas import typed
 from ablate.tasks.base import OPERANDS, TASKS, Messages, Splits
 
 from .data import SOURCES, build_splits
 from .generator import check_generator_args
 from .oracle_traces import oracle_trajectory
+from .pairs import solver_pairs
 from .problem import Problem
 from .schema import CountdownTaskConfig
 from .prompts import OracleFormat, calculator_messages, compact_prompt, oracle_messages, tinyzero_messages
@@ -50,8 +52,6 @@ class CountdownTask:
     @classmethod
     def check(cls, cfg: Any) -> None:
         """`task=countdown` and the `reward=` variant it scores with: ConfigError naming the key and the fix."""
-        from ablate.config import ConfigError, require
-
         t = cfg.task
         require(t.source in SOURCES, f"task.source={t.source!r}: expected one of {SOURCES}")
         require(0 < t.test_size < t.test_pool, f"task.test_size={t.test_size} must be > 0 and < task.test_pool={t.test_pool}")
@@ -65,7 +65,7 @@ class CountdownTask:
 
     @classmethod
     def tools(cls) -> dict[str, type]:
-        from .tools import Calculator, Oracle
+        from .tools import Calculator, Oracle  # heavy: torch/transformers, off ablate.stats, which reads ablate.tasks
 
         return {Calculator.kind: Calculator, Oracle.kind: Oracle}
 
@@ -119,6 +119,4 @@ class CountdownTask:
 
     def solver_pairs(self, problems: Sequence[Problem], prompts: Sequence[str], mix: Mapping[str, float], seed: int,
                      style: str = "plain", compact: bool = True) -> list:
-        from .pairs import solver_pairs
-
         return solver_pairs(problems, prompts, mix, seed, style, compact)

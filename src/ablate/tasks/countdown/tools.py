@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 
 from transformers import PreTrainedTokenizerBase
 
+from ablate.config import require
 from ablate.models import prompt_text
 from ablate.rollout.schedules import show_preamble
 
@@ -101,8 +102,6 @@ class Oracle:
 
     @staticmethod
     def check(t: Mapping[str, Any]) -> None:
-        from ablate.config import require
-
         require(int(t["max_messages"]) >= 2, f"tool.max_messages={t['max_messages']} must be >= 2 (a step and its answer)")
         require(0 <= float(t["mistake_rate"]) < 1, f"tool.mistake_rate={t['mistake_rate']} must be in [0, 1)")
 

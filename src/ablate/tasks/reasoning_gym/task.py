@@ -18,6 +18,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Sequence
 
+from ablate.config import ConfigError, require
 from ablate.config.schemas import config_schema, typed
 from ablate.tasks.base import CORRECT, NO_ANSWER, OPERANDS, TASKS, Messages, Splits, held_out_splits
 
@@ -49,10 +50,10 @@ class Entry:
 def load_dataset(dataset: str, config: Mapping[str, Any], seed: int, size: int):
     """reasoning-gym's generator: ValueError naming the fix when it is not installed or refuses the config."""
     try:
-        import reasoning_gym
+        import reasoning_gym  # optional: the reasoning-gym extra
     except ImportError:
         raise ValueError(f"task.dataset={dataset}: reasoning-gym is not installed; {INSTALL}") from None
-    from reasoning_gym.factory import DATASETS
+    from reasoning_gym.factory import DATASETS  # optional: the reasoning-gym extra
 
     if dataset not in DATASETS:
         raise ValueError(f"task.dataset={dataset!r}: no such reasoning-gym dataset; e.g. {sorted(DATASETS)[:12]}")
@@ -107,8 +108,6 @@ class ReasoningGymTask:
     @classmethod
     def check(cls, cfg: Any) -> None:
         """The task, reward, tool and template values: ConfigError naming the key and the fix, before compute."""
-        from ablate.config import ConfigError, require
-
         t = cfg.task
         require(0 < t.test_size < t.test_pool, f"task.test_size={t.test_size} must be > 0 and < task.test_pool={t.test_pool}")
         require(t.pool_size >= 1, f"task.pool_size={t.pool_size} must be >= 1")
@@ -163,13 +162,13 @@ class ReasoningGymTask:
             return self.cfg.prompt.format(question=problem.question, **problem.metadata) + "\n"
         if template != "tinyzero":
             raise ValueError(f"model.template={template!r}: a reasoning-gym task takes compact or tinyzero")
-        from reasoning_gym.utils import SYSTEM_PROMPTS
+        from reasoning_gym.utils import SYSTEM_PROMPTS  # optional: the reasoning-gym extra
 
         return [{"role": "system", "content": SYSTEM_PROMPTS["default"]}, {"role": "user", "content": problem.question}]
 
     def score(self, problem: Entry, completion: Any) -> tuple[float, str]:
         """reasoning-gym's reward: its scorer on its extraction of the last answer tag."""
-        from reasoning_gym.utils import extract_answer
+        from reasoning_gym.utils import extract_answer  # optional: the reasoning-gym extra
 
         answer = extract_answer(completion, tag_name="answer") if isinstance(completion, str) else None
         reward = float(self.dataset.score_answer(answer, problem.as_entry()))
