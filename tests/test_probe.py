@@ -44,6 +44,17 @@ def test_the_testbed_is_the_presets_choice_unless_the_command_line_moves_it():
     assert testbed_of(compose(["experiment=tool_annealing_study", "testbed=mixed_sft"])) == "mixed_sft"
 
 
+def test_a_probe_at_the_second_scale_names_its_scale_and_never_replaces_the_tiny_rows():
+    from ablate.studies.probe import study_of, testbed_of
+
+    small = compose(["experiment=dapo_components_study", "model=small"])
+    assert (study_of(small), testbed_of(small)) == ("dapo_components_study_small", "small")
+    ladder = compose(["experiment=curriculum_ladder_study", "model=small"])
+    assert (study_of(ladder), testbed_of(ladder)) == ("curriculum_ladder_study_small", "ladder23 (small)")
+    tiny = compose(["experiment=dapo_components_study"])
+    assert (study_of(tiny), testbed_of(tiny)) == ("dapo_components_study", "tiny")
+
+
 def test_testbeds_change_what_the_study_preset_sets():
     assert compose(["experiment=tool_annealing_study"]).upstream.sft.trace == "calc"
     mixed = compose(["experiment=tool_annealing_study", "testbed=mixed_sft"])

@@ -34,6 +34,7 @@ from hydra_plugins.ablate_sweeper.grid_sweeper import sweep_jobs
 from omegaconf import OmegaConf
 
 from ablate.config import CONF_DIR, plain
+from ablate.config.scale import DEFAULT, scale_of, scaled_block
 from ablate.metrics import REGIME_NO_TOOL
 from ablate.rundir import RunDir
 from ablate.rundir.atomic import write_text
@@ -97,9 +98,19 @@ def condition_overrides(cfg, base: list[str], condition: str) -> list[str]:
 
 
 def testbed_of(cfg) -> str:
-    """The testbed the composed config runs on (the preset's or the command line's); none: tiny."""
+    """The testbed the composed config runs on (the preset's or the command line's); none: the model's scale
+    (`tiny`, `small`); a testbed at another scale than tiny names both (`ladder23 (small)`)."""
     choice = OmegaConf.select(cfg, "hydra.runtime.choices.testbed")
-    return "tiny" if choice in (None, "null", "None") else str(choice)
+    scale = scale_of(plain(cfg.model))
+    if choice in (None, "null", "None"):
+        return scale
+    return str(choice) if scale == DEFAULT else f"{choice} ({scale})"
+
+
+def study_of(cfg) -> str:
+    """The study's name as its runs carry it: at a scale other than tiny, `<study>_<scale>` (ablate.config.scale),
+    so a probe at `model=small` never replaces the tiny study's rows."""
+    return str(scaled_block(plain(cfg.study), plain(cfg.model))["name"])
 
 
 def slug(text: str) -> str:
@@ -154,7 +165,7 @@ def record(csv: Path, rows: list[dict]) -> None:
 def probe(overrides: list[str], claim_ids: list[str], seeds: int, root: Path, csv: Path | None) -> list[dict]:
     cfg = compose(overrides)
     found = preconditions(cfg, claim_ids)
-    study, testbed = cfg.study.name, testbed_of(cfg)
+    study, testbed = study_of(cfg), testbed_of(cfg)
     rows = []
     for pre, claims in found:
         check, metric, condition, regime, op, threshold = pre
