@@ -5,8 +5,8 @@ schema=...)`, kept as a `Stage`; `ablate.stages` imports every module of the pac
 upstream cache and the entry point read this registry and nothing else, so a new stage is its module and
 its `conf/stage/<name>.yaml` (docs/extending.md, "A stage").
 
-This module imports no part (no Lightning, no torch): the entry point reads it before it may refuse a
-run, within a second.
+This module imports no part (no Lightning, no torch), so the upstream cache and the config checks can read
+it without a stage's modules (importing the `ablate.stages` package, which registers them, loads torch).
 """
 
 from __future__ import annotations

@@ -197,13 +197,13 @@ def main(argv: list[str] | None = None) -> int:
                         "next in your trainer (docs/any_runs.md)")
     p.add_argument("--conditions", metavar="COL[,COL]", help="with --study: the table's condition columns")
     args = p.parse_args(argv)
+    if args.study is not None and len(args.sweep_dirs) != 1:
+        p.error("--study reads exactly one table of runs")  # before the heavy imports: a bad call answers at once
     # heavy: the analysis pipeline (pandas, scipy: ~1.5 s), after the arguments: --help answers at once
     from ablate.external.plan import main_external
     from ablate.stats.read.runs import StatsInputError
 
     if args.study is not None:
-        if len(args.sweep_dirs) != 1:
-            p.error("--study reads exactly one table of runs")
         return main_external(args.sweep_dirs[0], args.study, args.registration, args.conditions)
     try:
         cmds = commands(args.sweep_dirs, args.registration)
