@@ -310,7 +310,7 @@ def policy_gradient_loss(logprobs: torch.Tensor, behaviour_logprobs: torch.Tenso
     cispo) the fractions of tokens below 1 - eps_low and above 1 + eps_high (clip_low_fraction,
     clip_high_fraction).
     """
-    p = replace(loss or PolicyLoss(), **keys)
+    p = replace(loss or PolicyLoss(), **keys) if keys else loss or PolicyLoss()
     if p.mode not in IS_MODES:
         raise ValueError(f"unknown importance-sampling mode {p.mode!r}; expected one of {IS_MODES}")
     if p.level not in POLICY_LOSSES:

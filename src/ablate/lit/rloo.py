@@ -122,6 +122,7 @@ class RLOOModule(CompilableLearner, L.LightningModule):
         s = self.stage
         length = s.sampling.max_new_tokens  # aggregation=token_sum_norm's fixed normaliser
         n = len(rows)
+        policy_loss = s.policy_loss  # the loss's keys, once a step (a property builds them)
         totals, optional = learner_totals(s, self.reference is not None)
         is_weight_max = 0.0
         lengths = batch["attention_mask"].sum(-1)
@@ -137,7 +138,7 @@ class RLOOModule(CompilableLearner, L.LightningModule):
                 logprobs, token_entropy = self._logprobs(self.model, self._learner[0] if self._learner else
                                                          self._runner(self.model), ids)
             pg, info = policy_gradient_loss(logprobs, batch["behaviour"][part, :width - 1].to(self.device),
-                                            advantages[part].to(self.device), mask, s.policy_loss, length)
+                                            advantages[part].to(self.device), mask, policy_loss, length)
             entropy = aggregate(token_entropy, mask, s.aggregation, length)
             if self.reference is None:
                 kl, loss = None, pg - s.entropy_coef * entropy

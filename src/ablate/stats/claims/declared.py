@@ -140,11 +140,11 @@ def _success(value: Any, where: str, problems: list[str]) -> tuple[str, float] |
         return None
     text = str(value).replace(" ", "")
     op = next((o for o in OPS if text.startswith(o)), None)
-    number_ = number(text[len(op):], f"{where}: success", problems) if op else math.nan
-    if op is None or not math.isfinite(number_):
+    threshold = number(text[len(op):], f"{where}: success", problems) if op else math.nan
+    if op is None or not math.isfinite(threshold):
         problems.append(f"{where}: success must look like '>=0.2' (op and threshold), got {value!r}")
         return None
-    return op, number_
+    return op, threshold
 
 
 def _precondition(raw: Any, where: str, problems: list[str]) -> Precondition | None:
