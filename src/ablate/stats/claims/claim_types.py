@@ -24,11 +24,12 @@ from types import SimpleNamespace
 from typing import Any, Mapping, NamedTuple
 
 import numpy as np
+import scipy.stats
 
 from ablate.registry import Registry
 from ablate.stats.claims.schema import key
 from ablate.stats.maths import level, rates
-from ablate.stats.maths.verdicts import Estimate, rate_or_welch
+from ablate.stats.maths.verdicts import Estimate, rate_or_welch, welch_vs_measured
 
 # a claim's `type` -> one instance of its class (`@CLAIM_TYPES.register` on the class, under its `name`)
 CLAIM_TYPES = Registry("type", entry=lambda name, cls: cls())
@@ -76,6 +77,8 @@ class ClaimType(abc.ABC):
                  trials: tuple | None = None) -> Estimate:
         """The difference and its interval at `confidence` (default: Welch's, or the one-sample t; an arm of a
         rate metric with no events on any seed: its exact Clopper-Pearson bound, `trials` its trial counts)."""
+        if ys is None and claim.null_se > 0:  # a bar one evaluation measured: its error widens the interval
+            return welch_vs_measured(xs, claim.null, claim.null_se, confidence)
         return rate_or_welch(xs, ys, confidence, claim.null, trials)
 
     def exact_p(self, claim, xs: np.ndarray, ys: np.ndarray) -> float | None:
@@ -109,7 +112,7 @@ class ClaimType(abc.ABC):
         if test != "randomization" or not self.in_family or verdict not in level.GUARDED:
             return verdict, reason
         if ys is None:
-            return level.sign_guard(verdict, reason, xs, alpha, lambda: self.sign_p(claim, xs, verdict))
+            return level.sign_guard(verdict, reason, xs, alpha, lambda: self.sign_p(claim, xs, verdict, alpha))
         if verdict == "not replicated":
             if not self.refute_nulls(claim):
                 return verdict, reason
@@ -121,14 +124,22 @@ class ClaimType(abc.ABC):
         return level.guard(verdict, reason, xs, ys, alpha, lambda: self.exact_p(claim, xs, ys),
                            self.apart(claim, xs, ys))
 
-    def sign_p(self, claim, xs, verdict: str) -> float:
-        """A one-sample verdict's exact sign test against the claim's constant (`against`): 'replicated'
-        reads the 'replicated' null at delta 0 (superiority) or -margin (non-inferiority), 'not replicated'
-        the smallest over `refute_nulls`. A type with neither side: 1 (the guard keeps it open)."""
+    def sign_p(self, claim, xs, verdict: str, alpha: float = 0.0) -> float:
+        """A one-sample verdict's exact sign test against the claim's bar: 'replicated' reads the
+        'replicated' null at delta 0 (superiority) or -margin (non-inferiority), 'not replicated' the
+        smallest over `refute_nulls`. A type with neither side: 1 (the guard keeps it open). A measured bar
+        (`against_eval`, SE s) is moved against the verdict by its one-sided bound at a tenth of the guard's
+        level (alpha / 20), and that tenth is added to p (Bonferroni): the guard's level holds whatever
+        the evaluation's error was."""
+        share = alpha / 20.0 if claim.null_se > 0 and alpha > 0 else 0.0
+        shift = float(scipy.stats.norm.isf(share)) * claim.null_se if share else 0.0
         if verdict == "replicated":  # every null of that side rejected
-            return max((level.sign_p(xs, claim.null + d * delta, d) for d, delta in self.replicate_nulls(claim)),
-                       default=1.0)
-        return min((level.sign_p(xs, claim.null + d * delta, d) for d, delta in self.refute_nulls(claim)), default=1.0)
+            p = max((level.sign_p(xs, claim.null + d * (delta + shift), d) for d, delta in self.replicate_nulls(claim)),
+                    default=1.0)
+        else:
+            p = min((level.sign_p(xs, claim.null + d * (delta + shift), d) for d, delta in self.refute_nulls(claim)),
+                    default=1.0)
+        return min(1.0, p + share)
 
     def replicate_nulls(self, claim) -> tuple[tuple[int, float], ...]:
         """The one-sided nulls a 'replicated' rejects, all of them, as (direction, delta) (superiority: the

@@ -9,11 +9,12 @@ problem into a data problem rather than an exception.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from ablate.metrics import REGIME_NO_TOOL
 from ablate.stats.claims.claim_types import CLAIM_TYPES, check_words
+from ablate.stats.claims.measured_bar import read_bar
 from ablate.stats.claims.method_checks import check_method
 from ablate.stats.claims.schema import ClaimKeys, PlanKeys, PreconditionKeys, StudyKeys, check_keys, number, numbers
 from ablate.stats.maths.level import DEFAULT_TEST, TESTS
@@ -55,6 +56,8 @@ class Claim:
     regime: str = DEFAULT_REGIME
     baseline_regime: str | None = None  # the baseline's eval regime when it differs (e.g. tool vs no_tool)
     null: float = 0.0
+    null_se: float = 0.0  # the bar's standard error when it was measured (`against_eval`), else 0: exact
+    null_from: str = ""  # the evaluation file the bar was read from (`against_eval`)
     success: tuple[str, float] | None = None  # (op, threshold): the rate of seeds meeting it
     precondition: Precondition | None = None
     role: str = ""  # primary | secondary: its place in a gatekeeping procedure (multiplicity.py)
@@ -238,12 +241,30 @@ def parse_claim(raw: Any, index: int, problems: list[str], named: Mapping | None
         bounds=_bounds(raw.get("bounds"), where, problems),
         extra=tuple((k, n.get(k, raw[k])) for k in CLAIM_TYPES[kind].keys if k in raw))
     found: list[str] = []
+    claim = _measured_bar(claim, raw, found)
     CLAIM_TYPES[kind].check(claim, raw, found)
     check_words(claim, found)
     check_gates(claim, found)
     check_method(claim, found)
     problems.extend(found)
     return None if found else claim
+
+
+def _measured_bar(claim: Claim, raw: Mapping, problems: list[str]) -> Claim:
+    """The claim with its bar read from `against_eval` (value and sampling SE), or as it was."""
+    source = raw.get("against_eval")
+    if source is None:
+        return claim
+    if "against" in raw or claim.baseline is not None:
+        problems.append(f"claim {claim.id!r}: `against_eval` is a one-sample claim's bar: give it without "
+                        "`against` and without a `baseline`")
+        return claim
+    try:
+        bar = read_bar(str(source), claim.metric, claim.regime)
+    except ValueError as err:
+        problems.append(f"claim {claim.id!r}: {err}")
+        return claim
+    return replace(claim, null=bar.value, null_se=bar.se, null_from=bar.source)
 
 
 def check_gates(claim: Claim, problems: list[str]) -> None:

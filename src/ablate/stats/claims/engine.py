@@ -234,13 +234,20 @@ def family_levels(declared: Declared, family: list[Claim], table: pd.DataFrame,
     return {c.id: float(a) for c, a in zip(family, levels)}
 
 
+def _bar(claim: Claim) -> str:
+    """A one-sample claim's bar as the baseline cell: a constant, or the evaluation it was read from."""
+    if claim.null_se > 0:
+        return f"(measured {claim.null:g} +- {claim.null_se:.2g} SE, {claim.null_from})"
+    return f"(value {claim.null:g})"
+
+
 def _blank(claim: Claim) -> dict:
     row = {c: math.nan for c in CLAIM_COLUMNS}
     row.update(id=claim.id, claim=claim.text, type=claim.kind, claimed=CLAIM_TYPES[claim.kind].claimed(claim),
                metric=claim.metric,
                regime=CURVE_REGIME if is_curve_metric(components(claim.metric)[0]) else
                claim.regime + (f" vs {claim.baseline_regime}" if claim.baseline_regime else ""),
-               condition=claim.condition, baseline=claim.baseline or f"(value {claim.null:g})",
+               condition=claim.condition, baseline=claim.baseline or _bar(claim),
                direction="higher" if claim.direction > 0 else "lower", paper=claim.paper,
                bar=claim.bar, margin=claim.margin, precondition="", precondition_status="none", rate="",
                rate_baseline="", look="", looks_planned="", planned="", decided_at="", reason="")

@@ -59,7 +59,9 @@ class ClaimKeys:
     margin: float = key(None, "the equivalence / non-inferiority margin, in the metric's units", positive=True)
     regime: str = key(None, "the evaluation regime (default no_tool)")
     baseline_regime: str = key(None, "the baseline's evaluation regime, where it differs")
-    against: float = key(0.0, "a one-sample claim's null value")
+    against: float = key(0.0, "a one-sample claim's null value (a constant no run measured; else `against_eval`)")
+    against_eval: str = key(None, "a one-sample claim's bar read from a committed evaluation summary (its metric's "
+                                  "value, its sampling error carried: stats/claims/measured_bar.py)")
     success: str = key(None, "`>=0.1`: the rate of seeds meeting it (success_rate decides on it)")
     precondition: Any = key(None, "a name of study.preconditions, a list of names, or an inline PreconditionKeys")
     requires: str = key(None, "a claim declared before it that must replicate first")

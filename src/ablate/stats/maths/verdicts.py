@@ -61,6 +61,24 @@ def welch(x: Sequence[float], y: Sequence[float] | None, confidence: float, null
     return Estimate(diff, float(ci.low) - shift, float(ci.high) - shift, float(res.pvalue), float(res.df))
 
 
+def welch_vs_measured(x: Sequence[float], bar: float, bar_se: float, confidence: float) -> Estimate:
+    """mean(x) - bar, where the bar is itself an estimate with standard error `bar_se` (one evaluation of a
+    starting model: its sampling error), not an exact constant. x: (n,) per-seed values. The interval is
+    Welch's with the bar as an arm of known variance (Welch-Satterthwaite df, the bar's df infinite):
+    diff +- t_df * sqrt(s^2/n + bar_se^2). bar_se 0 is the one-sample t of `welch`."""
+    a = _finite(x)
+    if bar_se <= 0 or a.size < 2:
+        return welch(x, None, confidence, bar)
+    diff = float(a.mean() - bar)
+    v = float(a.var(ddof=1)) / a.size
+    se = math.sqrt(v + bar_se ** 2)
+    df = (v + bar_se ** 2) ** 2 / (v ** 2 / (a.size - 1)) if v > 0 else math.inf
+    t = scipy.stats.t(df) if math.isfinite(df) else scipy.stats.norm()
+    half = float(t.ppf(0.5 + confidence / 2.0)) * se
+    return Estimate(diff, diff - half, diff + half, float(2.0 * t.sf(abs(diff) / se)), df,
+                    f"against a measured bar {bar:.4g} (SE {bar_se:.2g}): its error widens the interval")
+
+
 def clopper_pearson(k: int, n: int, confidence: float) -> tuple[float, float]:
     """The exact (Clopper-Pearson) interval of a binomial rate, k events in n trials: scipy's binomtest."""
     ci = scipy.stats.binomtest(int(k), int(n)).proportion_ci(confidence_level=confidence, method="exact")

@@ -81,7 +81,7 @@ def estimate_cell(r) -> str:
     """The estimate and its interval; a one-sample claim against a value other than 0 (its baseline cell
     `(value V)`) is shown on the metric's own scale first, then as the shift over V that the verdict reads."""
     shift = fmt_ci(r["estimate"], r["ci_low"], r["ci_high"])
-    m = re.fullmatch(r"\(value (.+)\)", str(r["baseline"]))
+    m = re.fullmatch(r"\((?:value|measured) ([^ ,)]+).*\)", str(r["baseline"]))
     bar = float(m.group(1)) if m else 0.0
     if not bar or pd.isna(r["estimate"]):
         return shift
