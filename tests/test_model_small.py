@@ -33,3 +33,15 @@ def test_small_trains_and_caches_its_own_sft_never_the_shipped_tiny_one():
     tiny, small = _cfg("stage=rloo", "stage.init=sft"), _cfg("stage=rloo", "stage.init=sft", "model=small")
     assert is_shipped(tiny, "sft") and not is_shipped(small, "sft")
     assert upstream_key(small, "sft") != upstream_key(tiny, "sft")
+
+
+def test_small_brings_its_own_sft_recipe_and_the_command_line_still_wins():
+    """conf/upstream/sft/small.yaml doubles the steps of small's cached SFT (the shipped 1,500 under-train it);
+    tiny keeps the shipped recipe (its key still names builtin:tiny-sft); upstream.sft.* given wins."""
+    tiny, small = _cfg("stage=rloo", "stage.init=sft"), _cfg("stage=rloo", "stage.init=sft", "model=small")
+    assert tiny.upstream.sft.max_steps == 1500 and small.upstream.sft.max_steps == 3000
+    assert small.upstream.sft.lr == tiny.upstream.sft.lr
+    assert small.stage.max_steps == tiny.stage.max_steps  # the RL stage is not touched
+    given = _cfg("stage=rloo", "stage.init=sft", "model=small", "upstream.sft.max_steps=10")
+    assert given.upstream.sft.max_steps == 10
+    assert upstream_key(given, "sft") != upstream_key(small, "sft")
