@@ -122,3 +122,9 @@ def test_the_threshold_study_reads_its_bar_from_the_shipped_sfts_evaluation():
     rl = next(c for c in study.claims if c.id == "rloo_improves_on_sft")
     assert rl.null == json.loads(open(TINY_EVAL).read())["pass@1"] and rl.null_se > 0
     assert rl.null_from == TINY_EVAL
+
+
+def test_a_relative_path_is_found_from_any_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a run's own directory, as a sweep job starts in
+    c, problems = claim()
+    assert problems == [] and c.null > 0.3

@@ -58,7 +58,7 @@ def test_a_probe_at_the_second_scale_names_its_scale_and_never_replaces_the_tiny
 def test_testbeds_change_what_the_study_preset_sets():
     assert compose(["experiment=tool_annealing_study"]).upstream.sft.trace == "calc"
     mixed = compose(["experiment=tool_annealing_study", "testbed=mixed_sft"])
-    assert mixed.upstream.sft.trace == "mixed" and mixed.model.name_or_path == "builtin:tiny-sft"
+    assert mixed.upstream.sft.trace == "mixed" and mixed.model.name_or_path == "upstream:sft"
     assert mixed.upstream.sft.max_steps == 200  # the rest of calc_sft stays
     assert list(compose(["experiment=curriculum_ladder_study"]).task.generator.counts) == [2, 3]
     cap = compose(["experiment=curriculum_study", "testbed=cap48"])

@@ -20,7 +20,7 @@ from ablate.config import checks as config_checks
 from ablate.config.scale import DEFAULT, EMBEDDED
 from ablate.curriculum import check_curriculum
 from ablate.models import MODEL_KINDS, resolve_path
-from ablate.models.source import model_source_error
+from ablate.models.source import PLAIN_SFT, model_source_error
 from ablate.models.tokenizer import load_tiny_tokenizer
 from ablate.stages import STAGES, stage_of
 from ablate.tasks import TASKS, task_class
@@ -61,6 +61,9 @@ def check_model_and_task(cfg: DictConfig) -> None:
         tokens = len(load_tiny_tokenizer())
         require(int(vocab_size) >= tokens, f"model.arch.vocab_size={vocab_size} is below the tiny tokenizer's "
                                            f"{tokens} tokens: use >= {tokens}, or leave it out (null)")
+    require(m.kind == "tiny" or m.get("name_or_path") != PLAIN_SFT,
+            f"model.name_or_path={PLAIN_SFT} (the model's own plain SFT) needs an embedded model (model=tiny, small); "
+            "a Hub model names its weights")
     if m.get("name_or_path") and cfg.stage.get("init") != "scratch":
         error = model_source_error(m.name_or_path)
         require(error is None, str(error))

@@ -27,6 +27,7 @@ from filelock import FileLock, Timeout
 from omegaconf import DictConfig, OmegaConf
 
 from ablate.config import load_group_config, plain, require
+from ablate.models.source import PLAIN_SFT
 from ablate.rundir import RunDir
 from ablate.rundir.atomic import model_exported, write_text
 from ablate.rundir.cache import models_dir
@@ -98,12 +99,41 @@ def upstream_spec(cfg: DictConfig, name: str, _seen: tuple[str, ...] = ()) -> di
     init = up.stage.get("init")
     if init in upstream_stages(cfg):
         spec["parent"] = upstream_key(cfg, init, (*_seen, name))
+    model = spec.get("model")
+    if isinstance(model, dict) and model.get("name_or_path") == PLAIN_SFT:  # its key, never a machine's path
+        spec["model"] = {**model, "name_or_path": plain_sft_name(cfg)}
     return spec
 
 
 def upstream_key(cfg: DictConfig, name: str, _seen: tuple[str, ...] = ()) -> str:
     spec = upstream_spec(cfg, name, _seen)
     return f"{name}-" + hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def plain_sft_config(cfg: DictConfig) -> DictConfig:
+    """`cfg` with the model's plain SFT as its upstream SFT (what `model.name_or_path=upstream:sft` starts
+    from): `upstream.plain_sft` (conf/stage/sft.yaml with the model's own recipe, conf/upstream/sft/<model>.yaml,
+    as `upstream.sft` is composed without a testbed; `upstream.plain_sft.max_steps=...` shrinks it for a smoke
+    run), from a random init. Its key is the one `stage.init=sft` gives with no testbed."""
+    base = cfg.copy()
+    OmegaConf.set_struct(base, False)
+    base.upstream.sft = cfg.upstream.plain_sft.copy()
+    base.model.name_or_path = None
+    OmegaConf.set_struct(base, True)
+    return base
+
+
+def plain_sft_name(cfg: DictConfig) -> str:
+    """What `upstream:sft` stands for in a cache key: builtin:tiny-sft (model=tiny) or the plain SFT's key."""
+    base = plain_sft_config(cfg)
+    return "builtin:tiny-sft" if is_shipped(base, "sft") else upstream_key(base, "sft")
+
+
+def resolve_plain_sft(cfg: DictConfig, model: DictConfig, run: Callable[[DictConfig, Path], Any]) -> DictConfig:
+    """`model` with `name_or_path=upstream:sft` replaced by the model's plain SFT (trained once by `run`)."""
+    if model.get("name_or_path") == PLAIN_SFT:
+        model.name_or_path = upstream_model(plain_sft_config(cfg), "sft", run)
+    return model
 
 
 def shipped_sft_spec() -> dict[str, Any]:

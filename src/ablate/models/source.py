@@ -50,10 +50,16 @@ def model_dir_damage(local: Path, key: str, name: str) -> str | None:
     return None
 
 
+# model.name_or_path of an embedded model: its own plain SFT (conf/stage/sft.yaml with the model's recipe,
+# conf/upstream/sft/<scale>.yaml), trained once and cached (ablate.upstream.plain_sft_config): what a second
+# SFT (the calculator SFT of testbed=calc_sft) starts from at any scale; builtin:tiny-sft for model=tiny.
+PLAIN_SFT = "upstream:sft"
+
+
 def model_source_error(name_or_path: Any, key: str = "model.name_or_path") -> str | None:
     """A shipped checkpoint, an existing local model directory, or a Hub id that exists (in the local
     cache, or on the Hub when it answers within a few seconds; offline, an unknown id is refused)."""
-    if not name_or_path:
+    if not name_or_path or name_or_path == PLAIN_SFT:
         return None
     name = str(name_or_path)
     if name.startswith("builtin:"):

@@ -20,22 +20,23 @@ from ablate.metrics import REGIME_NO_TOOL, REGIME_TOOL
 from ablate.rollout.tools import build_tool, tool_classes
 from ablate.rundir import RunDir
 from ablate.stages.registry import stage_of, upstream_names
-from ablate.upstream import upstream_model
+from ablate.upstream import resolve_plain_sft, upstream_model
 
 
 def starting_model_config(cfg: DictConfig, run: Callable[[DictConfig, Path], Any]) -> DictConfig:
     """The model config the stage starts from: init=<an upstream stage> the model of that stage
     (trained once by `run` and cached, see ablate.upstream; for model=tiny with the shipped SFT config
     the checkpoint in the package), init=scratch a random init, init=model model.name_or_path as given.
-    A stage without `init` (sft) starts from the model as configured."""
+    A stage without `init` (sft) starts from the model as configured. `model.name_or_path=upstream:sft`
+    (ablate.models.source.PLAIN_SFT) is the model's own plain SFT, trained once by `run` and cached."""
     model = cfg.model.copy()
     if not stage_of(cfg.stage.name).init:
-        return model
+        return resolve_plain_sft(cfg, model, run)
     if cfg.stage.init == "scratch":
         model.name_or_path = None
     elif cfg.stage.init in upstream_names():
         model.name_or_path = upstream_model(cfg, cfg.stage.init, run)
-    return model
+    return resolve_plain_sft(cfg, model, run)
 
 
 @config_schema("checkpoint", "checkpoint_schema")

@@ -14,8 +14,8 @@ so the bound needs no per-prompt table, and overstates the error where prompts d
 
 Accepted files: an evaluation's `eval/<regime>/summary.json` (ablate.rundir.summary's shape, e.g.
 src/ablate/models/tiny_sft/eval_summary.json) or a testbed record (docs/testbed/evals/<name>.json, whose
-`summary` is one). A path is read relative to the working directory (run `ablate.stats` from the
-repository that commits the file).
+`summary` is one). A relative path is read from the working directory, else from the checkout the
+`ablate` package runs from (its src/'s parent): a run started in any directory finds the repository's file.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ablate.rundir.checks import RATE
+from ablate.rundir.code import source_root
 from ablate.rundir.summary import BY, N_PROMPTS, N_SAMPLES, REGIME, check_summary, kind_of
 
 _PASS1 = re.compile(r"^(exact_)?pass@1$")
@@ -48,6 +49,8 @@ def read_bar(source: str, metric: str, regime: str) -> MeasuredBar:
     """The bar for `metric` (a share in summary.json, `by_<level>/<value>/<metric>` for a level's block)
     evaluated in `regime`. Raises ValueError with one line naming the file, the value and the fix."""
     path = Path(source)
+    if not path.is_absolute() and not path.exists():
+        path = source_root().parent / source
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as err:
