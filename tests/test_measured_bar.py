@@ -128,3 +128,43 @@ def test_a_relative_path_is_found_from_any_working_directory(tmp_path, monkeypat
     monkeypatch.chdir(tmp_path)  # a run's own directory, as a sweep job starts in
     c, problems = claim()
     assert problems == [] and c.null > 0.3
+
+
+def _bar_block(path) -> dict:
+    from test_stats_registration import BLOCK
+
+    return {**BLOCK, "claims": [*BLOCK["claims"], {
+        "id": "over_sft", "claim": "C improves on its start (pass@1)", "metric": "pass@1", "condition": "C",
+        "effect": 0.03, "against_eval": str(path)}]}
+
+
+def test_the_registration_binds_the_bars_file_and_a_later_edit_makes_the_verdicts_exploratory(tmp_path):
+    """The bar file is data the claim decides on: registered beside the block (its sha256); changed after
+    the registration, every verdict is exploratory and the note names the file; an amendment names it."""
+    import copy
+    import shutil
+
+    from test_stats_registration import STARTED, _table, evaluate
+
+    from ablate.stats.claims.registration import FILE, read_registration, register
+    from ablate.stats.claims.standing import CONFIRMATORY, EXPLORATORY, decide
+
+    bar = tmp_path / "eval_summary.json"
+    shutil.copy(TINY_EVAL, bar)
+    block = _bar_block(bar)
+    register(tmp_path / FILE, copy.deepcopy(block), commit="abc", now="2026-01-01T00:00:00+00:00")
+    reg = read_registration(tmp_path / FILE)
+    assert set(reg.original.bars) == {str(bar)}
+
+    def decided():
+        return decide(block, read_registration(tmp_path / FILE), STARTED, lambda d: evaluate(d, _table()))
+
+    assert set(decided().table["standing"]) == {CONFIRMATORY}
+    summary = json.loads(bar.read_text())
+    bar.write_text(json.dumps({**summary, "pass@1": 0.25}))  # the evaluation "redone" after the data
+    moved = decided()
+    assert set(moved.table["standing"]) == {EXPLORATORY}
+    assert f"The bar file(s) {bar} differ from the registered bytes" in moved.note
+    amended = register(tmp_path / FILE, copy.deepcopy(block), amend=True, now="2026-01-01T01:00:00+00:00",
+                       code=reg.original.code)
+    assert amended.records[-1].changes[0].startswith(f"bar {bar} ")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from ablate.rundir.code import code_fingerprints, fingerprints_at
+from ablate.stats.claims.measured_bar import digests
 from ablate.stats.claims.registration import parse_time
 
 
@@ -73,3 +74,16 @@ def _bound(record, registration, status: Mapping | None) -> str | None:
     version = registration.effective(start) if start is not None else record
     code = version.code_fingerprints()
     return code["training"] if code else None
+
+
+def bar_binding(record) -> Binding:
+    """Whether the evaluation files the registered claims read their bars from (`against_eval`) are the bytes
+    the registration bound: a file changed since moves a bar after the data could be seen, so its claims'
+    verdicts are not confirmatory (restore the file from git, or amend before the runs)."""
+    bound = record.bars or {}
+    moved = sorted(source for source, sha in digests(record.block).items() if bound.get(source) != sha)
+    if not moved:
+        return Binding(True, "")
+    return Binding(False, f"The bar file(s) {', '.join(moved)} differ from the registered bytes (sha256 "
+                          f"{', '.join(bound.get(m, 'unbound')[:12] for m in moved)}): no verdict is confirmatory "
+                          "(restore them from git, or amend the registration before the runs).")

@@ -20,11 +20,12 @@ src/ablate/models/tiny_sft/eval_summary.json) or a testbed record (docs/testbed/
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
 from pathlib import Path
-from typing import NamedTuple
+from typing import Mapping, NamedTuple
 
 from ablate.rundir.checks import RATE
 from ablate.rundir.code import source_root
@@ -45,12 +46,28 @@ def standard_error(metric: str, value: float, n_prompts: int, n_samples: int) ->
     return math.sqrt(max(value * (1.0 - value), 0.0) / draws)
 
 
+def resolve(source: str) -> Path:
+    """The file `source` names: as given, else (relative) under the checkout the package runs from."""
+    path = Path(source)
+    return source_root().parent / source if not path.is_absolute() and not path.exists() else path
+
+
+def digests(block: Mapping | None) -> dict[str, str]:
+    """{source: sha256 of its bytes} of every bar file a study block's claims read (`against_eval`): what a
+    registration binds beside the block ('missing' for a file not there)."""
+    out: dict[str, str] = {}
+    for claim in (block or {}).get("claims") or []:
+        source = claim.get("against_eval") if isinstance(claim, Mapping) else None
+        if source is not None:
+            path = resolve(str(source))
+            out[str(source)] = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "missing"
+    return out
+
+
 def read_bar(source: str, metric: str, regime: str) -> MeasuredBar:
     """The bar for `metric` (a share in summary.json, `by_<level>/<value>/<metric>` for a level's block)
     evaluated in `regime`. Raises ValueError with one line naming the file, the value and the fix."""
-    path = Path(source)
-    if not path.is_absolute() and not path.exists():
-        path = source_root().parent / source
+    path = resolve(source)
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as err:

@@ -23,6 +23,7 @@ import yaml
 from ablate.rundir.atomic import write_text
 from ablate.rundir.code import code_fingerprints, fingerprints_at
 from ablate.stats.claims.block_diff import block_changes
+from ablate.stats.claims.measured_bar import digests
 from ablate.stats.read.runs import StatsInputError
 
 FILE = "registration.yaml"
@@ -69,6 +70,7 @@ class Record:
     commit: str | None
     changes: list[str] = field(default_factory=list)  # an amendment's differences from the version before
     code: dict | None = None  # the code's fingerprints when registered (ablate.rundir.code); None: older files
+    bars: dict | None = None  # {file: sha256} of the evaluations its claims' bars are read from (against_eval)
 
     def code_fingerprints(self) -> dict | None:
         """The registered code's fingerprints: recorded, or (registrations from before they were) derived
@@ -110,6 +112,8 @@ def _record_dict(r: Record, kind: str) -> dict:
            "fingerprint": r.fingerprint}
     if r.code:
         out["code"] = dict(r.code)
+    if r.bars:
+        out["bars"] = dict(r.bars)
     if kind != "original":
         out["changes"] = list(r.changes)
     out["study"] = r.block
@@ -139,7 +143,10 @@ def _record(raw: Mapping, kind: str, where: str) -> Record:
     if code is not None and not (isinstance(code, dict) and all(isinstance(code.get(k), str) for k in CODE_PARTS)):
         raise StatsInputError(f"{where}: `code` must map {' and '.join(CODE_PARTS)} to fingerprints, got {code!r}; "
                               "restore it from git")
-    return Record(block, want, str(at), raw.get("commit"), [str(c) for c in raw.get("changes") or []], code)
+    bars = raw.get("bars")
+    if bars is not None and not (isinstance(bars, dict) and all(isinstance(v, str) for v in bars.values())):
+        raise StatsInputError(f"{where}: `bars` must map each bar's file to its sha256, got {bars!r}; restore it from git")
+    return Record(block, want, str(at), raw.get("commit"), [str(c) for c in raw.get("changes") or []], code, bars)
 
 
 def read_registration(path: Path) -> Registration:
@@ -162,7 +169,8 @@ def register(path: Path, block: dict, *, amend: bool = False, commit: str | None
     """Write (or, with `amend`, add an amendment to) the registration at `path`, atomically, with the
     fingerprints of the code that will train and decide (`code`, default: this checkout's)."""
     now = now or utc_now()
-    record = Record(block, fingerprint(block), now, commit, code=dict(code or code_fingerprints()))
+    record = Record(block, fingerprint(block), now, commit, code=dict(code or code_fingerprints()),
+                    bars=digests(block) or None)
     if Path(path).exists():
         if not amend:
             raise StatsInputError(f"{path} exists (registered {read_registration(path).original.at}): a "
@@ -171,6 +179,8 @@ def register(path: Path, block: dict, *, amend: bool = False, commit: str | None
         last = reg.records[-1]
         moved = [f"{part} code {(last.code_fingerprints() or {}).get(part, 'unknown')[:12]} -> {record.code[part][:12]}"
                  for part in CODE_PARTS if (last.code_fingerprints() or {}).get(part) != record.code[part]]
+        moved += [f"bar {source} {(last.bars or {}).get(source, 'unbound')[:12]} -> {sha[:12]}"
+                  for source, sha in (record.bars or {}).items() if (last.bars or {}).get(source) != sha]
         if record.fingerprint == last.fingerprint and not moved:
             raise StatsInputError(f"{path}: the study block and the code are unchanged since the last registered "
                                   "version; nothing to amend")

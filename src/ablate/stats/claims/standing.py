@@ -21,7 +21,7 @@ import pandas as pd
 
 from ablate.stats.claims.aliasing import places_by_label, refuse_aliased
 from ablate.stats.claims.block_diff import claim_changes
-from ablate.stats.claims.code_binding import Binding, binding
+from ablate.stats.claims.code_binding import Binding, bar_binding, binding
 from ablate.stats.claims.declared import Declared, parse_declared
 from ablate.stats.claims.engine import sweep_claims
 from ablate.stats.claims.registration import (Registration, find_registration, fingerprint, parse_time,
@@ -79,7 +79,8 @@ def decide(current: Mapping, registration: Registration | None, started: datetim
     record = registration.effective(started)
     late = started is None or record.time is None or record.time > started
     code = binding(record, statuses, registration) if statuses is not None else Binding(True, "")
-    late = late or not code.binds
+    bars = bar_binding(record)
+    late = late or not code.binds or not bars.binds
     result = evaluate_fn(_declared(record.block, f"the registration {registration.path}", problems))
     amended, added, removed = claim_changes(record.block, current)
     notes = {i: "removed from the preset after registration; still decided and counted in the family"
@@ -102,8 +103,9 @@ def decide(current: Mapping, registration: Registration | None, started: datetim
     timely = record.time is not None and started is not None and record.time <= started
     result.note = head + (": registered after the data (or not shown to precede it), so every verdict is exploratory."
                           if not timely else ": the registered claims would be confirmatory, but the code differs."
-                          if not code.binds else ": the registered claims are confirmatory.")
-    result.note += f" {code.note}" if code.note else ""
+                          if not code.binds else ": the registered claims would be confirmatory, but a bar's file differs."
+                          if not bars.binds else ": the registered claims are confirmatory.")
+    result.note += "".join(f" {b.note}" for b in (code, bars) if b.note)
     result.problems[:0] = problems
     if amended or added or removed:
         result.note += (f" The preset changed since: {len(amended)} claim(s) amended, {len(added)} added (exploratory, "
