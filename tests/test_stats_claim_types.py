@@ -9,7 +9,8 @@ from dataclasses import dataclass
 import pandas as pd
 import pytest
 
-from ablate.stats.claims.claim_types import CLAIM_TYPES, ClaimType, Decision, label, one_signed
+from ablate.stats.claims.claim_types import CLAIM_TYPES, ClaimType, Decision, label
+from ablate.stats.claims.method_checks import one_signed
 from ablate.stats.claims.declared import parse_declared
 from ablate.stats.claims.engine import evaluate
 from ablate.stats.claims.schema import key

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import abc
 import math
-import re
 from dataclasses import dataclass, fields, replace
 from types import SimpleNamespace
 from typing import Any, Mapping, NamedTuple
@@ -452,37 +451,3 @@ def verdict(kind: str, direction: int, low: float, high: float, *, effect: float
                             effect=effect, margin=margin, bounds=bounds)
     v, _, why = decide(claim, low, high)
     return v, why
-
-
-
-# pass@k >= pass@j (k > j), coverage >= pass@1 >= pass^k: a difference of two of these is one-signed
-_PASS_AT = re.compile(r"^(?P<pre>.*?)pass@(?P<k>\d+)$")
-_ABOVE = {("coverage", "pass@1"), ("coverage", "exact_pass@1"), ("pass@1", "exact_pass@1")}
-
-
-def _dominates(a: str, b: str) -> bool:
-    """Is metric `a` >= metric `b` in every run, by construction?"""
-    ma, mb = _PASS_AT.match(a), _PASS_AT.match(b)
-    if ma and mb and ma["pre"] == mb["pre"]:
-        return int(ma["k"]) > int(mb["k"])
-    caret = re.match(r"^pass\^(\d+)$", b)
-    if caret and (a == "coverage" or (ma and not ma["pre"])):
-        return True
-    return (a, b) in _ABOVE
-
-
-def one_signed(metric: str) -> int:
-    """+1 / -1 when the per-run difference `A - B` is >= 0 / <= 0 by construction, else 0."""
-    if " - " not in metric:
-        return 0
-    a, b = (m.strip() for m in metric.split(" - ", 1))
-    return 1 if _dominates(a, b) else -1 if _dominates(b, a) else 0
-
-
-def check_words(claim, problems: list[str]) -> None:
-    """A sentence that says 'most of' or 'little' must be declared as the type that tests it."""
-    for t in CLAIM_TYPES.values():
-        if t.words and claim.kind != t.name and claim.kind != "descriptive" and re.search(t.words, claim.text, re.I):
-            word = re.search(t.words, claim.text, re.I).group(0)
-            problems.append(f"claim {claim.id!r} says {word!r}: declare it `type: {t.name}` "
-                            f"({', '.join(f'`{k}`' for k in t.keys)}), which tests what the sentence says")

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from ablate.metrics import REGIME_NO_TOOL
-from ablate.stats.claims.claim_types import CLAIM_TYPES, check_words
+from ablate.stats.claims.claim_types import CLAIM_TYPES
 from ablate.stats.claims.measured_bar import read_bar
-from ablate.stats.claims.method_checks import check_method
+from ablate.stats.claims.method_checks import check_method, check_words
 from ablate.stats.claims.schema import ClaimKeys, PlanKeys, PreconditionKeys, StudyKeys, check_keys, number, numbers
 from ablate.stats.maths.level import DEFAULT_TEST, TESTS
 from ablate.stats.maths.multiplicity import ROLES, Graph, parse_multiplicity
