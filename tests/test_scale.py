@@ -27,8 +27,8 @@ def test_the_scale_label_comes_from_the_composed_model_alone():
 
 
 def test_a_small_model_started_from_the_tiny_weights_is_refused_before_compute():
-    """The weights win over model.arch when loading: model=small under a testbed that starts from
-    builtin:tiny-sft would train the tiny model under the small study's name."""
+    """The weights win over model.arch when loading: model=small started from builtin:tiny-sft would train
+    the tiny model under the small study's name."""
     from hydra import compose as hydra_compose, initialize_config_dir
 
     import ablate.parts  # noqa: F401 - every part's schema, before Hydra composes
@@ -39,10 +39,12 @@ def test_a_small_model_started_from_the_tiny_weights_is_refused_before_compute()
         with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
             return hydra_compose("config", overrides=overrides)
 
-    cfg = compose(["experiment=tool_annealing_study", "model=small"])
+    cfg = compose(["experiment=tool_annealing_study", "model=small", "model.name_or_path=builtin:tiny-sft"])
     with pytest.raises(ConfigError, match=r"holds a model of hidden 128 x 4 layers, but model.arch says 256 x 6"):
         check_config(cfg)
     check_config(compose(["experiment=tool_annealing_study"]))  # the tiny preset as shipped passes
+    # and at small it starts from small's own plain SFT (model.name_or_path=upstream:sft), so it passes too
+    check_config(compose(["experiment=tool_annealing_study", "model=small"]))
 
 
 def test_the_tiny_study_keeps_its_name_and_fingerprint_and_a_small_one_gets_its_own():
