@@ -50,9 +50,9 @@ def model_dir_damage(local: Path, key: str, name: str) -> str | None:
     return None
 
 
-# model.name_or_path of an embedded model: its own plain SFT (conf/stage/sft.yaml with the model's recipe,
-# conf/upstream/sft/<scale>.yaml), trained once and cached (ablate.upstream.plain_sft_config): what a second
-# SFT (the calculator SFT of testbed=calc_sft) starts from at any scale; builtin:tiny-sft for model=tiny.
+# model.name_or_path of an embedded model: its own plain SFT (the `upstream.plain_sft` slot: conf/stage/sft.yaml
+# with the model's recipe, conf/upstream/sft/<model>.yaml), trained once and cached (ablate.upstream.plain_sft_config):
+# what a second SFT (the calculator SFT of testbed=calc_sft) starts from at any scale; builtin:tiny-sft at model=tiny.
 PLAIN_SFT = "upstream:sft"
 
 

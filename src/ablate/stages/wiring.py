@@ -30,12 +30,11 @@ def starting_model_config(cfg: DictConfig, run: Callable[[DictConfig, Path], Any
     A stage without `init` (sft) starts from the model as configured. `model.name_or_path=upstream:sft`
     (ablate.models.source.PLAIN_SFT) is the model's own plain SFT, trained once by `run` and cached."""
     model = cfg.model.copy()
-    if not stage_of(cfg.stage.name).init:
-        return resolve_plain_sft(cfg, model, run)
-    if cfg.stage.init == "scratch":
+    init = cfg.stage.init if stage_of(cfg.stage.name).init else "model"
+    if init == "scratch":
         model.name_or_path = None
-    elif cfg.stage.init in upstream_names():
-        model.name_or_path = upstream_model(cfg, cfg.stage.init, run)
+    elif init in upstream_names():
+        model.name_or_path = upstream_model(cfg, init, run)
     return resolve_plain_sft(cfg, model, run)
 
 

@@ -76,7 +76,7 @@ class ClaimType(abc.ABC):
                  trials: tuple | None = None) -> Estimate:
         """The difference and its interval at `confidence` (default: Welch's, or the one-sample t; an arm of a
         rate metric with no events on any seed: its exact Clopper-Pearson bound, `trials` its trial counts)."""
-        if ys is None and claim.null_se > 0:  # a bar one evaluation measured: its error widens the interval
+        if ys is None and claim.null_se > 0:  # a bar one evaluation measured: its error enters the interval
             return welch_vs_measured(xs, claim.null, claim.null_se, confidence)
         return rate_or_welch(xs, ys, confidence, claim.null, trials)
 

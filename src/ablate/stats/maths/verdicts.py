@@ -76,7 +76,7 @@ def welch_vs_measured(x: Sequence[float], bar: float, bar_se: float, confidence:
     t = scipy.stats.t(df) if math.isfinite(df) else scipy.stats.norm()
     half = float(t.ppf(0.5 + confidence / 2.0)) * se
     return Estimate(diff, diff - half, diff + half, float(2.0 * t.sf(abs(diff) / se)), df,
-                    f"against a measured bar {bar:.4g} (SE {bar_se:.2g}): its error widens the interval")
+                    f"against a measured bar {bar:g} (SE {bar_se:.2g}), its error in the interval")
 
 
 def clopper_pearson(k: int, n: int, confidence: float) -> tuple[float, float]:
