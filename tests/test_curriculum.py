@@ -127,6 +127,24 @@ def test_samplers_that_end_as_uniform_are_flagged():
     assert engagement_warnings("none", steps) == []
 
 
+def test_a_flipping_controller_names_the_jump_its_band_falls_in():
+    """Paper 001 on Countdown: success ~0.6 at one level, ~0.15 at the next, the band 0.24..0.30 between them:
+    no level can be held, whatever the window; the warning names each level's success and the band."""
+    import pandas as pd
+
+    from ablate.curriculum import engagement_warnings
+
+    band = {"low": 0.24, "high": 0.30}
+    cycle = pd.DataFrame({"step": range(40), "curriculum/level": [0, 1, 2, 2, 1] * 8,
+                          "train/verdict/correct": [0.62, 0.44, 0.15, 0.13, 0.44] * 8})
+    warning = engagement_warnings("threshold", cycle, band)[0]
+    assert "success by level: 0: 0.62, 1: 0.44, 2: 0.14" in warning
+    assert "curriculum.low..high = 0.24..0.3" in warning and "window" not in warning
+    held = cycle.assign(**{"train/verdict/correct": [0.62, 0.27, 0.15, 0.13, 0.27] * 8})  # level 1 in the band
+    assert "a longer curriculum.window" in engagement_warnings("threshold", held, band)[0]
+    assert "a longer curriculum.window" in engagement_warnings("threshold", cycle)[0]  # no config: no band to name
+
+
 def test_frontier_logs_the_fraction_of_never_seen_prompts_it_draws():
     problems = generate(40, seed=1)
     sampler = build_sampler({"kind": "frontier", "floor": 0.05, "w_explore": 4.0, "ema": 0.5}, problems, 0, 10,

@@ -36,9 +36,10 @@ __all__ = ["CURRICULA", "SAMPLERS", "DotsSampler", "FrontierReplaySampler", "Fro
            "check_curriculum", "difficulty_levels", "engagement_warnings", "success_rates", "task_levels"]
 
 
-def engagement_warnings(kind: str, metrics) -> list[str]:
-    """The sampler's warnings about a finished run (its metrics.csv as a DataFrame): see `Sampler.engagement`."""
-    warning = SAMPLERS[kind].engagement(metrics)
+def engagement_warnings(kind: str, metrics, c: Mapping[str, Any] | None = None) -> list[str]:
+    """The sampler's warnings about a finished run (its metrics.csv as a DataFrame; `c` its curriculum
+    config): see `Sampler.engagement`."""
+    warning = SAMPLERS[kind].engagement(metrics, c)
     return [warning] if warning else []
 
 

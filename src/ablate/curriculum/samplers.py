@@ -104,9 +104,10 @@ class Sampler:
         self.generator.set_state(state["generator"])
 
     @staticmethod
-    def engagement(metrics: pd.DataFrame) -> str | None:
+    def engagement(metrics: pd.DataFrame, c: Mapping[str, Any] | None = None) -> str | None:
         """A warning when a finished run's metrics.csv shows the sampler ended up doing what uniform
-        sampling does (its mechanism never engaged); None when it engaged or has nothing to engage."""
+        sampling does (its mechanism never engaged); None when it engaged or has nothing to engage.
+        `c`: the run's curriculum config (None: judged from the metrics alone)."""
         return None
 
 
@@ -244,15 +245,31 @@ class ThresholdSampler(Sampler):
         self.window.extend(success_rates(rewards, self.success_reward).tolist())
 
     @staticmethod
-    def engagement(metrics: pd.DataFrame) -> str | None:
+    def engagement(metrics: pd.DataFrame, c: Mapping[str, Any] | None = None) -> str | None:
         level = last_quarter(metrics, "curriculum/level")
         if len(level) < 4:
             return None
         flips = float((level.diff().iloc[1:] != 0).mean())
         if flips > 0.5:
             return (f"threshold: the level changed at {flips:.0%} of the steps of the last quarter of training: the "
-                    "controller flips instead of tracking (a longer curriculum.window or a wider low..high band)")
+                    f"controller flips instead of tracking ({ThresholdSampler.why_flips(metrics, c)})")
         return None
+
+    @staticmethod
+    def why_flips(metrics: pd.DataFrame, c: Mapping[str, Any] | None) -> str:
+        """The fix to name. When no level the run visited (2+ steps) succeeds inside low..high, the controller
+        cannot hold any level (paper 001 on Countdown: success jumps from ~0.6 to ~0.15 between adjacent levels)."""
+        columns = ["curriculum/level", "train/verdict/correct"]
+        if c is None or not set(columns) <= set(metrics):
+            return "a longer curriculum.window or a wider low..high band"
+        rows = metrics.dropna(subset=columns).groupby(columns[0])[columns[1]].agg(["mean", "size"])
+        success = rows.loc[rows["size"] >= 2, "mean"]
+        low, high = float(c["low"]), float(c["high"])
+        if success.empty or success.between(low, high).any():
+            return "a longer curriculum.window or a wider low..high band"
+        seen = ", ".join(f"{int(k)}: {v:.2f}" for k, v in success.items())
+        return (f"no level it visited succeeds inside curriculum.low..high = {low:g}..{high:g} (success by level: "
+                f"{seen}), so it cannot hold one: a band around one level's success, or levels that split the jump")
 
     def metrics(self) -> dict[str, float]:
         return {**super().metrics(), "curriculum/level": float(self.level),
@@ -329,7 +346,7 @@ class FrontierSampler(Sampler):
                 "curriculum/explore_frac": self.explored}
 
     @staticmethod
-    def engagement(metrics: pd.DataFrame) -> str | None:
+    def engagement(metrics: pd.DataFrame, c: Mapping[str, Any] | None = None) -> str | None:
         explore = last_quarter(metrics, "curriculum/explore_frac")
         if len(explore) >= 4 and float(explore.mean()) > 0.9:  # shorter runs are too short to judge
             return (f"frontier: {explore.mean():.0%} of the prompts drawn over the last quarter of training had never "

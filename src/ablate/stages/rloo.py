@@ -137,7 +137,7 @@ def record_engagement(cfg: DictConfig, run_dir: Path, status) -> None:
     metrics = RunDir(run_dir).metrics_file
     if not cfg.get("curriculum") or not metrics.is_file():
         return
-    found = engagement_warnings(cfg.curriculum.kind, pd.read_csv(metrics))
+    found = engagement_warnings(cfg.curriculum.kind, pd.read_csv(metrics), cfg.curriculum)
     for warning in found:
         log.warning("%s", warning)
     status.update(warnings=found)
