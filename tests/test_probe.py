@@ -44,6 +44,20 @@ def test_the_testbed_is_the_presets_choice_unless_the_command_line_moves_it():
     assert testbed_of(compose(["experiment=tool_annealing_study", "testbed=mixed_sft"])) == "mixed_sft"
 
 
+def test_a_probe_of_another_setting_is_its_own_testbed_and_never_reuses_the_defaults_runs():
+    """`++curriculum.difficulty.bins=10` changes what is measured: its row and runs are its own; the thread
+    count and the preset do not (`++`: the study's sweep sets the curriculum, so the key is added or set)."""
+    from ablate.studies.probe import slug, testbed_of
+
+    base = ["experiment=threshold_study", "trainer.num_threads=1"]
+    assert testbed_of(compose(base), base) == "tiny"
+    moved = [*base, "++curriculum.difficulty.bins=10"]
+    assert testbed_of(compose(moved), moved) == "tiny + ++curriculum.difficulty.bins=10"
+    assert slug(testbed_of(compose(moved), moved)) == "tiny_curriculum.difficulty.bins_10"
+    small = ["experiment=curriculum_ladder_study", "model=small", "curriculum.low=0.3"]
+    assert testbed_of(compose(small[:2]), small) == "ladder23 (small) + curriculum.low=0.3"
+
+
 def test_a_probe_at_the_second_scale_names_its_scale_and_never_replaces_the_tiny_rows():
     from ablate.studies.probe import study_of, testbed_of
 

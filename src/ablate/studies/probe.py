@@ -9,7 +9,11 @@ metric exactly as `python -m ablate.stats` does, and says whether the preconditi
 
     python -m ablate.studies.probe experiment=curriculum_study testbed=ladder23
     python -m ablate.studies.probe experiment=tool_annealing_study testbed=mixed_sft --claim anneal_keeps_skill
+    python -m ablate.studies.probe experiment=threshold_study ++curriculum.difficulty.bins=10 --claim no_gain
 
+A key=value other than the model, the testbed and the thread count is part of the testbed's name
+(`tiny + ++curriculum.difficulty.bins=10`): its runs and its row are its own. A key the study's sweep sets
+(the curriculum of a curriculum study) takes `++` (add or set), since the preset alone does not have it.
 Runs go to `probes/<study>/<testbed>/<condition>/seed_<k>/` (run again, a finished run is reused and
 an interrupted one resumes); each measured precondition replaces its row in `--csv`
 (default docs/testbed/probes.csv), which the repository's `python -m tools.testbed_doc` turns into docs/testbed.md's
@@ -97,14 +101,20 @@ def condition_overrides(cfg, base: list[str], condition: str) -> list[str]:
     raise SystemExit(f"error: no job of the study's sweep is condition {condition!r} ({names[condition]})")
 
 
-def testbed_of(cfg) -> str:
+# overrides that say where or how fast a probe runs, not what it measures: left out of the testbed's name
+NEUTRAL = ("experiment=", "testbed=", "model=", "trainer.num_threads=", "hydra.")
+
+
+def testbed_of(cfg, overrides: list[str] = ()) -> str:
     """The testbed the composed config runs on (the preset's or the command line's); none: the model's scale
-    (`tiny`, `small`); a testbed at another scale than tiny names both (`ladder23 (small)`)."""
+    (`tiny`, `small`); a testbed at another scale than tiny names both (`ladder23 (small)`). Any other
+    override changes what is measured, so it is part of the name (`tiny + curriculum.difficulty.bins=10`):
+    a probe of another setting gets its own runs and its own row, never the default's."""
     choice = OmegaConf.select(cfg, "hydra.runtime.choices.testbed")
     scale = scale_of(plain(cfg.model))
-    if choice in (None, "null", "None"):
-        return scale
-    return str(choice) if scale == DEFAULT else f"{choice} ({scale})"
+    name = scale if choice in (None, "null", "None") else str(choice) if scale == DEFAULT else f"{choice} ({scale})"
+    extra = [o for o in overrides if not o.lstrip("+~").startswith(NEUTRAL)]
+    return " + ".join([name, *extra])
 
 
 def study_of(cfg) -> str:
@@ -165,12 +175,12 @@ def record(csv: Path, rows: list[dict]) -> None:
 def probe(overrides: list[str], claim_ids: list[str], seeds: int, root: Path, csv: Path | None) -> list[dict]:
     cfg = compose(overrides)
     found = preconditions(cfg, claim_ids)
-    study, testbed = study_of(cfg), testbed_of(cfg)
+    study, testbed = study_of(cfg), testbed_of(cfg, overrides)
     rows = []
     for pre, claims in found:
         check, metric, condition, regime, op, threshold = pre
         job = condition_overrides(cfg, overrides, condition)
-        run_dirs = [root / study / testbed / slug(condition) / f"seed_{s}" for s in range(seeds)]
+        run_dirs = [root / study / slug(testbed) / slug(condition) / f"seed_{s}" for s in range(seeds)]
         start = time.time()
         for s, run_dir in enumerate(run_dirs):
             train([*overrides, *job, f"seed={s}"], run_dir)
