@@ -80,6 +80,7 @@ def test_threshold_moves_down_below_low_up_above_high_and_holds_between():
     sampler = ThresholdSampler(levels_of(0, 0, 1, 1, 2, 2, names=("e", "m", "h")), seed=0, window=2,
                                low=0.24, high=0.30)
     assert sampler.sample(4, 0) and sampler.level == 0  # empty window: no move
+    assert math.isnan(sampler.metrics()["curriculum/in_band"])  # nothing to judge yet
     sampler.update([0], group_rewards([1.0], k=10))       # window mean 1.0 > high
     sampler.sample(4, 1)
     assert sampler.level == 1 and set(sampler.last) <= {2, 3}
@@ -95,6 +96,10 @@ def test_threshold_moves_down_below_low_up_above_high_and_holds_between():
     sampler.update([4], group_rewards([0.1], k=10))       # (0.3 + 0.1) / 2 = 0.2 < 0.24: one level down
     sampler.sample(4, 5)
     assert sampler.level == 1 and sampler.window_mean() == pytest.approx(0.2)
+    assert sampler.metrics()["curriculum/in_band"] == 0.0  # below low
+    sampler.update([2, 3], group_rewards([0.3, 0.24], k=50))  # (0.3 + 0.24) / 2 = 0.27: inside 0.24..0.30
+    sampler.sample(4, 6)
+    assert sampler.level == 1 and sampler.metrics()["curriculum/in_band"] == 1.0  # held: the window in the band
     # format credit (reward 0.1) is not success
     sampler.update([2, 3], torch.full((2, 10), 0.1))
     assert sampler.window_mean() == 0.0

@@ -272,8 +272,10 @@ class ThresholdSampler(Sampler):
                 f"{seen}), so it cannot hold one: a band around one level's success, or levels that split the jump")
 
     def metrics(self) -> dict[str, float]:
-        return {**super().metrics(), "curriculum/level": float(self.level),
-                "curriculum/window_mean": self.window_mean(), "curriculum/fell_back": float(self.fell_back)}
+        recent = self.window_mean()  # in_band: the controller holds its target (a slow cycle changes level rarely)
+        return {**super().metrics(), "curriculum/level": float(self.level), "curriculum/window_mean": recent,
+                "curriculum/in_band": float(self.low <= recent <= self.high) if recent == recent else math.nan,
+                "curriculum/fell_back": float(self.fell_back)}
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "window": list(self.window), "level": self.level}
