@@ -121,6 +121,9 @@ def test_the_cli_names_what_is_missing(capsys):
     assert "experiment=<preset>" in capsys.readouterr().err
     with pytest.raises(SystemExit, match="declares no study claims"):
         main(["experiment=smoke"])
+    # overrides may follow the options (argparse alone stopped at `--claim x ++key=value`)
+    with pytest.raises(SystemExit, match="--claim nope: no such claim"):
+        main(["experiment=threshold_study", "--claim", "nope", "++curriculum.low=0.3", "--no-record"])
 
 
 @pytest.mark.slow

@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--upstream", action="store_true",
                    help="with --eval: record the cached upstream SFT's own evaluation for the overrides' config "
                         "(a testbed's starting point) instead of evaluating a saved model")
-    args = p.parse_args(argv)
+    args = p.parse_intermixed_args(argv)  # overrides before or after the options
     if args.eval:
         if args.upstream:
             upstream_summary(args.eval, args.overrides, args.csv.parent / "evals")
