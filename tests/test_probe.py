@@ -165,3 +165,12 @@ def test_the_committed_testbed_page_matches_what_the_probes_wrote(monkeypatch):
     from tools.testbed_doc import main as render_main
 
     assert render_main(["docs/testbed.md", "--check"]) == 0, "run: python -m tools.testbed_doc docs/testbed.md"
+
+
+def test_a_probe_row_names_the_commit_of_the_code_it_ran_not_of_the_working_directory(tmp_path, monkeypatch):
+    """A worktree whose editable install points at another checkout runs that checkout's code: the row says so."""
+    from ablate.rundir.status import git_sha
+    from ablate.studies.probe import commit
+
+    monkeypatch.chdir(tmp_path)  # no repository here: `git rev-parse` in the working directory would fail
+    assert commit() == (git_sha() or "unknown")[:7] and commit() != "unknown"

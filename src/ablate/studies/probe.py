@@ -43,6 +43,7 @@ from ablate.metrics import REGIME_NO_TOOL
 from ablate.rundir import RunDir
 from ablate.rundir.atomic import write_text
 from ablate.rundir.cache import models_dir
+from ablate.rundir.status import git_sha
 from ablate.upstream import upstream_key
 
 DEFAULT_CSV = Path("docs/testbed/probes.csv")
@@ -158,8 +159,9 @@ def measure(run_dirs: list[Path], pre: tuple) -> tuple[float, str, float]:
 
 
 def commit() -> str:
-    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return out.stdout.strip() or "unknown"
+    """The commit of the code the probe runs (the checkout `ablate` is imported from, as a run's status.json
+    records it), not of the working directory: a worktree with an editable install elsewhere runs that code."""
+    return (git_sha() or "unknown")[:7]
 
 
 def record(csv: Path, rows: list[dict]) -> None:
