@@ -8,7 +8,7 @@ import sys
 import pandas as pd
 import pytest
 
-from ablate.studies.probe import compose, condition_overrides, main, preconditions, record
+from ablate.studies.probe import compose, condition_overrides, main, preconditions, record, slug
 from tools.testbed_doc import evals_block, probes_block, render_doc
 
 
@@ -47,7 +47,7 @@ def test_the_testbed_is_the_presets_choice_unless_the_command_line_moves_it():
 def test_a_probe_of_another_setting_is_its_own_testbed_and_never_reuses_the_defaults_runs():
     """`++curriculum.difficulty.bins=10` changes what is measured: its row and runs are its own; the thread
     count and the preset do not (`++`: the study's sweep sets the curriculum, so the key is added or set)."""
-    from ablate.studies.probe import slug, testbed_of
+    from ablate.studies.probe import testbed_of
 
     base = ["experiment=threshold_study", "trainer.num_threads=1"]
     assert testbed_of(compose(base), base) == "tiny"
@@ -135,14 +135,18 @@ def test_a_probe_trains_the_condition_and_measures_its_precondition(tmp_path):
                  "--csv", str(csv)]) == 0
     rows = pd.read_csv(csv)
     row = rows[rows["check"].str.startswith("frontier drops")].iloc[0]  # frontier_forgets' second gate
-    assert row.study == "curriculum_ladder_study" and row.testbed == "ladder23" and row.condition == "RLOO frontier"
+    # the smoke-scale SFT is part of the testbed's name: a smoke probe never replaces a real row
+    smoke_sft = "upstream.sft.max_steps=4 + upstream.sft.warmup_steps=1 + upstream.sft.pool_size=300"
+    assert row.study == "curriculum_ladder_study" and row.testbed == f"ladder23 + {smoke_sft}"
+    assert row.condition == "RLOO frontier"
     assert row.metric == "mean:curriculum/frac_n2@50:"
     if pd.isna(row.value):  # a smoke run logs 2 steps: nothing at step 50 and after to average
         assert row.status == "not measured"
     else:
         assert 0.0 <= row.value <= 1.0 and row.status == ("held" if row.value < 0.4 else "failed")
     assert row.claims == "frontier_hurts frontier_forgets replay_recovers"
-    assert (tmp_path / "probes" / "curriculum_ladder_study" / "ladder23" / "RLOO_frontier" / "seed_0" / "status.json").is_file()
+    assert (tmp_path / "probes" / "curriculum_ladder_study" / slug(row.testbed) / "RLOO_frontier" / "seed_0"
+            / "status.json").is_file()
     # the testbed's own starting point: the upstream SFT that run trained, as evaluated when it was cached
     # as a user runs it (a fresh process: this one's training turned every bar off), with a quiet console
     out = subprocess.run([sys.executable, "-m", "ablate.studies.probe", "--eval", "ladder sft", "--upstream", *overrides,
@@ -151,8 +155,8 @@ def test_a_probe_trains_the_condition_and_measures_its_precondition(tmp_path):
     start = json.loads((tmp_path / "evals" / "ladder_sft.json").read_text())
     assert set(start["summary"]["by_operands"]) == {"2", "3"} and "upstream SFT of" in start["overrides"]
     # its weights' fingerprint is the one the probe's RLOO run started from (status.json init_sha256)
-    run_status = json.loads((tmp_path / "probes" / "curriculum_ladder_study" / "ladder23" / "RLOO_frontier" / "seed_0"
-                             / "status.json").read_text())
+    run_status = json.loads((tmp_path / "probes" / "curriculum_ladder_study" / slug(row.testbed) / "RLOO_frontier"
+                             / "seed_0" / "status.json").read_text())
     assert start["weights_sha256"] == run_status["init_sha256"] and len(start["commit"]) == 7
     with pytest.raises(SystemExit, match="train it first"):
         main(["--eval", "x", "--upstream", *overrides, "upstream.sft.max_steps=5", "--csv", str(csv)])
