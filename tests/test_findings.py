@@ -228,3 +228,34 @@ def test_a_claim_whose_arm_is_not_run_yet_waits_in_the_confirmatory_table_and_is
     block = side_by_side({study: before}, tmp_path)
     assert "0 were decided on one side only; 1 on neither" in block
     assert "declared untestable, not counted: oracle_beats." in block
+
+
+def test_a_later_realisation_renders_beside_the_third_edition_with_what_its_redeclaration_changed(tmp_path):
+    """003's collapse claim, re-declared as a success-rate claim and registered again (confirmatory2): its
+    block sets the new registered verdict beside the third edition's, names the changed fields, and counts it;
+    a registration without a report yet is named as waiting."""
+    import pandas as pd
+
+    from ablate.stats.claims.registration import register
+    from tools.realisations import changed, realisations_block
+
+    study = tmp_path / "tool_annealing_study"
+    old = {"id": "fixed_tool_collapses", "claim": "collapses", "metric": "pass@1", "direction": "lower"}
+    new = {**old, "type": "success_rate", "success": ">=0.1", "claim": "collapses (no-tool pass@1)"}
+    for sub, claim in (("confirmatory", old), ("confirmatory2", new)):
+        (study / sub).mkdir(parents=True)
+        register(study / sub / "registration.yaml", {"name": study.name, "claims": [claim]}, commit="abc")
+    assert realisations_block(tmp_path).startswith("**No later realisation reported yet.** Registered, runs not "
+                                                   "yet reported: tool_annealing_study/confirmatory2.")
+    common = dict(id="fixed_tool_collapses", claim="collapses", standing="confirmatory", n=5, n_baseline=5)
+    pd.DataFrame([dict(common, verdict="inconclusive", estimate=-0.2, ci_low=-0.3, ci_high=-0.1)]).to_csv(
+        study / "confirmatory" / "claims.csv", index=False)
+    pd.DataFrame([dict(common, verdict="replicated", estimate=-1.0, ci_low=-1.0, ci_high=-0.4)]).to_csv(
+        study / "confirmatory2" / "claims.csv", index=False)
+    block = realisations_block(tmp_path)
+    assert block.startswith("**0 claims were decided on both realisations, and 0 of them agree.** 1 were decided "
+                            "on one side only; 0 on neither")
+    row = next(line for line in block.splitlines() if line.startswith("| tool_annealing_study/confirmatory2 |"))
+    assert "success: – -> >=0.1; type: – -> success_rate; the sentence" in row
+    assert "| **inconclusive** -0.200 [-0.300, -0.100] (5 vs 5) | **replicated** -1.000 [-1.000, -0.400] (5 vs 5) | no |" in row
+    assert changed(old, old) == "no change" and changed(None, new) == "new claim"

@@ -35,16 +35,17 @@ DECIDED = ("replicated", "not replicated")
 WAITS = "arm not run yet"
 
 
-def confirmatory_rows(study_dir: Path) -> list[dict]:
-    """The confirmatory report's deciding rows (claims.csv), [] when the study has none yet."""
-    path = study_dir / SUBDIR / "claims.csv"
+def confirmatory_rows(study_dir: Path, sub: str = SUBDIR) -> list[dict]:
+    """The confirmatory report's deciding rows (claims.csv), [] when the study has none yet. `sub`: the
+    realisation's directory (a later one: `confirmatory2`, ...)."""
+    path = study_dir / sub / "claims.csv"
     if not path.is_file():
         return []
     table = pd.read_csv(path)
     return [r for r in table.to_dict("records") if r.get("standing") in COUNTED and r.get("verdict") != "descriptive"]
 
 
-def reanalysis(study_dir: Path) -> dict[str, dict]:
+def reanalysis(study_dir: Path, sub: str = SUBDIR) -> dict[str, dict]:
     """The confirmatory runs (the archive committed beside claims.csv) re-decided by today's analysis under
     the same registration: claim id -> its row; {} when no archive was committed."""
     from ablate.stats.read.archive import RUNS_FILE
@@ -53,7 +54,7 @@ def reanalysis(study_dir: Path) -> dict[str, dict]:
     from ablate.stats.stages.conditions import group_conditions
     from ablate.stats.stages.settings import Settings
 
-    folder = study_dir / SUBDIR
+    folder = study_dir / sub
     if not (folder / RUNS_FILE).is_file():
         return {}
     sweep = load_sweep([folder])

@@ -39,6 +39,7 @@ from ablate.stats.stages.mechanisms import per_condition
 from ablate.stats.values.reach import reach_metric
 from ablate.stats.values.table import CURVE_REGIME, VALUE_COLUMNS, is_curve_metric, summary_values
 from tools.confirmatory import WAITS, arm_not_run, confirmatory_rows, deciding as _deciding, side_by_side
+from tools.realisations import realisations_block
 from tools.scale_table import scale_block
 
 BRIDGE = "committed.yaml"
@@ -254,6 +255,7 @@ def render(findings_dir: Path, conf: Path | None = None):
     blocks["testbeds"] = testbeds_block(findings_dir, results)
     blocks["confirmatory"] = side_by_side({d: r.table for d, r in results.items()}, Path(findings_dir))
     blocks["scales"] = scale_block(Path(findings_dir), results)
+    blocks["realisations"] = realisations_block(Path(findings_dir))
     return blocks, files, results
 
 
