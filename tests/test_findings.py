@@ -259,3 +259,11 @@ def test_a_later_realisation_renders_beside_the_third_edition_with_what_its_rede
     assert "success: – -> >=0.1; type: – -> success_rate; the sentence" in row
     assert "| **inconclusive** -0.200 [-0.300, -0.100] (5 vs 5) | **replicated** -1.000 [-1.000, -0.400] (5 vs 5) | no |" in row
     assert changed(old, old) == "no change" and changed(None, new) == "new claim"
+
+
+def test_the_document_leads_with_both_tables_counts_and_not_their_rows():
+    from tools.findings import headline_block
+
+    block = headline_block("**5 decided on both.** more\n\n| row |", "**No later realisation reported yet.**\n\n")
+    assert "**5 decided on both.** more" in block and "No later realisation" in block and "| row |" not in block
+    assert block.splitlines()[0].startswith("- Third edition") and len(block.splitlines()) == 2
