@@ -310,6 +310,27 @@ def test_next_look_adds_only_the_seeds_the_undecided_claims_lack(tmp_path):
     assert sorted(map(sorted, jobs)) == sorted(sorted([f"seed={s}", f"arm={a}"]) for s in (3, 4, 5) for a in "ab")
 
 
+def test_next_look_adds_seeds_to_a_claim_waiting_on_an_open_requirement():
+    """003's anneal_keeps_tool_gain requires fixed_tool_beats_no_tool: while that one is open, the waiting claim's
+    arms get the same look's seeds (else, once the requirement replicates, it is decided at 5 vs 10)."""
+    from types import SimpleNamespace
+
+    from ablate.studies.next_look import _needs
+
+    nan = float("nan")
+    table = pd.DataFrame([
+        dict(id="gain", verdict="inconclusive", next_look=10, family_size=3, condition="on", baseline="off"),
+        dict(id="keeps", verdict="not testable", next_look=nan, family_size=3, condition="anneal", baseline="on"),
+        dict(id="skill", verdict="not testable", next_look=nan, family_size=3, condition="step", baseline="off"),
+    ])
+    result, labels = SimpleNamespace(table=table), {c: (c,) for c in ("on", "off", "anneal", "step")}
+    requires = {"gain": None, "keeps": "gain", "skill": None}
+    assert _needs(result, labels, None, requires) == {("on",): 10, ("off",): 10, ("anneal",): 10}
+    assert _needs(result, labels, None) == {("on",): 10, ("off",): 10}  # without the declarations: as before
+    table.loc[0, "verdict"] = "replicated"  # decided: nothing waits on it
+    assert _needs(result, labels, None, requires) == {}
+
+
 def test_next_look_asks_for_the_registered_plan_not_the_presets(tmp_path):
     """The preset's plan says 3/6; the study was registered with 3/9 before its runs: the next look is 9."""
     import copy

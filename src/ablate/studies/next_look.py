@@ -33,17 +33,25 @@ import sys
 from pathlib import Path
 
 
-def _needs(result, labels_to_cond: dict, sweep) -> dict[tuple, int]:
-    """condition -> seeds per arm it must reach, for the inconclusive claims with a next look."""
+def _needs(result, labels_to_cond: dict, sweep, requires: dict[str, str | None] | None = None) -> dict[tuple, int]:
+    """condition -> seeds per arm it must reach, for the inconclusive claims with a next look, and for the claims
+    that wait on one of them (`requires`: claim id -> the claim it requires), so that a claim which becomes
+    testable when its requirement replicates is decided on the same look's seeds (003's anneal_keeps_tool_gain
+    on fixed_tool_beats_no_tool), not on the look before's."""
     need: dict[tuple, int] = {}
     t = result.table
-    for r in t[(t["verdict"] == "inconclusive") & (t["family_size"] > 0)].to_dict("records"):
-        if r["next_look"] != r["next_look"]:  # NaN: the plan has no further look
+    looks: dict[str, int] = {}  # claim id -> the next look it continues to
+    for r in t[t["family_size"] > 0].to_dict("records"):
+        if r["verdict"] == "inconclusive" and r["next_look"] == r["next_look"]:  # NaN: the plan has no further look
+            looks[r["id"]] = int(r["next_look"])
+        elif r["verdict"] == "not testable" and (requires or {}).get(r["id"]) in looks:
+            looks[r["id"]] = looks[requires[r["id"]]]
+        else:
             continue
         for label in (r["condition"], r["baseline"]):
             cond = labels_to_cond.get(label)
             if cond is not None:
-                need[cond] = max(need.get(cond, 0), int(r["next_look"]))
+                need[cond] = max(need.get(cond, 0), looks[r["id"]])
     return need
 
 
@@ -144,7 +152,7 @@ def commands(sweep_dirs: list[Path], registration: Path | None = None) -> list[l
         return finish
     result = _decided(sweep, study, labels, sweep_dirs, registration)
     by_label = {label: cond for cond, label in labels.items()}
-    need = _needs(result, by_label, sweep)
+    need = _needs(result, by_label, sweep, {c.id: c.requires for c in study.declared.claims})
     preset = _preset(_experiments(need), _runs_of(sweep, need))
     groups: dict[tuple[int, int], list[tuple]] = {}
     for cond, target in sorted(need.items()):
