@@ -221,7 +221,7 @@ def test_a_claim_whose_arm_is_not_run_yet_waits_in_the_confirmatory_table_and_is
     rows[1].update(verdict="not testable", n=5, reason="precondition failed")
     pd.DataFrame(rows).to_csv(study / "confirmatory" / "claims.csv", index=False)
     block = side_by_side({study: before}, tmp_path)
-    assert "1 were decided on one side only" in block and "All rows: 1 of 2 verdicts agree." in block
+    assert "1 was decided on one side only" in block and "All rows: 1 of 2 verdicts agree." in block
     # a claim its study declared untestable counts nowhere, and is named
     rows[1].update(reason="precondition declared: a reference set as large as the paper's")
     pd.DataFrame(rows).to_csv(study / "confirmatory" / "claims.csv", index=False)
@@ -253,7 +253,7 @@ def test_a_later_realisation_renders_beside_the_third_edition_with_what_its_rede
     pd.DataFrame([dict(common, verdict="replicated", estimate=-1.0, ci_low=-1.0, ci_high=-0.4)]).to_csv(
         study / "confirmatory2" / "claims.csv", index=False)
     block = realisations_block(tmp_path)
-    assert block.startswith("**0 claims were decided on both realisations, and 0 of them agree.** 1 were decided "
+    assert block.startswith("**0 claims were decided on both realisations, and 0 of them agree.** 1 was decided "
                             "on one side only; 0 on neither")
     row = next(line for line in block.splitlines() if line.startswith("| tool_annealing_study/confirmatory2 |"))
     assert "success: – -> >=0.1; type: – -> success_rate; the sentence" in row
