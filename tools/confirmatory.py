@@ -78,7 +78,7 @@ def kept(registered: dict, today: dict | None) -> bool:
     return today is None or (today["verdict"] == registered["verdict"] and today.get("standing") in COUNTED)
 
 
-def _today(registered: dict, today: dict | None) -> str:
+def today_cell(registered: dict, today: dict | None) -> str:
     if today is None:
         return "–"
     if kept(registered, today):
@@ -92,7 +92,7 @@ def _today(registered: dict, today: dict | None) -> str:
     return f"**{today['verdict']}**: {today.get('reason')}"
 
 
-def _cell(r: dict | None) -> str:
+def verdict_cell(r: dict | None) -> str:
     if r is None:
         return "–"
     if pd.isna(r.get("n")):  # not measured on these runs (e.g. a curve window the committed files lack)
@@ -158,13 +158,13 @@ def side_by_side(exploratory: dict[Path, pd.DataFrame], findings_dir: Path) -> s
             b = before.get(r["id"])
             if arm_not_run(r):
                 waiting.append(f"{study_dir.name} {r['id']}")
-                rows.append(f"| {study_dir.name} | {r['id']}: {r['claim']} | {_cell(b)} | {WAITS} "
+                rows.append(f"| {study_dir.name} | {r['id']}: {r['claim']} | {verdict_cell(b)} | {WAITS} "
                             f"({r['reason']}) | waits | – |")
                 continue
             pairs.append((b, r))
             kept_today.append(kept(r, today.get(r["id"])))
-            rows.append(f"| {study_dir.name} | {r['id']}: {r['claim']} | {_cell(b)} | {_cell(r)} | {agreement(b, r)} "
-                        f"| {_today(r, today.get(r['id']))} |")
+            rows.append(f"| {study_dir.name} | {r['id']}: {r['claim']} | {verdict_cell(b)} | {verdict_cell(r)} | {agreement(b, r)} "
+                        f"| {today_cell(r, today.get(r['id']))} |")
     agree = sum(agreement(b, r) == "yes" for b, r in pairs)
     head = (headline(pairs) + f" All rows: {agree} of {len(pairs)} verdicts agree." if pairs
             else "**No confirmatory verdict yet.**")

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from ablate.stats.claims.registration import read_registration
-from tools.confirmatory import SUBDIR, _cell, _today, agreement, confirmatory_rows, headline, kept, reanalysis
+from tools.confirmatory import SUBDIR, agreement, confirmatory_rows, headline, kept, reanalysis, today_cell, verdict_cell
 
 LATER = re.compile(r"confirmatory(\d+)")
 HEADER = ["| realisation | claim | re-declared (third edition -> this one) | third edition (registered) "
@@ -59,7 +59,8 @@ def realisations_block(findings_dir: Path) -> str:
             label = f"{study_dir.name}/{folder.name}"
             new_rows = confirmatory_rows(study_dir, folder.name)
             if not new_rows:
-                pending.append(label) if (folder / "registration.yaml").is_file() else None
+                if (folder / "registration.yaml").is_file():
+                    pending.append(label)
                 continue
             new, today = registered_claims(folder / "registration.yaml"), reanalysis(study_dir, folder.name)
             for r in new_rows:
@@ -67,7 +68,7 @@ def realisations_block(findings_dir: Path) -> str:
                 pairs.append((b, r))
                 kept_today.append(kept(r, t))
                 rows.append(f"| {label} | {r['id']}: {r['claim']} | {changed(old.get(r['id']), new.get(r['id']))} "
-                            f"| {_cell(b)} | {_cell(r)} | {agreement(b, r)} | {_today(r, t)} |")
+                            f"| {verdict_cell(b)} | {verdict_cell(r)} | {agreement(b, r)} | {today_cell(r, t)} |")
     head = "**No later realisation reported yet.**"
     if pairs:
         head = (headline(pairs).replace("seed sets", "realisations") + f" Today's analysis keeps "
