@@ -127,14 +127,14 @@ def _were(n: int) -> str:
     return f"{n} claim was" if n == 1 else f"{n} claims were"
 
 
-def headline(pairs: list[tuple[dict | None, dict]]) -> str:
+def headline(pairs: list[tuple[dict | None, dict]], over: str = "seed sets") -> str:
     """The count that leads: claims decided (replicated / not replicated) on both seed sets and how many agree,
     then decided on one side only, then on neither; declared-untestable claims out of every count."""
     counted = [(b, r) for b, r in pairs if not declared_untestable(r)]
     decided = [(b is not None and b["verdict"] in DECIDED) + (r["verdict"] in DECIDED) for b, r in counted]
     both = [(b, r) for (b, r), d in zip(counted, decided) if d == 2]
     agree = sum(b["verdict"] == r["verdict"] for b, r in both)
-    text = (f"**{_were(len(both))} decided on both seed sets, and {agree} of them agree.** "
+    text = (f"**{_were(len(both))} decided on both {over}, and {agree} of them agree.** "
             f"{decided.count(1)} {'was' if decided.count(1) == 1 else 'were'} decided on one side only; "
             f"{decided.count(0)} on neither (inconclusive or not testable on both, or new)")
     declared = [r["id"] for b, r in pairs if declared_untestable(r)]

@@ -71,7 +71,7 @@ def realisations_block(findings_dir: Path) -> str:
                             f"| {verdict_cell(b)} | {verdict_cell(r)} | {agreement(b, r)} | {today_cell(r, t)} |")
     head = "**No later realisation reported yet.**"
     if pairs:
-        head = (headline(pairs).replace("seed sets", "realisations") + f" Today's analysis keeps "
+        head = (headline(pairs, over="realisations") + f" Today's analysis keeps "
                 f"{sum(kept_today)} of the {len(kept_today)} registered verdicts of the later realisations unchanged.")
     if pending:
         head += f" Registered, runs not yet reported: {', '.join(pending)}."
