@@ -80,3 +80,44 @@ def test_a_first_look_the_exact_test_cannot_decide_is_refused_whatever_the_study
     problems = check_study_block(_study(looks=(3, 6, 12)))
     assert len(problems) == 1 and "first look (3 vs 3 seeds)" in problems[0] and "1/20" in problems[0]
     assert check_study_block(_study()) == []
+
+
+@pytest.mark.parametrize("shift", [-0.5, 0.4])
+def test_the_shifted_exact_test_holds_its_level_at_every_rate_on_its_null(shift):
+    """P(shifted_p <= a) <= a for the rate pairs that differ by exactly `shift`, summed exactly over every
+    count pair of 6 vs 5 seeds: the test 'not replicated' needs is exact whatever the baseline's rate."""
+    n, m = 6, 5
+    p_of = np.array([[rates.shifted_p(k, n, j, m, shift) for j in range(m + 1)] for k in range(n + 1)])
+    for py in np.linspace(0.0, 1.0, 41):
+        px = py + shift
+        if not 0 <= px <= 1:
+            continue
+        mass = np.outer(scipy.stats.binom.pmf(np.arange(n + 1), n, px), scipy.stats.binom.pmf(np.arange(m + 1), m, py))
+        for a in (0.01, 0.05, 0.2):
+            assert mass[p_of <= a].sum() <= a + 1e-9, (py, a)
+
+
+def test_the_shifted_exact_test_reads_towards_zero_from_the_effect():
+    # claimed lower by 0.5: every seed of both arms keeping it is the strongest evidence against that
+    assert rates.shifted_p(10, 10, 10, 10, -0.5) < rates.shifted_p(9, 10, 10, 10, -0.5) < 0.05
+    assert rates.shifted_p(0, 5, 5, 5, -0.5) == pytest.approx(1.0)  # a full collapse is no evidence against it
+    # worst case by hand: the baseline at 1, the condition at 0.5, only k = n is as extreme as n/n vs n/n
+    assert rates.shifted_p(4, 4, 4, 4, -0.5) >= 0.5 ** 4 - 1e-12
+    # claimed higher by 0.4: the mirror image
+    assert rates.shifted_p(3, 8, 3, 8, 0.4) == pytest.approx(rates.shifted_p(5, 8, 5, 8, -0.4))
+
+
+def test_not_replicated_needs_the_exact_test_of_the_effect_of_interest():
+    """10 of 10 seeds keeping the skill in both arms: Newcombe's interval at the first look of 10/20 at alpha
+    0.05 / 6 excludes a difference of 0.5 ([-0.44, 0.44]), but the exact test of that difference gives p 0.014
+    against the look's one-sided 0.0026, so the look stays open; at 20 seeds an arm it decides."""
+    problems: list[str] = []
+    study = _study(alpha=0.05 / 6, looks=(10, 20), direction="lower", effect=0.5, success=">=0.1")
+    rate = parse_declared(study, problems)
+    assert not problems
+    row = evaluate(rate, _table([0.3] * 10, [0.3] * 10)).table.iloc[0]
+    assert row["verdict"] == "inconclusive" and "exact test of a difference of -0.5" in row["reason"], row["reason"]
+    assert row["ci_low"] > -0.5  # the interval alone would have said "not replicated"
+    row = evaluate(parse_declared({**study, "plan": {"looks": [20], "spending": "pocock"}}, problems),
+                   _table([0.3] * 20, [0.3] * 20)).table.iloc[0]
+    assert row["verdict"] == "not replicated" and "exact test of a difference of -0.5: p" in row["reason"]

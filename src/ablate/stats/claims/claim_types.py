@@ -382,8 +382,9 @@ class Descriptive(ClaimType):
 class SuccessRate(Superiority):
     """More seeds of the condition than of the baseline meet `success:` (a recover / collapse outcome,
     bimodal over seeds, where no test of means holds its level): the seeds' 0/1 outcomes, the rate
-    difference's Newcombe interval, and Fisher's exact test at the look's one-sided level (rates.py).
-    `effect` is in rate units (a share of seeds)."""
+    difference's Newcombe interval, and Fisher's exact test at the look's one-sided level (rates.py); a
+    'not replicated' also needs the exact unconditional test of "the rates differ by the effect of
+    interest" (rates.shifted_p) at that level. `effect` is in rate units (a share of seeds)."""
 
     name = "success_rate"
 
@@ -404,10 +405,17 @@ class SuccessRate(Superiority):
         return Estimate(k / n - j / m, lo, hi, rates.two_sided_p(k, n, j, m), math.nan)
 
     def guard(self, claim, verdict, reason, xs, ys, alpha, test):
-        if verdict != "replicated":
-            return verdict, reason
         k, n, j, m = int(xs.sum()), xs.size, int(ys.sum()), ys.size
         one_sided = alpha / 2.0
+        if verdict == "not replicated":  # the exact test of "the rates differ by the effect of interest"
+            p = rates.shifted_p(k, n, j, m, claim.direction * claim.bar)
+            if not p <= one_sided:
+                return "inconclusive", (f"the rate interval excludes the effect of interest, the exact test of "
+                                        f"a difference of {claim.direction * claim.bar:g} does not "
+                                        f"(p {p:.2g} > {one_sided:.2g})")
+            return verdict, f"{reason}; exact test of a difference of {claim.direction * claim.bar:g}: p {p:.2g} <= {one_sided:.2g}"
+        if verdict != "replicated":
+            return verdict, reason
         if level.floor_p(n, m) > one_sided:  # Fisher's smallest p is the randomization test's floor
             return "inconclusive", (f"undecidable at {n} vs {m} seeds: the exact test's smallest p "
                                     f"1/{math.comb(n + m, n)} exceeds the one-sided level {one_sided:.2g} "
