@@ -28,10 +28,11 @@ from pathlib import Path
 import numpy as np
 import scipy.signal
 import scipy.stats
-import yaml
-
 from ablate.stats.claims.declared import parse_declared
 from ablate.stats.claims.engine import look_verdict
+from ablate.stats.claims.registration import read_registration
+from ablate.stats.read.runs import StatsInputError
+from ablate.studies.calibrate import render_block
 from ablate.stats.maths.sequential import nominal_levels
 
 GRID = np.linspace(0.0, 1.0, 101)  # the rates the suprema run over
@@ -106,8 +107,9 @@ def error_rates(cell: Cell) -> dict:
 
 
 def cells_of(path: Path) -> list[Cell]:
-    """A registration's success_rate claims at their first level and, under a graph, at the whole alpha."""
-    study = (yaml.safe_load(path.read_text()) or {}).get("study") or {}
+    """A registration's success_rate claims at their first level and, under a graph, at the whole alpha: its
+    latest version (an amendment made before the runs binds them), read and checked as ablate.stats does."""
+    study = read_registration(path).records[-1].block
     problems: list[str] = []
     declared = parse_declared(study, problems)
     family = [c.id for c in declared.claims if c.in_family]
@@ -143,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("registrations", nargs="*", type=Path,
                         help="registration.yaml files (default: every one under docs/findings)")
+    parser.add_argument("--doc", type=Path, help="write the table into this file's <!-- rate_levels --> block "
+                        "(docs/stats.md) instead of printing it")
     args = parser.parse_args(argv)
     paths = args.registrations or sorted(Path("docs/findings").glob("**/registration.yaml"))
     if not paths:
@@ -150,15 +154,20 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     cells: dict[tuple, list[Cell]] = {}  # one computation for a claim registered alike in several studies
     for path in paths:
-        for cell in cells_of(path):
+        try:
+            found = cells_of(path)
+        except StatsInputError as exc:  # damaged or hand-edited: one line, nothing computed from it
+            print(f"rate_levels: {exc}", file=sys.stderr)
+            return 2
+        for cell in found:
             key = (repr(sorted(cell.claim.items())), cell.looks, cell.spending, round(cell.alpha, 12))
             cells.setdefault(key, []).append(cell)
     rows = []
-    for same in cells.values():
+    for same in cells.values():  # one row per claim, naming every registration that decides it so
         rows.append({**error_rates(same[0]), "study": ", ".join(dict.fromkeys(c.study for c in same))})
         print(f"{same[0].label} at {same[0].alpha:.4g}: done", file=sys.stderr, flush=True)
-    print(markdown(rows) if rows else "no success_rate claim in the registrations given")
-    return 0
+    return render_block((markdown(rows) + "\n") if rows else "no success_rate claim in the registrations given",
+                        args.doc, "rate_levels")
 
 
 if __name__ == "__main__":
