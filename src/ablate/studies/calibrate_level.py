@@ -53,11 +53,12 @@ import scipy.stats
 
 from ablate.rundir.atomic import write_text
 from ablate.stats.claims.declared import parse_declared
-from ablate.stats.claims.engine import evaluate, look_verdict
+from ablate.stats.claims.engine import evaluate
 from ablate.stats.maths.level import SPREAD_MAX, floor_p, randomization_p, separated, spread_ratio
 from ablate.stats.maths.sequential import nominal_levels
 from ablate.stats.values.table import VALUE_COLUMNS
 from ablate.studies.calibrate import render_block
+from ablate.studies.rate_levels import look_table
 
 MU, SD = 0.35, 0.01
 EFFECT = 0.02  # the futility regimes' effect of interest and the non-inferiority regimes' margin: two seed SDs
@@ -272,19 +273,12 @@ def _guarded(mine: np.ndarray, x, y, n: int, a: float, null: tuple[int, float], 
 
 @functools.lru_cache(maxsize=None)
 def _rate_verdicts(s: int, n: int, a: float, looks: tuple, alpha: float) -> np.ndarray:
-    """[n+1, n+1] int8: the engine's verdict at a look of n vs n seeds with k and j successes (1
-    replicated, -1 not replicated, 0 open), from `engine.look_verdict` itself: a rate claim reads counts
-    only, and its exact test is its own whatever the study's `test`."""
+    """[n+1, n+1] int8: the engine's verdict at a look of n vs n seeds with k and j successes
+    (`rate_levels.look_table`) of the bimodal regime's claim in direction s."""
     direction = "higher" if s > 0 else "lower"
     claim = declared(next(c for c in claims_of("rate: bimodal arm") if c["direction"] == direction),
                      alpha, looks, "welch").claims[0]
-    out = np.zeros((n + 1, n + 1), dtype=np.int8)
-    for k in range(n + 1):
-        for j in range(n + 1):
-            xs, ys = (np.r_[np.ones(c), np.zeros(n - c)] for c in (k, j))
-            v = look_verdict(claim, xs, ys, a)[1]
-            out[k, j] = 1 if v == "replicated" else -1 if v == "not replicated" else 0
-    return out
+    return look_table(claim, n, a)
 
 
 def entry_rejections(x: np.ndarray, y: np.ndarray, looks, alpha: float, test: str,

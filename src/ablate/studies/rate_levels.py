@@ -61,16 +61,21 @@ def verdict_tables(claim: dict, looks, alpha: float, spending: str = "pocock") -
     parsed = parse_declared(block, problems).claims[0]
     if problems:
         raise ValueError(f"claim {claim.get('id')!r}: {'; '.join(problems)}")
-    tables = []
-    for n, a in zip(looks, nominal_levels([n / looks[-1] for n in looks], alpha, spending)):
-        t = np.zeros((n + 1, n + 1), dtype=np.int8)
-        for k in range(n + 1):
-            for j in range(n + 1):
-                xs, ys = (np.r_[np.ones(c), np.zeros(n - c)] for c in (k, j))
-                v = look_verdict(parsed, xs, ys, a, "randomization")[1]
-                t[k, j] = 1 if v == "replicated" else -1 if v == "not replicated" else 0
-        tables.append(t)
-    return tables
+    return [look_table(parsed, n, a) for n, a in zip(looks, nominal_levels([n / looks[-1] for n in looks], alpha, spending))]
+
+
+def look_table(claim, n: int, a: float) -> np.ndarray:
+    """[n+1, n+1] int8: `engine.look_verdict` of a parsed success_rate claim at one look of n vs n seeds at
+    nominal level a, with k of the condition's and j of the baseline's seeds meeting the threshold (1
+    replicated, -1 not replicated, 0 open). A rate claim reads counts only: its exact tests are its own
+    whatever the study's `test`."""
+    t = np.zeros((n + 1, n + 1), dtype=np.int8)
+    for k in range(n + 1):
+        for j in range(n + 1):
+            xs, ys = (np.r_[np.ones(c), np.zeros(n - c)] for c in (k, j))
+            v = look_verdict(claim, xs, ys, a)[1]
+            t[k, j] = 1 if v == "replicated" else -1 if v == "not replicated" else 0
+    return t
 
 
 def plan_outcome(tables: list[np.ndarray], looks, p_condition: float, p_baseline: float) -> tuple[float, float]:
