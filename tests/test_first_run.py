@@ -110,6 +110,7 @@ def test_headline_sweep_in_seconds_then_stats_quietly(tmp_path):
         assert noise not in console, noise
     assert "\r" not in console  # no progress bars in a sweep job: log lines instead
     assert console.count("GPU available") == 0 and "step 6/6" in console
+    assert "Done   6 out of   6" in console  # the sweep's progress: joblib's line as each job ends (launcher/local)
     for job in range(6):
         log = (sweep / str(job) / "train.log").read_text()
         fits = log.count("`Trainer.fit` stopped")  # job 0 also trains the (cached) upstream SFT
