@@ -61,7 +61,8 @@ def verdict_tables(claim: dict, looks, alpha: float, spending: str = "pocock") -
     parsed = parse_declared(block, problems).claims[0]
     if problems:
         raise ValueError(f"claim {claim.get('id')!r}: {'; '.join(problems)}")
-    return [look_table(parsed, n, a) for n, a in zip(looks, nominal_levels([n / looks[-1] for n in looks], alpha, spending))]
+    levels = nominal_levels([n / looks[-1] for n in looks], alpha, spending)
+    return [look_table(parsed, n, a) for n, a in zip(looks, levels)]
 
 
 def look_table(claim, n: int, a: float) -> np.ndarray:
